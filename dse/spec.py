@@ -1,0 +1,263 @@
+"""The study spec: what a user writes in YAML, validated into frozen pydantic models.
+
+Every field has a default so a ten-line spec works; `search_spaces/README.md` documents each.
+Errors come out as one SpecError line naming the field path and what is allowed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from dse.errors import SpecError
+from dse.metrics import DIRECTIONS
+from simulators.models import ModelSpec
+from simulators.workload import RECOMPUTE_MODES
+
+SAMPLERS = ("auto", "tpe", "nsga2", "random", "grid")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class IntRange(_Frozen):
+    """An integer range knob: low, low+step, ..., up to high inclusive."""
+
+    low: int = Field(ge=1)
+    high: int = Field(ge=1)
+    step: int = Field(default=1, ge=1)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> IntRange:
+        if self.high < self.low:
+            raise ValueError(f"high={self.high} is below low={self.low}")
+        return self
+
+    @property
+    def values(self) -> tuple[int, ...]:
+        return tuple(range(self.low, self.high + 1, self.step))
+
+
+IntKnob = list[int] | IntRange
+
+
+def knob_values(knob: Any) -> tuple:
+    """The candidate values of a knob given as a list or a range."""
+    return knob.values if isinstance(knob, IntRange) else tuple(knob)
+
+
+def _non_empty_unique(values: list) -> list:
+    if not values:
+        raise ValueError("needs at least one value")
+    if len(set(values)) != len(values):
+        raise ValueError(f"{values} repeats a value")
+    return values
+
+
+class TrainingSettings(_Frozen):
+    seq_len: int = Field(default=4096, ge=1)
+    precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
+    train_tokens: float | None = Field(default=None, gt=0)
+
+
+class Hardware(_Frozen):
+    gpu: list[str] = ["H100-SXM"]
+    num_gpus: IntKnob = [8, 16, 32, 64]
+    memory_reserve_gb: float = Field(default=4.0, ge=0)
+    usd_per_gpu_hour: dict[str, float] = {}
+
+    _unique = field_validator("gpu")(_non_empty_unique)
+
+    @field_validator("num_gpus")
+    @classmethod
+    def _counts(cls, knob: IntKnob) -> IntKnob:
+        if isinstance(knob, list):
+            _non_empty_unique(knob)
+            if min(knob) < 1:
+                raise ValueError(f"{min(knob)} is not a positive GPU count")
+        return knob
+
+    @field_validator("usd_per_gpu_hour")
+    @classmethod
+    def _positive_prices(cls, prices: dict[str, float]) -> dict[str, float]:
+        for name, price in prices.items():
+            if price <= 0:
+                raise ValueError(f"{name}: {price} is not a positive price")
+        return prices
+
+
+class TrainingSearch(_Frozen):
+    tp: IntKnob = [1, 2, 4, 8]
+    pp: IntKnob = [1, 2, 4, 8]
+    micro_batch: IntKnob = [1, 2]
+    global_batch: IntKnob = [1024]
+    recompute: list[str] = ["none", "full"]
+    sequence_parallel: list[bool] = [True]
+    distributed_optimizer: list[bool] = [True]
+
+    @field_validator("tp", "pp", "micro_batch", "global_batch", "sequence_parallel", "distributed_optimizer")
+    @classmethod
+    def _lists(cls, knob: Any) -> Any:
+        if isinstance(knob, list):
+            _non_empty_unique(knob)
+            if any(not isinstance(v, bool) and v < 1 for v in knob):
+                raise ValueError(f"{knob} holds a value below 1")
+        return knob
+
+    @field_validator("recompute")
+    @classmethod
+    def _modes(cls, modes: list[str]) -> list[str]:
+        _non_empty_unique(modes)
+        for mode in modes:
+            if mode not in RECOMPUTE_MODES:
+                raise ValueError(f"{mode!r} is not a recompute mode; allowed: {', '.join(RECOMPUTE_MODES)}")
+        return modes
+
+
+class Objective(_Frozen):
+    metric: str
+    direction: Literal["minimize", "maximize"] | None = None
+
+
+class Constraint(_Frozen):
+    metric: str
+    max: float | None = None
+    min: float | None = None
+
+    @model_validator(mode="after")
+    def _one_bound(self) -> Constraint:
+        if self.max is None and self.min is None:
+            raise ValueError("needs a bound: max or min")
+        return self
+
+
+class Budget(_Frozen):
+    trials: int = Field(default=200, ge=1)
+    timeout_s: float | None = Field(default=None, gt=0)
+    batch_size: int = Field(default=32, ge=1)
+
+
+class Study(_Frozen):
+    """A whole study: what to search, for what, within which budget."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    mode: Literal["training"] = "training"
+    model: str | ModelSpec
+    training: TrainingSettings = TrainingSettings()
+    hardware: Hardware = Hardware()
+    search: TrainingSearch = TrainingSearch()
+    objectives: list[Objective] = [
+        Objective(metric="tokens_per_s_per_gpu"),
+        Objective(metric="usd_per_mtok"),
+    ]
+    constraints: list[Constraint] = []
+    budget: Budget = Budget()
+    sampler: Literal["auto", "tpe", "nsga2", "random", "grid"] = "auto"
+    seed: int = 0
+    output: str | None = None
+    storage: str | None = None
+
+    @field_validator("objectives", mode="before")
+    @classmethod
+    def _shorthand(cls, items: Any) -> Any:
+        """Accept `- tokens_per_s: maximize` and `- usd_per_mtok` besides full mappings."""
+        if not isinstance(items, list):
+            return items
+        out = []
+        for item in items:
+            if isinstance(item, str):
+                item = {"metric": item}
+            elif isinstance(item, dict) and len(item) == 1:
+                ((metric, direction),) = item.items()
+                if direction in DIRECTIONS:
+                    item = {"metric": metric, "direction": direction}
+            out.append(item)
+        if not out:
+            raise ValueError("needs at least one objective")
+        return out
+
+    @property
+    def output_dir(self) -> Path:
+        return Path(self.output) if self.output else Path("reports") / self.name
+
+
+def load_study(path: str | Path, **overrides: Any) -> Study:
+    """Read and validate a spec file; `overrides` replace top-level or dotted fields.
+
+    Only the syntax and field types are checked here; `dse.checks.check_study` checks the
+    names and the parallel plans against the catalogues.
+    """
+    path = Path(path)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise SpecError(f"spec: {path} does not exist") from None
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise SpecError(f"spec: {path}{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    if not isinstance(raw, dict):
+        raise SpecError(f"spec: {path} must hold a mapping of fields (name, model, ...)")
+    for dotted, value in overrides.items():
+        if value is None:
+            continue
+        node = raw
+        *parents, leaf = dotted.split(".")
+        for key in parents:
+            node = node.setdefault(key, {})
+        node[leaf] = value
+    return parse_study(raw)
+
+
+def parse_study(raw: dict) -> Study:
+    try:
+        return Study.model_validate(raw)
+    except ValidationError as exc:
+        raise SpecError(_one_line(exc)) from None
+
+
+def _one_line(exc: ValidationError) -> str:
+    """The most telling validation error as `field.path: what is wrong; allowed: ...`.
+
+    For a union (a knob given as a list or a range) pydantic reports every branch; the branch
+    whose error goes deeper than "wrong type" is the one the user meant.
+    """
+    errors = exc.errors()
+    err = next((e for e in errors if not e["type"].endswith("_type")), errors[0])
+    loc = [p for p in err["loc"] if not (isinstance(p, str) and (p in _UNION_TAGS or "[" in p))]
+    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "spec"
+    kind, msg = err["type"], err["msg"]
+    if kind == "extra_forbidden":
+        return f"{path}: unknown field; allowed: {', '.join(_allowed_fields(loc[:-1]))}"
+    if kind == "missing":
+        return f"{path}: required field is missing"
+    if kind == "literal_error":
+        return f"{path}: {err['input']!r} is not allowed; {msg.replace('Input should be', 'allowed:')}"
+    if kind == "value_error":
+        return f"{path}: {msg.removeprefix('Value error, ')}"
+    return f"{path}: {err['input']!r}: {msg}"
+
+
+_UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]"}
+
+
+def _allowed_fields(loc: list) -> list[str]:
+    model: type[BaseModel] = Study
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        annotation = model.model_fields[part].annotation
+        candidates = [annotation, *getattr(annotation, "__args__", ())]
+        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
+        nested += [a for c in candidates for a in getattr(c, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        if not nested:
+            break
+        model = nested[0]
+    return list(model.model_fields)
+
+
+__all__ = ["DIRECTIONS", "SAMPLERS", "Study", "knob_values", "load_study", "parse_study"]

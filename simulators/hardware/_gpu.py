@@ -1,0 +1,87 @@
+"""The GPU catalogue: datasheet figures per accelerator, validated at load (STYLE 5).
+
+Units are in the field names: TFLOP/s are dense (no structured sparsity), bandwidths are per GPU
+and one direction, `nic_gbps` is gigabits per second, everything else is bytes-based (GB = 1e9 B).
+"""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from simulators._errors import CatalogError
+from simulators._registry import Registry
+
+PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
+
+
+class GpuSpec(BaseModel):
+    """One accelerator as its datasheet and market describe it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    vendor: str
+    bf16_tflops: float | None = Field(gt=0)
+    fp16_tflops: float | None = Field(gt=0)
+    fp8_tflops: float | None = Field(gt=0)
+    fp4_tflops: float | None = Field(gt=0)
+    hbm_gb: float = Field(gt=0)
+    hbm_gbytes_per_s: float = Field(gt=0)
+    scaleup_gbytes_per_s: float = Field(gt=0)
+    scaleup_domain_gpus: int = Field(ge=1)
+    nic_gbps: float = Field(gt=0)
+    tdp_w: float = Field(gt=0)
+    usd_per_gpu_hour: float = Field(gt=0)
+    usd_as_of: str
+    gemm_efficiency: float = Field(gt=0, le=1)
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_number_has_a_source(self) -> GpuSpec:
+        numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
+        missing = [k for k in numeric if k not in self.sources]
+        if missing:
+            raise ValueError(f"no source for {', '.join(missing)}")
+        return self
+
+    def peak_tflops(self, precision: str) -> float | None:
+        """Dense tensor-core peak for a GEMM precision, or None where the GPU lacks it."""
+        return getattr(self, f"{precision}_tflops")
+
+    @property
+    def precisions(self) -> tuple[str, ...]:
+        return tuple(p for p in PRECISIONS if self.peak_tflops(p) is not None)
+
+    @property
+    def hbm_bytes(self) -> float:
+        """HBM capacity in bytes. Marketed sizes are binary: an "80 GB" H100 shows 81,559 MiB
+        in nvidia-smi, a "141 GB" H200 143,771 MiB; so GB here means GiB."""
+        return self.hbm_gb * 2**30
+
+    @property
+    def nic_gbytes_per_s(self) -> float:
+        return self.nic_gbps / 8.0
+
+
+@cache
+def gpu_catalog() -> Registry[GpuSpec]:
+    """All GPUs of `gpus.yaml`, keyed by name and aliases."""
+    rows = yaml.safe_load(resources.files(__package__).joinpath("gpus.yaml").read_text())
+    registry: Registry[GpuSpec] = Registry("GPU")
+    for i, row in enumerate(rows):
+        try:
+            gpu = GpuSpec.model_validate(row)
+        except ValidationError as exc:
+            raise CatalogError(f"gpus.yaml entry {i} ({row.get('name')}): {exc}") from None
+        registry.register(gpu.name, gpu, gpu.aliases)
+    return registry
+
+
+def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
+    """The GPU called `name`; a CatalogError naming `field` if there is none."""
+    return gpu_catalog().lookup(name, field)

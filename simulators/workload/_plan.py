@@ -1,0 +1,136 @@
+"""Parallel plans for training and the checks that decide whether one can run at all.
+
+A plan that cannot run raises PlanError with the reason (STYLE 7); the checks are small
+functions so the spec validator can apply the same rule to every value of a search knob
+before any trial runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulators._errors import PlanError
+from simulators.hardware import GpuSpec
+from simulators.models import ModelSpec
+
+RECOMPUTE_MODES = ("none", "full")
+
+
+def divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def tp_problem(model: ModelSpec, tp: int) -> str | None:
+    """Why tensor parallelism `tp` cannot split `model`, or None if it can.
+
+    Megatron shards attention by heads and requires whole KV groups per rank; the vocabulary
+    is padded to a multiple of tp, so it needs no check.
+    """
+    if model.kv_heads % tp:
+        allowed = ", ".join(map(str, divisors(model.kv_heads)))
+        return f"{tp} does not divide kv_heads={model.kv_heads} of {model.name}; allowed: {allowed}"
+    if model.ffn_hidden % tp:
+        return f"{tp} does not divide ffn_hidden={model.ffn_hidden} of {model.name}"
+    return None
+
+
+def pp_problem(model: ModelSpec, pp: int) -> str | None:
+    """Why `pp` pipeline stages cannot hold equal shares of `model`'s layers, or None."""
+    if model.layers % pp:
+        allowed = ", ".join(map(str, divisors(model.layers)))
+        return f"{pp} does not divide layers={model.layers} of {model.name}; allowed: {allowed}"
+    return None
+
+
+def precision_problem(gpu: GpuSpec, precision: str) -> str | None:
+    """Why `gpu` cannot run GEMMs in `precision`, or None."""
+    if gpu.peak_tflops(precision) is None:
+        return f"{gpu.name} has no {precision} tensor cores; allowed: {', '.join(gpu.precisions)}"
+    return None
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How one training step is split over GPUs (Megatron vocabulary; batches in sequences)."""
+
+    tp: int
+    pp: int
+    dp: int
+    micro_batch: int
+    global_batch: int
+    seq_len: int
+    recompute: str = "none"
+    sequence_parallel: bool = True
+    distributed_optimizer: bool = True
+    precision: str = "bf16"
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "micro_batch", "global_batch", "seq_len"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise PlanError(f"{name}={value!r} must be a positive integer")
+        if self.recompute not in RECOMPUTE_MODES:
+            raise PlanError(
+                f"recompute={self.recompute!r}; allowed: {', '.join(RECOMPUTE_MODES)}"
+            )
+        if self.global_batch % (self.dp * self.micro_batch):
+            raise PlanError(
+                f"global_batch={self.global_batch} is not a multiple of "
+                f"dp*micro_batch={self.dp}*{self.micro_batch}"
+            )
+
+    @property
+    def world_size(self) -> int:
+        return self.tp * self.pp * self.dp
+
+    @property
+    def microbatches(self) -> int:
+        """Micro-batches each pipeline runs per step (gradient-accumulation steps)."""
+        return self.global_batch // (self.dp * self.micro_batch)
+
+    @property
+    def tokens_per_step(self) -> int:
+        return self.global_batch * self.seq_len
+
+
+@dataclass(frozen=True)
+class TrainingSystem:
+    """The hardware a plan runs on."""
+
+    gpu: GpuSpec
+    num_gpus: int
+    memory_reserve_gb: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.num_gpus < 1:
+            raise PlanError(f"num_gpus={self.num_gpus} must be at least 1")
+        if self.memory_reserve_gb < 0:
+            raise PlanError(f"memory_reserve_gb={self.memory_reserve_gb} must be >= 0")
+
+
+@dataclass(frozen=True)
+class TrainingCandidate:
+    """One complete training configuration; constructing it proves the plan can run."""
+
+    model: ModelSpec
+    system: TrainingSystem
+    plan: ParallelPlan
+
+    def __post_init__(self) -> None:
+        plan, model = self.plan, self.model
+        if plan.world_size != self.system.num_gpus:
+            raise PlanError(
+                f"tp*pp*dp={plan.tp}*{plan.pp}*{plan.dp}={plan.world_size} "
+                f"differs from num_gpus={self.system.num_gpus}"
+            )
+        for problem in (
+            tp_problem(model, plan.tp),
+            pp_problem(model, plan.pp),
+            precision_problem(self.system.gpu, plan.precision),
+        ):
+            if problem:
+                raise PlanError(problem)
+        if model.max_seq_len is not None and plan.seq_len > model.max_seq_len:
+            raise PlanError(
+                f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}"
+            )
