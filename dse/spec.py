@@ -35,6 +35,8 @@ class IntRange(_Frozen):
     def _ordered(self) -> IntRange:
         if self.high < self.low:
             raise ValueError(f"high={self.high} is below low={self.low}")
+        if (self.high - self.low) % self.step:
+            raise ValueError(f"high - low = {self.high - self.low} is not a multiple of step={self.step}")
         return self
 
     @property

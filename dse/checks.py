@@ -1,0 +1,113 @@
+"""Checks of a study against the catalogues, run before any trial (issue: fail fast).
+
+Each check applies the simulator's own rule (simulators.workload) to every value of a knob,
+so an impossible value is reported once, with its field path, instead of failing every trial.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+from dse.errors import CatalogError, SpecError
+from dse.metrics import TRAINING_METRICS
+from dse.spec import Constraint, Study, knob_values
+from simulators.hardware import GpuSpec, get_gpu
+from simulators.models import ModelSpec, get_model
+from simulators.workload import pp_problem, precision_problem, tp_problem
+
+
+@dataclass(frozen=True)
+class ResolvedStudy:
+    """A study whose names all resolved to catalogue entries; the search starts from this."""
+
+    study: Study
+    model: ModelSpec
+    gpus: tuple[GpuSpec, ...]
+    usd_per_gpu_hour: dict[str, float]
+    objectives: tuple[str, ...]  # canonical metric names
+    directions: tuple[str, ...]  # "minimize" / "maximize", one per objective
+    constraints: tuple[Constraint, ...]  # with canonical metric names
+
+
+def resolve_study(study: Study) -> ResolvedStudy:
+    """Resolve every name in `study` and prove each knob value can be part of a valid plan."""
+    model = study.model if isinstance(study.model, ModelSpec) else get_model(study.model, "model")
+    gpus = tuple(get_gpu(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
+    prices = {gpu.name: gpu.usd_per_gpu_hour for gpu in gpus}
+    for name, price in study.hardware.usd_per_gpu_hour.items():
+        gpu = get_gpu(name, f"hardware.usd_per_gpu_hour.{name}")
+        if gpu.name not in prices:
+            raise SpecError(
+                f"hardware.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; "
+                f"allowed: {', '.join(prices)}"
+            )
+        prices[gpu.name] = price
+    _check_training(study, model, gpus)
+    objectives, directions = _check_metrics(study)
+    constraints = tuple(
+        c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
+        for i, c in enumerate(study.constraints)
+    )
+    return ResolvedStudy(study, model, gpus, prices, objectives, directions, constraints)
+
+
+def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
+    settings, search = study.training, study.search
+    for gpu in gpus:
+        if problem := precision_problem(gpu, settings.precision):
+            raise SpecError(f"training.precision: {settings.precision!r}: {problem}")
+    if model.max_seq_len is not None and settings.seq_len > model.max_seq_len:
+        raise SpecError(
+            f"training.seq_len: {settings.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}"
+        )
+    tps, pps = knob_values(search.tp), knob_values(search.pp)
+    for field, values, rule in (("search.tp", tps, tp_problem), ("search.pp", pps, pp_problem)):
+        for value in values:
+            if problem := rule(model, value):
+                raise SpecError(f"{field}: {problem}")
+    counts = knob_values(study.hardware.num_gpus)
+    splits = {tp * pp for tp, pp in itertools.product(tps, pps)}
+    for n in counts:
+        if not any(n % split == 0 for split in splits):
+            raise SpecError(
+                f"hardware.num_gpus: {n} is not a multiple of any tp*pp of the search space "
+                f"({', '.join(map(str, sorted(splits)))})"
+            )
+    for field, values, other in (("search.tp", tps, pps), ("search.pp", pps, tps)):
+        for value in values:
+            if not any(n % (value * o) == 0 for n in counts for o in other):
+                raise SpecError(
+                    f"{field}: {value} leaves no whole data-parallel degree for any of "
+                    f"hardware.num_gpus={list(counts)}"
+                )
+    micro = knob_values(search.micro_batch)
+    dps = {n // s for n in counts for s in splits if n % s == 0}
+    for gb in knob_values(search.global_batch):
+        if not any(gb % (dp * mb) == 0 for dp in dps for mb in micro):
+            raise SpecError(
+                f"search.global_batch: {gb} is not a multiple of dp*micro_batch for any plan of "
+                f"the search space (dp: {', '.join(map(str, sorted(dps)))}; "
+                f"micro_batch: {', '.join(map(str, micro))})"
+            )
+
+
+def _check_metrics(study: Study) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    names, directions = [], []
+    for i, objective in enumerate(study.objectives):
+        metric = _metric(objective.metric, f"objectives[{i}].metric", study)
+        if metric.name in names:
+            raise SpecError(f"objectives[{i}].metric: {metric.name!r} is already an objective")
+        names.append(metric.name)
+        directions.append(objective.direction or metric.better)
+    return tuple(names), tuple(directions)
+
+
+def _metric(name: str, field: str, study: Study):
+    try:
+        metric = TRAINING_METRICS.lookup(name, field)
+    except CatalogError as exc:
+        raise SpecError(str(exc)) from None
+    if metric.needs == "training.train_tokens" and study.training.train_tokens is None:
+        raise SpecError(f"{field}: {name!r} needs training.train_tokens to be set")
+    return metric

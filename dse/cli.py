@@ -1,0 +1,159 @@
+"""The `dse` command line. Every DseError becomes one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from dse.errors import DseError
+
+EXIT_USAGE = 2
+EXIT_INTERRUPTED = 130
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    console = Console()
+    try:
+        return args.handler(args, console)
+    except DseError as exc:
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("dse: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="dse", description="Design-space exploration for distributed AI systems.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    search = commands.add_parser("search", help="run a study: sweep the space, write the Pareto front")
+    search.add_argument("spec", type=Path, help="study spec (YAML), e.g. search_spaces/llama70b.yaml")
+    search.add_argument("--trials", type=int, help="trial budget (total, counting a resumed study's trials)")
+    search.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
+    search.add_argument("--seed", type=int, help="sampler seed")
+    search.add_argument("--out", type=Path, metavar="DIR", help="output directory (default reports/<name>)")
+    search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in DIR)")
+    search.add_argument(
+        "--ray-address",
+        default="local",
+        metavar="ADDR",
+        help="'local' (default: start a Ray for this run), 'auto' or an address to join a cluster, "
+        "'off' to evaluate in this process",
+    )
+    search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
+    search.set_defaults(handler=_search)
+
+    models = commands.add_parser("models", help="list the model zoo")
+    models.set_defaults(handler=_models)
+    gpus = commands.add_parser("gpus", help="list the GPU catalogue")
+    gpus.set_defaults(handler=_gpus)
+    return parser
+
+
+def _search(args: argparse.Namespace, console: Console) -> int:
+    from dse.checks import resolve_study
+    from dse.engine import RunSettings, run_search
+    from dse.progress import SearchProgress
+    from dse.report import write_reports
+    from dse.spec import load_study
+
+    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
+        if value is not None and value <= 0:
+            raise DseError(f"{flag}: {value} must be positive")
+    study = load_study(
+        args.spec,
+        **{
+            "budget.trials": args.trials,
+            "budget.timeout_s": args.timeout,
+            "seed": args.seed,
+            "output": str(args.out) if args.out else None,
+            "storage": args.storage,
+        },
+    )
+    resolved = resolve_study(study)
+    settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
+    console.print(_header(resolved, settings))
+    with SearchProgress(resolved, console) as progress:
+        summary = run_search(resolved, settings, on_trial=progress.trial, on_start=progress.start)
+    trials, front = write_reports(summary.study, resolved, settings.out_dir)
+    console.print(_front_table(front, resolved))
+    console.print(
+        f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run), "
+        f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front\n"
+        f"wrote {settings.out_dir / 'trials.csv'}, {settings.out_dir / 'pareto.csv'}"
+    )
+    if summary.stopped_because == "interrupted":
+        console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _header(resolved, settings) -> str:
+    from dse.space import SearchSpace
+
+    study = resolved.study
+    space = SearchSpace.from_study(resolved)
+    objectives = ", ".join(f"{d[:3]} {m}" for m, d in zip(resolved.objectives, resolved.directions))
+    return (
+        f"[bold]{study.name}[/]: {study.mode} of {resolved.model.name}, seq_len {study.training.seq_len}, "
+        f"{study.training.precision}; {space.size} candidates; objectives: {objectives}\n"
+        f"budget {study.budget.trials} trials"
+        + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
+        + f", sampler {study.sampler}, seed {study.seed}; output {settings.out_dir}"
+    )
+
+
+def _front_table(front, resolved) -> Table:
+    table = Table(title=f"Pareto front ({len(front)} candidates)")
+    shown = ["gpu", "num_gpus", "tp", "pp", "dp", "micro_batch", "global_batch", "recompute"]
+    metrics = [*resolved.objectives, *(m for m in ("mfu", "memory_gb_per_gpu") if m not in resolved.objectives)]
+    for column in (*shown, *metrics):
+        table.add_column(column, justify="right")
+    for _, row in front.head(25).iterrows():
+        table.add_row(*(str(row[c]) for c in shown), *(f"{row[m]:.4g}" for m in metrics))
+    if len(front) > 25:
+        table.caption = f"{len(front) - 25} more rows in pareto.csv"
+    return table
+
+
+def _models(args: argparse.Namespace, console: Console) -> int:
+    from simulators.models import model_catalog
+
+    table = Table(title="Model zoo")
+    for column in ("name", "params_b", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "gated_mlp", "max_seq_len"):
+        table.add_column(column, justify="right" if column != "name" else "left")
+    for model in model_catalog().values():
+        table.add_row(
+            model.name, f"{model.total_params / 1e9:.1f}", *(str(getattr(model, c)) for c in
+            ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "gated_mlp", "max_seq_len"))
+        )
+    console.print(table)
+    return 0
+
+
+def _gpus(args: argparse.Namespace, console: Console) -> int:
+    from simulators.hardware import gpu_catalog
+
+    columns = ("bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_gb", "hbm_gbytes_per_s", "scaleup_gbytes_per_s",
+               "scaleup_domain_gpus", "nic_gbps", "tdp_w", "usd_per_gpu_hour")
+    table = Table(title="GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)")
+    table.add_column("name")
+    for column in columns:
+        table.add_column(column, justify="right")
+    table.add_column("price as of")
+    for gpu in gpu_catalog().values():
+        table.add_row(gpu.name, *("-" if getattr(gpu, c) is None else f"{getattr(gpu, c):g}" for c in columns), gpu.usd_as_of)
+    console.print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

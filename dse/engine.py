@@ -1,0 +1,256 @@
+"""The search engine: one driver owns the Optuna study and asks, evaluates and tells in batches.
+
+Batches are asked before any of their trials is told, so the same seed and spec give the same
+trials whatever order Ray finishes them in. Identical candidates are simulated once; a repeat is
+told the first one's result and points at it (`duplicate_of`). Every finished trial is told as
+soon as its chunk returns, so an interrupted study loses nothing it finished; the trials it left
+running are failed and asked again on `--resume`.
+"""
+
+from __future__ import annotations
+
+import time
+import warnings
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import optuna
+from optuna.trial import TrialState
+
+from dse.checks import ResolvedStudy
+from dse.errors import SpecError
+from dse.evaluate import Evaluator, Outcome
+from dse.executor import make_executor
+from dse.space import SearchSpace, params_key
+
+OUTCOME_ATTR = "outcome"
+INTERRUPTED_ATTR = "interrupted"
+SPACE_ATTR = "search_space"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How this run goes; overrides of the spec come from the command line."""
+
+    out_dir: Path
+    storage: str | None = None
+    ray_address: str = "local"
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    study: optuna.Study
+    space: SearchSpace
+    finished: int
+    evaluated: int
+    stopped_because: str
+
+
+TrialCallback = Callable[[int, Outcome], None]
+
+
+def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
+    """The study database: an Optuna URL if given, else a journal file in the output directory.
+
+    The journal needs no server and costs ~2-5 ms per trial here; SQLite costs 34-200 ms
+    (../shared/TOOLCHAIN.md and benchmarks/storage_overhead.py).
+    """
+    target = settings.storage or str(settings.out_dir / "study.journal")
+    if "://" in target:
+        return optuna.storages.get_storage(target)
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    backend = optuna.storages.journal.JournalFileBackend(target)
+    return optuna.storages.JournalStorage(backend)
+
+
+def make_sampler(name: str, space: SearchSpace, trials: int, seed: int) -> optuna.samplers.BaseSampler:
+    """The sampler a spec names; `auto` enumerates spaces no larger than the trial budget."""
+    if name == "auto":
+        name = "grid" if space.size <= trials else "tpe"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        if name == "tpe":
+            return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+        if name == "nsga2":
+            return optuna.samplers.NSGAIISampler(seed=seed)
+        if name == "random":
+            return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+
+
+def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
+    """Create the study, or load it for `--resume`; refuse to mix a new run into an old one."""
+    spec = resolved.study
+    storage = open_storage(settings)
+    exists = spec.name in optuna.study.get_all_study_names(storage)
+    where = settings.storage or settings.out_dir
+    if exists and not settings.resume:
+        raise SpecError(
+            f"out: {where} already holds study {spec.name!r}; pass --resume to continue it, "
+            f"or --out DIR for a new one"
+        )
+    if settings.resume and not exists:
+        raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
+    sampler = make_sampler(spec.sampler, space, spec.budget.trials, spec.seed)
+    study = optuna.create_study(
+        study_name=spec.name,
+        storage=storage,
+        sampler=sampler,
+        directions=list(resolved.directions),
+        load_if_exists=settings.resume,
+    )
+    fingerprint = {name: repr(d) for name, d in space.distributions.items()}
+    fingerprint["objectives"] = repr(list(zip(resolved.objectives, resolved.directions)))
+    if not exists:
+        study.set_user_attr(SPACE_ATTR, fingerprint)
+    elif study.user_attrs.get(SPACE_ATTR) != fingerprint:
+        changed = sorted(k for k in fingerprint if study.user_attrs.get(SPACE_ATTR, {}).get(k) != fingerprint[k])
+        raise SpecError(
+            f"--resume: the spec's {', '.join(changed)} changed since study {spec.name!r} began; "
+            f"resume with the same search space and objectives, or start a new study with --out"
+        )
+    return study
+
+
+def run_search(
+    resolved: ResolvedStudy,
+    settings: RunSettings,
+    on_trial: TrialCallback | None = None,
+    on_start: Callable[[int, list[Outcome]], None] | None = None,
+) -> SearchSummary:
+    """Run the study to its trial budget or timeout; returns when either is reached."""
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = resolved.study
+    space = SearchSpace.from_study(resolved)
+    study = open_study(resolved, space, settings)
+    cache = _requeue_interrupted(study)
+    prior = [
+        outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
+        for t in study.get_trials(deepcopy=False)
+        if _counts(t) and OUTCOME_ATTR in t.user_attrs
+    ]
+    finished = len(prior)
+    if on_start:
+        on_start(spec.budget.trials, prior)
+    evaluator = Evaluator(space)
+    executor = make_executor(evaluator, settings.ray_address)
+    deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
+    evaluated = 0
+    stopped = "trial budget reached"
+    try:
+        while finished < spec.budget.trials:
+            if deadline is not None and time.monotonic() >= deadline:
+                stopped = "timeout reached"
+                break
+            if len(cache) >= space.size:
+                stopped = "every candidate of the space evaluated"
+                break
+            batch = [
+                study.ask(space.distributions)
+                for _ in range(min(spec.budget.batch_size, spec.budget.trials - finished))
+            ]
+            fresh: dict[tuple, list[optuna.Trial]] = {}
+            for trial in batch:
+                key = params_key(trial.params)
+                if key in cache:
+                    _tell(study, resolved.objectives, trial, cache[key][1], duplicate_of=cache[key][0])
+                    finished += 1
+                    if on_trial:
+                        on_trial(trial.number, cache[key][1])
+                else:
+                    fresh.setdefault(key, []).append(trial)
+            keys = list(fresh)
+            chunks = _chunks([fresh[k][0].params for k in keys], executor.workers)
+            offsets = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]
+            for index, outcomes in executor.run(chunks):
+                for j, outcome in enumerate(outcomes):
+                    first, *repeats = fresh[keys[offsets[index] + j]]
+                    cache[keys[offsets[index] + j]] = (first.number, outcome)
+                    _tell(study, resolved.objectives, first, outcome)
+                    for trial in repeats:
+                        _tell(study, resolved.objectives, trial, outcome, duplicate_of=first.number)
+                    evaluated += 1
+                    finished += 1 + len(repeats)
+                    if on_trial:
+                        for trial in (first, *repeats):
+                            on_trial(trial.number, outcome)
+    except KeyboardInterrupt:
+        stopped = "interrupted"
+    finally:
+        executor.close()
+    return SearchSummary(study, space, finished, evaluated, stopped)
+
+
+def _counts(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a stored trial is a finished evaluation (not one an interruption cut short)."""
+    return trial.state in (TrialState.COMPLETE, TrialState.FAIL) and not trial.user_attrs.get(INTERRUPTED_ATTR)
+
+
+def _requeue_interrupted(study: optuna.Study) -> dict[tuple, tuple[int, Outcome]]:
+    """Fail trials an interruption left running and ask their candidates again.
+
+    Returns the cache of finished evaluations, so a resumed study does not repeat them.
+    """
+    cache: dict[tuple, tuple[int, Outcome]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state == TrialState.RUNNING:
+            optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
+            study.tell(trial.number, state=TrialState.FAIL)
+            study.enqueue_trial(trial.params, skip_if_exists=False)
+        elif _counts(trial) and OUTCOME_ATTR in trial.user_attrs:
+            key = params_key(trial.params)
+            if key not in cache and "duplicate_of" not in trial.user_attrs[OUTCOME_ATTR]:
+                cache[key] = (trial.number, outcome_from_attrs(trial.user_attrs[OUTCOME_ATTR], trial.constraints))
+    return cache
+
+
+def _tell(
+    study: optuna.Study,
+    objectives: tuple[str, ...],
+    trial: optuna.Trial,
+    outcome: Outcome,
+    duplicate_of: int | None = None,
+) -> None:
+    record: dict[str, Any] = {
+        "metrics": dict(outcome.metrics),
+        "reason": outcome.reason,
+        "error": outcome.error,
+    }
+    if duplicate_of is not None:
+        record["duplicate_of"] = duplicate_of
+    trial.set_user_attr(OUTCOME_ATTR, record)
+    if outcome.failed:
+        study.tell(trial, state=TrialState.FAIL)
+        return
+    for name, value in outcome.constraints.items():
+        trial.set_constraint(name, value)
+    study.tell(trial, _objective_values(study, objectives, outcome.metrics))
+
+
+def _objective_values(study: optuna.Study, objectives: tuple[str, ...], metrics: Mapping[str, float]) -> list[float]:
+    """Objective values in study order. A plan that could not be simulated has no metrics: it
+    is told the worst value of each direction, which the samplers never compare because its
+    violated `plan_valid` constraint already ranks it below every feasible trial."""
+    worst = [float("inf") if d == optuna.study.StudyDirection.MINIMIZE else float("-inf") for d in study.directions]
+    return [metrics.get(name, w) for name, w in zip(objectives, worst)]
+
+
+def outcome_from_attrs(record: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:
+    return Outcome(
+        metrics=record.get("metrics", {}),
+        constraints=dict(constraints),
+        reason=record.get("reason"),
+        error=record.get("error"),
+    )
+
+
+def _chunks(items: list, workers: int) -> list[list]:
+    """Split a batch into about two chunks per worker, keeping order."""
+    if not items:
+        return []
+    count = min(len(items), 2 * workers)
+    size = -(-len(items) // count)
+    return [items[i : i + size] for i in range(0, len(items), size)]

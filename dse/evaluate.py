@@ -1,0 +1,86 @@
+"""Evaluating one candidate: simulate, add cost, judge feasibility. Runs inside Ray workers.
+
+An `Outcome` is one of three things: a result (metrics, feasible or not, with the reason), an
+infeasible plan that could not be simulated at all (no metrics, a reason), or an error (the
+simulator raised: the trial is recorded as failed and the study goes on).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from dse.cost import training_cost_metrics
+from dse.errors import PlanError
+from dse.space import SearchSpace
+from simulators.analytical import simulate_training
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What one candidate evaluation produced; `constraints` are <= 0 when satisfied."""
+
+    metrics: Mapping[str, float] = field(default_factory=dict)
+    constraints: Mapping[str, float] = field(default_factory=dict)
+    reason: str | None = None
+    error: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.error is not None
+
+    @property
+    def feasible(self) -> bool:
+        return not self.failed and all(v <= 0 for v in self.constraints.values())
+
+
+@dataclass(frozen=True)
+class Evaluator:
+    """Everything a worker needs to evaluate params of one study; picklable, shipped once."""
+
+    space: SearchSpace
+
+    @property
+    def constraint_names(self) -> tuple[str, ...]:
+        user = tuple(f"{c.metric}_{'max' if c.max is not None else 'min'}" for c in self.space.resolved.constraints)
+        return ("plan_valid", "memory_fits", *user)
+
+    def evaluate(self, params: Mapping[str, Any]) -> Outcome:
+        try:
+            candidate = self.space.candidate(params)
+        except PlanError as exc:
+            violated = {name: 0.0 for name in self.constraint_names}
+            violated["plan_valid"] = 1.0
+            return Outcome(constraints=violated, reason=str(exc))
+        try:
+            result = simulate_training(candidate)
+            resolved = self.space.resolved
+            metrics = dict(result.metrics)
+            metrics.update(
+                training_cost_metrics(
+                    metrics,
+                    candidate.system.num_gpus,
+                    resolved.usd_per_gpu_hour[candidate.system.gpu.name],
+                    resolved.study.training.train_tokens,
+                )
+            )
+        except Exception as exc:  # a simulator bug must not end the study: record it
+            return Outcome(error=f"{type(exc).__name__}: {exc}")
+        capacity_gb = candidate.system.gpu.hbm_bytes / 1e9
+        constraints = {
+            "plan_valid": 0.0,
+            "memory_fits": (metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb,
+        }
+        reasons = [result.infeasible_reason] if result.infeasible_reason else []
+        for name, c in zip(self.constraint_names[2:], self.space.resolved.constraints):
+            value = metrics[c.metric]
+            bound = c.max if c.max is not None else c.min
+            excess = value - bound if c.max is not None else bound - value
+            constraints[name] = excess / abs(bound) if bound else excess
+            if excess > 0:
+                reasons.append(f"{c.metric}={value:.4g} is {'above max' if c.max is not None else 'below min'} {bound:g}")
+        return Outcome(metrics=metrics, constraints=constraints, reason="; ".join(reasons) or None)
+
+    def evaluate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
+        return [self.evaluate(params) for params in batch]
