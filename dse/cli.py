@@ -19,7 +19,7 @@ EXIT_INTERRUPTED = 130
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=200)  # files get whole rows
     try:
         return args.handler(args, console)
     except DseError as exc:
@@ -111,12 +111,18 @@ def _header(resolved, settings) -> str:
     )
 
 
+def _table(title: str, headers: Sequence[str]) -> Table:
+    """A table whose cells wrap rather than lose digits when the terminal is narrow."""
+    table = Table(title=title)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
+    return table
+
+
 def _front_table(front, resolved) -> Table:
-    table = Table(title=f"Pareto front ({len(front)} candidates)")
     shown = ["gpu", "num_gpus", "tp", "pp", "dp", "micro_batch", "global_batch", "recompute"]
     metrics = [*resolved.objectives, *(m for m in ("mfu", "memory_gb_per_gpu") if m not in resolved.objectives)]
-    for column in (*shown, *metrics):
-        table.add_column(column, justify="right")
+    table = _table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
     for _, row in front.head(25).iterrows():
         table.add_row(*(str(row[c]) for c in shown), *(f"{row[m]:.4g}" for m in metrics))
     if len(front) > 25:
@@ -127,14 +133,11 @@ def _front_table(front, resolved) -> Table:
 def _models(args: argparse.Namespace, console: Console) -> int:
     from simulators.models import model_catalog
 
-    table = Table(title="Model zoo")
-    for column in ("name", "params_b", "layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "gated_mlp", "max_seq_len"):
-        table.add_column(column, justify="right" if column != "name" else "left")
+    columns = {"layers": "layers", "hidden": "hidden", "ffn_hidden": "ffn", "heads": "heads",
+               "kv_heads": "kv", "vocab": "vocab", "gated_mlp": "gated", "max_seq_len": "max seq"}
+    table = _table("Model zoo (params from the shapes, billions)", ["name", "params", *columns.values()])
     for model in model_catalog().values():
-        table.add_row(
-            model.name, f"{model.total_params / 1e9:.1f}", *(str(getattr(model, c)) for c in
-            ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab", "gated_mlp", "max_seq_len"))
-        )
+        table.add_row(model.name, f"{model.total_params / 1e9:.1f}", *(str(getattr(model, c)) for c in columns))
     console.print(table)
     return 0
 
@@ -142,15 +145,15 @@ def _models(args: argparse.Namespace, console: Console) -> int:
 def _gpus(args: argparse.Namespace, console: Console) -> int:
     from simulators.hardware import gpu_catalog
 
-    columns = ("bf16_tflops", "fp8_tflops", "fp4_tflops", "hbm_gb", "hbm_gbytes_per_s", "scaleup_gbytes_per_s",
-               "scaleup_domain_gpus", "nic_gbps", "tdp_w", "usd_per_gpu_hour")
-    table = Table(title="GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)")
-    table.add_column("name")
-    for column in columns:
-        table.add_column(column, justify="right")
-    table.add_column("price as of")
+    columns = {"bf16_tflops": "bf16", "fp8_tflops": "fp8", "fp4_tflops": "fp4", "hbm_gb": "HBM GB",
+               "hbm_gbytes_per_s": "HBM GB/s", "scaleup_gbytes_per_s": "scale-up GB/s",
+               "scaleup_domain_gpus": "domain", "nic_gbps": "NIC Gb/s", "tdp_w": "TDP W",
+               "usd_per_gpu_hour": "$/GPU-h"}
+    table = _table("GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)",
+                   ["name", *columns.values(), "as of"])
     for gpu in gpu_catalog().values():
-        table.add_row(gpu.name, *("-" if getattr(gpu, c) is None else f"{getattr(gpu, c):g}" for c in columns), gpu.usd_as_of)
+        cells = ("-" if getattr(gpu, c) is None else f"{getattr(gpu, c):g}" for c in columns)
+        table.add_row(gpu.name, *cells, gpu.usd_as_of)
     console.print(table)
     return 0
 

@@ -9,6 +9,7 @@ running are failed and asked again on `--resume`.
 
 from __future__ import annotations
 
+import itertools
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 from optuna.trial import TrialState
 
@@ -66,19 +68,35 @@ def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     return optuna.storages.JournalStorage(backend)
 
 
-def make_sampler(name: str, space: SearchSpace, trials: int, seed: int) -> optuna.samplers.BaseSampler:
-    """The sampler a spec names; `auto` enumerates spaces no larger than the trial budget."""
+GRID_LIMIT = 100_000
+
+
+def sampler_name(name: str, space: SearchSpace, trials: int) -> str:
+    """The sampler a spec's `sampler` means; `auto` enumerates spaces no larger than the budget."""
     if name == "auto":
-        name = "grid" if space.size <= trials else "tpe"
+        return "grid" if space.size <= trials else "tpe"
+    if name == "grid" and space.size > GRID_LIMIT:
+        raise SpecError(
+            f"sampler: grid would enumerate {space.size} candidates (limit {GRID_LIMIT}); "
+            f"allowed for this space: auto, tpe, nsga2, random"
+        )
+    return name
+
+
+def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler for a resolved sampler name.
+
+    A grid is enumerated by enqueueing every candidate (see `_enqueue_grid`) in front of a
+    random sampler: Optuna's GridSampler stops the study from inside `tell`, which the ask-and-
+    tell loop cannot allow.
+    """
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         if name == "tpe":
             return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
         if name == "nsga2":
             return optuna.samplers.NSGAIISampler(seed=seed)
-        if name == "random":
-            return optuna.samplers.RandomSampler(seed=seed)
-        return optuna.samplers.GridSampler(space.grid(), seed=seed)
+        return optuna.samplers.RandomSampler(seed=seed)
 
 
 def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
@@ -94,11 +112,11 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
         )
     if settings.resume and not exists:
         raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
-    sampler = make_sampler(spec.sampler, space, spec.budget.trials, spec.seed)
+    sampler = sampler_name(spec.sampler, space, spec.budget.trials)
     study = optuna.create_study(
         study_name=spec.name,
         storage=storage,
-        sampler=sampler,
+        sampler=make_sampler(sampler, spec.seed),
         directions=list(resolved.directions),
         load_if_exists=settings.resume,
     )
@@ -106,6 +124,8 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
     fingerprint["objectives"] = repr(list(zip(resolved.objectives, resolved.directions)))
     if not exists:
         study.set_user_attr(SPACE_ATTR, fingerprint)
+        if sampler == "grid":
+            _enqueue_grid(study, space, spec.seed)
     elif study.user_attrs.get(SPACE_ATTR) != fingerprint:
         changed = sorted(k for k in fingerprint if study.user_attrs.get(SPACE_ATTR, {}).get(k) != fingerprint[k])
         raise SpecError(
@@ -182,6 +202,15 @@ def run_search(
     finally:
         executor.close()
     return SearchSummary(study, space, finished, evaluated, stopped)
+
+
+def _enqueue_grid(study: optuna.Study, space: SearchSpace, seed: int) -> None:
+    """Queue every candidate once, in an order shuffled by the seed (so a budget smaller than
+    the grid still samples it evenly)."""
+    grid = space.grid()
+    points = list(itertools.product(*grid.values()))
+    for index in np.random.default_rng(seed).permutation(len(points)):
+        study.enqueue_trial(dict(zip(grid, points[index])))
 
 
 def _counts(trial: optuna.trial.FrozenTrial) -> bool:

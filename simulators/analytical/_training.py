@@ -94,7 +94,8 @@ def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
     capacity_bytes = gpu.hbm_bytes
     feasible = memory.total_bytes <= capacity_bytes
     reason = None if feasible else (
-        f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity_bytes / 1e9:.1f} GB"
+        f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity_bytes / 1e9:.1f} GB "
+        f"({gpu.hbm_gb:g} GiB)"
     )
     tokens_per_s = plan.tokens_per_step / iteration_s
     return TrainingResult(

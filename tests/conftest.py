@@ -1,0 +1,44 @@
+"""Shared fixtures: small study specs written to a temporary directory."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+TINY_SPEC = """
+name: tiny
+model: llama3-8b
+training:
+  seq_len: 4096
+hardware:
+  gpu: [H100-SXM]
+  num_gpus: [8, 16]
+search:
+  tp: [1, 2, 4]
+  pp: [1, 2]
+  micro_batch: [1, 2]
+  global_batch: [64]
+  recompute: [none, full]
+objectives:
+  - tokens_per_s_per_gpu: maximize
+  - usd_per_mtok: minimize
+budget:
+  trials: 30
+  batch_size: 8
+sampler: tpe
+seed: 7
+"""
+
+
+@pytest.fixture
+def write_spec(tmp_path: Path):
+    """Write a spec (default: the tiny one) and return its path; `extra` is appended YAML."""
+
+    def write(text: str = TINY_SPEC, extra: str = "", name: str = "spec.yaml") -> Path:
+        path = tmp_path / name
+        path.write_text(textwrap.dedent(text) + textwrap.dedent(extra))
+        return path
+
+    return write

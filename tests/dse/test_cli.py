@@ -1,0 +1,61 @@
+"""The command line: exit codes, one-line errors, listings, and the main job end to end."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from dse.cli import main
+
+
+def test_bad_spec_exits_2_with_one_line_and_no_traceback(write_spec, capsys):
+    spec = write_spec(extra="search:\n  tp: [3]\n").read_text()
+    path = write_spec(spec.replace("search:\n  tp: [1, 2, 4]", "search:\n  tp: [1, 3]"))
+    assert main(["search", str(path), "--ray-address", "off"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dse: error: search.tp: 3 does not divide")
+    assert "Traceback" not in err
+
+
+def test_missing_spec_file_exits_2(tmp_path, capsys):
+    assert main(["search", str(tmp_path / "nope.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_non_positive_trials_flag_exits_2(write_spec, capsys):
+    assert main(["search", str(write_spec()), "--trials", "0"]) == 2
+    assert "--trials: 0 must be positive" in capsys.readouterr().err
+
+
+def test_listings_show_the_catalogues(capsys):
+    assert main(["models"]) == 0
+    assert "llama3-70b" in capsys.readouterr().out
+    assert main(["gpus"]) == 0
+    assert "MI300X" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+def test_dse_search_end_to_end_on_a_local_ray(write_spec, tmp_path):
+    """The README's main job on a tiny budget, as a user runs it: a subprocess with a fresh Ray."""
+    out = tmp_path / "out"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "200"}
+    run = subprocess.run(
+        [sys.executable, "-m", "dse", "search", str(write_spec()), "--trials", "24", "--out", str(out)],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Pareto front" in run.stdout and "feasible" in run.stdout
+    trials = pd.read_csv(out / "trials.csv")
+    front = pd.read_csv(out / "pareto.csv")
+    assert len(trials) == 24 and not front.empty
+    assert (out / "study.journal").exists()
+    # Resuming with a larger budget adds exactly the missing trials.
+    run = subprocess.run(
+        [sys.executable, "-m", "dse", "search", str(write_spec()), "--trials", "30", "--out", str(out),
+         "--resume", "--ray-address", "off"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(pd.read_csv(out / "trials.csv")) == 30

@@ -1,0 +1,125 @@
+"""The search engine in-process (`ray_address="off"`): determinism, resume, duplicates, failures."""
+
+import pandas as pd
+import pytest
+
+from dse.checks import resolve_study
+from dse.engine import RunSettings, run_search
+from dse.errors import SpecError
+from dse.report import write_reports
+from dse.space import KNOBS
+from dse.spec import load_study
+
+
+def search(spec_path, out, on_trial=None, resume=False, storage=None, **overrides):
+    resolved = resolve_study(load_study(spec_path, **overrides))
+    summary = run_search(resolved, RunSettings(out, storage, "off", resume), on_trial=on_trial)
+    trials, front = write_reports(summary.study, resolved, out)
+    return summary, trials, front
+
+
+def test_same_seed_same_trials_and_another_seed_differs(write_spec, tmp_path):
+    spec = write_spec()
+    search(spec, tmp_path / "a")
+    search(spec, tmp_path / "b")
+    search(spec, tmp_path / "c", seed=8)
+    a, b, c = ((tmp_path / d / "trials.csv").read_text() for d in "abc")
+    assert a == b
+    assert a != c
+
+
+def test_trials_csv_has_every_trial_with_params_metrics_and_feasibility(write_spec, tmp_path):
+    summary, trials, front = search(write_spec(), tmp_path / "out")
+    assert summary.finished == len(trials) == 30
+    assert list(trials["trial"]) == list(range(30))
+    assert set(KNOBS) | {"dp", "feasible", "reason", "error", "tokens_per_s_per_gpu", "usd_per_mtok"} <= set(trials)
+    infeasible = trials[~trials["feasible"]]
+    assert infeasible["reason"].notna().all()
+    assert (tmp_path / "out" / "study.journal").exists()
+    assert not front.empty and len(front) <= trials["feasible"].sum()
+
+
+def test_identical_candidates_are_simulated_once(write_spec, tmp_path):
+    summary, trials, _ = search(write_spec(), tmp_path / "out", **{"budget.trials": 60})
+    repeats = trials[trials["duplicate_of"].notna()]
+    assert len(repeats) > 0 and summary.evaluated == 60 - len(repeats)
+    originals = trials.set_index("trial")
+    for _, row in repeats.iterrows():
+        first = originals.loc[row["duplicate_of"]]
+        assert all(row[k] == first[k] for k in KNOBS)
+        assert row["usd_per_mtok"] == first["usd_per_mtok"] or pd.isna(first["usd_per_mtok"])
+
+
+def test_interrupted_study_resumes_without_losing_or_repeating_trials(write_spec, tmp_path):
+    spec, out = write_spec(), tmp_path / "out"
+    seen = []
+
+    def interrupt_after_eleven(number, outcome):
+        seen.append(number)
+        if len(seen) == 11:
+            raise KeyboardInterrupt
+
+    summary, before, _ = search(spec, out, on_trial=interrupt_after_eleven)
+    assert summary.stopped_because == "interrupted"
+    assert len(before) == 11
+    summary, after, _ = search(spec, out, resume=True)
+    assert summary.finished == len(after) == 30
+    assert after["trial"].is_unique
+    kept = after.set_index("trial").loc[before["trial"]]
+    assert kept["usd_per_mtok"].equals(before.set_index("trial")["usd_per_mtok"])
+    # The trials the interruption cut short were asked again, not dropped.
+    stored = summary.study.get_trials(deepcopy=False)
+    cut = [t for t in stored if t.user_attrs.get("interrupted")]
+    assert cut
+    evaluated = {tuple(t.params[k] for k in KNOBS) for t in stored if t.number in set(after["trial"])}
+    assert all(tuple(t.params[k] for k in KNOBS) in evaluated for t in cut)
+
+
+def test_failing_simulation_is_recorded_and_the_study_goes_on(write_spec, tmp_path, monkeypatch):
+    import dse.evaluate
+
+    real = dse.evaluate.simulate_training
+
+    def flaky(candidate):
+        if candidate.plan.tp == 2:
+            raise RuntimeError("boom")
+        return real(candidate)
+
+    monkeypatch.setattr(dse.evaluate, "simulate_training", flaky)
+    summary, trials, front = search(write_spec(), tmp_path / "out")
+    failed = trials[trials["state"] == "failed"]
+    assert summary.finished == 30
+    assert len(failed) > 0 and (failed["tp"] == 2).all()
+    assert failed["error"].str.contains("RuntimeError: boom").all()
+    assert not failed["feasible"].any()
+    assert (front["tp"] != 2).all()
+
+
+def test_small_space_is_enumerated_once_then_the_search_stops(write_spec, tmp_path):
+    summary, trials, _ = search(write_spec(), tmp_path / "out", sampler="auto", **{"budget.trials": 500})
+    assert summary.space.size == 48
+    assert summary.stopped_because == "every candidate of the space evaluated"
+    assert len(trials) == 48 and trials[list(KNOBS)].drop_duplicates().shape[0] == 48
+
+
+def test_any_optuna_storage_url_works(write_spec, tmp_path):
+    url = f"sqlite:///{tmp_path / 'study.db'}"
+    summary, trials, _ = search(write_spec(), tmp_path / "out", storage=url, **{"budget.trials": 8})
+    assert len(trials) == 8 and (tmp_path / "study.db").exists()
+
+
+def test_an_existing_study_is_not_overwritten_and_resume_needs_one(write_spec, tmp_path):
+    spec = write_spec()
+    with pytest.raises(SpecError, match="--resume: .* holds no study 'tiny'"):
+        search(spec, tmp_path / "out", resume=True)
+    search(spec, tmp_path / "out", **{"budget.trials": 4})
+    with pytest.raises(SpecError, match="already holds study 'tiny'; pass --resume"):
+        search(spec, tmp_path / "out")
+
+
+def test_resume_refuses_a_changed_search_space(write_spec, tmp_path):
+    search(write_spec(), tmp_path / "out", **{"budget.trials": 4})
+    changed = write_spec(name="changed.yaml", extra="")
+    changed.write_text(changed.read_text().replace("micro_batch: [1, 2]", "micro_batch: [1, 2, 4]"))
+    with pytest.raises(SpecError, match="micro_batch changed"):
+        search(changed, tmp_path / "out", resume=True)

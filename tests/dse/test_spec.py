@@ -1,0 +1,81 @@
+"""Bad specs are caught before any trial runs, with one line naming the field."""
+
+import pytest
+
+from dse.checks import resolve_study
+from dse.errors import DseError
+from dse.spec import load_study
+
+from tests.conftest import TINY_SPEC
+
+
+def error_of(write_spec, text):
+    path = write_spec(text)
+    with pytest.raises(DseError) as err:
+        resolve_study(load_study(path))
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+def replace(*pairs):
+    text = TINY_SPEC
+    for old, new in zip(pairs[::2], pairs[1::2]):
+        assert old in text
+        text = text.replace(old, new)
+    return text
+
+
+@pytest.mark.parametrize(
+    "text,start,contains",
+    [
+        (replace("model: llama3-8b", "model: llama3-8"), "model: 'llama3-8'", "did you mean 'llama3-8b'"),
+        (replace("gpu: [H100-SXM]", "gpu: [H100-SXM, H300]"), "hardware.gpu[1]: 'H300'", "allowed: V100-32GB"),
+        (replace("tp: [1, 2, 4]", "tp: [1, 3]"), "search.tp: 3 does not divide kv_heads=8", "allowed: 1, 2, 4, 8"),
+        (replace("pp: [1, 2]", "pp: [1, 5]"), "search.pp: 5 does not divide layers=32", "allowed: 1, 2, 4, 8, 16, 32"),
+        (replace("pp: [1, 2]", "pp: [1, 32]"), "search.pp: 32", "leaves no whole data-parallel degree"),
+        (replace("num_gpus: [8, 16]", "num_gpus: [6, 16]", "tp: [1, 2, 4]", "tp: [2, 4]", "pp: [1, 2]", "pp: [2]"),
+         "hardware.num_gpus: 6", "not a multiple of any tp*pp of the search space (4, 8)"),
+        (replace("global_batch: [64]", "global_batch: [3]", "tp: [1, 2, 4]", "tp: [1, 2]", "pp: [1, 2]", "pp: [1]"),
+         "search.global_batch: 3", "dp*micro_batch"),
+        (replace("- usd_per_mtok: minimize", "- usd_per_token: minimize"), "objectives[1].metric: 'usd_per_token'",
+         "did you mean 'usd_per_mtok'"),
+        (replace("- usd_per_mtok: minimize", "- cost_to_train_usd: minimize"), "objectives[1].metric",
+         "needs training.train_tokens"),
+        (replace("  gpu: [H100-SXM]", "  gpus: [H100-SXM]"), "hardware.gpus: unknown field", "allowed: gpu, num_gpus"),
+        (replace("sampler: tpe", "sampler: cmaes"), "sampler: 'cmaes' is not allowed", "'nsga2'"),
+        (replace("recompute: [none, full]", "recompute: [none, sometimes]"), "search.recompute",
+         "allowed: none, full"),
+        (replace("trials: 30", "trials: 0"), "budget.trials: 0", "greater than or equal to 1"),
+        (replace("tp: [1, 2, 4]", "tp: {low: 4, high: 1}"), "search.tp: high=1 is below low=4", ""),
+        (replace("seq_len: 4096", "seq_len: 65536"), "training.seq_len: 65536 exceeds max_seq_len=8192", ""),
+        (replace("gpu: [H100-SXM]", "gpu: [V100-32GB]"), "training.precision: 'bf16': V100-32GB has no bf16",
+         "allowed: fp16"),
+        (TINY_SPEC + "constraints:\n  - {metric: usd_per_hour}\n", "constraints[0]: needs a bound", ""),
+        (TINY_SPEC + "hardware_typo: 1\n", "hardware_typo: unknown field", "allowed: name, mode, model"),
+        ("name: x\nmodel: [oops\n", "spec: ", "is not valid YAML"),
+    ],
+)
+def test_bad_spec_is_one_line_naming_the_field(write_spec, text, start, contains):
+    message = error_of(write_spec, text)
+    assert message.startswith(start), message
+    assert contains in message, message
+
+
+def test_inline_model_is_validated_with_its_field_path(write_spec):
+    text = replace("model: llama3-8b", "model: {name: mine, layers: 4, hidden: 256, heads: 4, kv_heads: 3, vocab: 100}")
+    message = error_of(write_spec, text)
+    assert message.startswith("model.ffn_hidden: required field is missing"), message
+
+
+def test_a_ten_line_spec_works_on_defaults(write_spec):
+    study = load_study(write_spec("name: short\nmodel: llama3-8b\n"))
+    resolved = resolve_study(study)
+    assert resolved.objectives == ("tokens_per_s_per_gpu", "usd_per_mtok")
+    assert resolved.directions == ("maximize", "minimize")
+    assert str(study.output_dir) == "reports/short"
+
+
+def test_command_line_overrides_replace_spec_fields(write_spec):
+    study = load_study(write_spec(), **{"budget.trials": 5, "seed": 3, "output": "x", "budget.timeout_s": None})
+    assert (study.budget.trials, study.seed, study.output) == (5, 3, "x")

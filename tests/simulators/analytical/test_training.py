@@ -1,0 +1,67 @@
+"""The first analytical training model against hand computations and scaling laws."""
+
+import pytest
+
+from simulators.analytical import simulate_training
+from simulators.hardware import get_gpu
+from simulators.models import get_model
+from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
+
+
+def run(model="llama3-8b", gpu="H100-SXM", num_gpus=8, reserve=0.0, **plan):
+    base = dict(tp=1, pp=1, dp=num_gpus, micro_batch=1, global_batch=num_gpus, seq_len=4096)
+    candidate = TrainingCandidate(
+        get_model(model), TrainingSystem(get_gpu(gpu), num_gpus, reserve), ParallelPlan(**{**base, **plan})
+    )
+    return simulate_training(candidate)
+
+
+def test_single_gpu_step_is_compute_plus_optimizer_by_hand():
+    h100, model = get_gpu("H100-SXM"), get_model("llama3-8b")
+    s, h, q, kv, f, v, a, d = 2048, 4096, 4096, 1024, 14336, 128256, 32, 128
+    matmul = 2 * s * (h * (q + 2 * kv) + q * h + 3 * h * f)
+    attention = 2 * (2 * s * s * a * d) / 2  # scores and values, causal half
+    flops = 3 * (32 * (matmul + attention) + 2 * s * h * v)
+    rate = 989e12 * h100.gemm_efficiency
+    expected = flops / rate + model.total_params * 30 / 3350e9
+    result = run(num_gpus=1, seq_len=s)
+    assert result.metrics["iteration_time_s"] == pytest.approx(expected, rel=1e-9)
+    assert result.breakdown_s["tp_comm_s"] == result.breakdown_s["dp_comm_s"] == 0.0
+
+
+def test_mfu_equals_hfu_without_recompute_and_is_lower_with_it():
+    plain = run(global_batch=64)
+    full = run(global_batch=64, recompute="full")
+    assert plain.metrics["mfu"] == pytest.approx(plain.metrics["hfu"])
+    assert full.metrics["hfu"] > full.metrics["mfu"]
+    assert full.metrics["mfu"] < plain.metrics["mfu"]
+    # Recompute adds one forward to three passes: about a third more layer time.
+    ratio = full.breakdown_s["compute_s"] / plain.breakdown_s["compute_s"]
+    assert 1.25 < ratio < 1.34
+
+
+def test_pipeline_bubble_is_pp_minus_one_steps():
+    result = run(num_gpus=8, tp=1, pp=4, dp=2, global_batch=32)  # 16 micro-batches per pipeline
+    step = result.breakdown_s["pipeline_bubble_s"] / 3
+    busy = result.breakdown_s["compute_s"] + result.breakdown_s["tp_comm_s"] + result.breakdown_s["pp_comm_s"]
+    assert busy == pytest.approx(16 * step)
+
+
+def test_data_parallel_weak_scaling_keeps_per_gpu_throughput():
+    small = run(num_gpus=64, tp=8, dp=8, global_batch=64)
+    large = run(num_gpus=128, tp=8, dp=16, global_batch=128)
+    assert large.metrics["tokens_per_s"] == pytest.approx(2 * small.metrics["tokens_per_s"], rel=0.05)
+    assert large.metrics["tokens_per_s_per_gpu"] <= small.metrics["tokens_per_s_per_gpu"]
+
+
+def test_plan_that_does_not_fit_is_infeasible_with_its_reason():
+    result = run(model="llama3-70b", num_gpus=8, global_batch=8)
+    assert not result.feasible
+    assert "GB per GPU" in result.infeasible_reason and "H100-SXM" in result.infeasible_reason
+    assert result.metrics["iteration_time_s"] > 0  # still a time: what it would take if it fit
+
+
+def test_more_hbm_bandwidth_and_same_peak_is_never_slower():
+    h100 = run(model="llama3-8b", num_gpus=8, tp=8, dp=1, global_batch=8)
+    h200 = run(model="llama3-8b", gpu="H200", num_gpus=8, tp=8, dp=1, global_batch=8)
+    assert h200.metrics["iteration_time_s"] <= h100.metrics["iteration_time_s"]
