@@ -20,15 +20,18 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from simulators import DseError
 from simulators.analytical import simulate_training
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem, logits_gemm, model_flops
 
-DEFAULT_CSV = Path(__file__).resolve().parents[1] / ".." / "shared" / "validation" / "training.csv"
+DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "../shared/validation/training.csv").resolve()
 ARCH_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
 PARALLEL_FIELDS = ("tp", "pp", "dp", "micro_batch")
+BOOLS = {"true": True, "false": False, "": None}
 # Dense FP16/BF16 peaks of the README's "Peak throughput used for MFU" table, TFLOP/s.
 README_PEAK_TFLOPS = {"V100-32GB": 125, "A100-40GB": 312, "A100-80GB": 312, "H100-SXM": 989,
                      "H800": 989, "H200": 989, "B200": 2250, "GB200": 2500}
@@ -42,9 +45,7 @@ class Skip(Exception):
 class Outcome:
     row: dict[str, str]
     predicted: float
-    memory_gb: float
-    capacity_gb: float
-    feasible: bool
+    memory: str  # "fits", or "OOM <needed>/<capacity> GB"
     assumptions: tuple[str, ...]
 
     @property
@@ -60,10 +61,6 @@ def _int(row: dict[str, str], column: str) -> int | None:
     return int(row[column]) if row[column] else None
 
 
-def _bool(row: dict[str, str], column: str) -> bool | None:
-    return {"true": True, "false": False, "": None}[row[column]]
-
-
 def build_model(row: dict[str, str]) -> ModelSpec:
     if row["moe_experts"]:
         raise Skip("MoE not modelled")
@@ -73,14 +70,17 @@ def build_model(row: dict[str, str]) -> ModelSpec:
     hidden, heads = int(row["hidden"]), int(row["heads"])
     if hidden % heads:
         raise Skip("hidden not a multiple of heads and head_dim not stated")
-    return ModelSpec(
-        name=row["model"],
-        layers=int(row["layers"]), hidden=hidden, ffn_hidden=int(row["ffn_hidden"]), heads=heads,
-        kv_heads=int(row["kv_heads"]), head_dim=hidden // heads, vocab=int(row["vocab"]),
-        # Llama uses SwiGLU; GPT (GeLU) and Nemotron (squared ReLU) use non-gated 2-matrix MLPs.
-        gated_mlp="Llama" in row["model"],
-        tied_embeddings=False,
-    )
+    try:
+        return ModelSpec(
+            name=row["model"],
+            layers=int(row["layers"]), hidden=hidden, ffn_hidden=int(row["ffn_hidden"]), heads=heads,
+            kv_heads=int(row["kv_heads"]), head_dim=hidden // heads, vocab=int(row["vocab"]),
+            # Llama uses SwiGLU; GPT (GeLU) and Nemotron (squared ReLU) use non-gated 2-matrix MLPs.
+            gated_mlp="Llama" in row["model"],
+            tied_embeddings=False,
+        )
+    except ValidationError as exc:
+        raise Skip(f"invalid model shape: {exc.errors()[0]['msg']}") from None
 
 
 def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
@@ -103,11 +103,11 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
     elif recompute == "selective":
         recompute = "none"
         assumptions.append("selective recompute modelled as none")
-    sequence_parallel = _bool(row, "seq_parallel")
+    sequence_parallel = BOOLS[row["seq_parallel"]]
     if sequence_parallel is None:
         sequence_parallel = tp > 1
         assumptions.append("seq_parallel not stated; assumed tp > 1")
-    distributed_optimizer = _bool(row, "dist_optimizer")
+    distributed_optimizer = BOOLS[row["dist_optimizer"]]
     if distributed_optimizer is None:
         distributed_optimizer = True
         assumptions.append("dist_optimizer not stated; assumed true")
@@ -135,7 +135,8 @@ def evaluate(row: dict[str, str]) -> Outcome:
     model = build_model(row)
     plan, assumptions = build_plan(row)
     gpu, num_gpus = get_gpu(row["gpu"]), int(row["num_gpus"])
-    result = simulate_training(TrainingCandidate(model, TrainingSystem(gpu, num_gpus, memory_reserve_gb=0.0), plan))
+    system = TrainingSystem(gpu, num_gpus, memory_reserve_gb=0.0)
+    result = simulate_training(TrainingCandidate(model, system, plan))
     time_s = result.metrics["iteration_time_s"]
     predicted = {
         "iteration_time_s": time_s,
@@ -143,8 +144,8 @@ def evaluate(row: dict[str, str]) -> Outcome:
         "tflops_per_gpu": step_flops(model, plan, row["flop_convention"] or "model") / (time_s * num_gpus) / 1e12,
         "mfu": step_flops(model, plan, "model") / (time_s * num_gpus) / (README_PEAK_TFLOPS[gpu.name] * 1e12),
     }[row["metric"]]
-    return Outcome(row, predicted, result.metrics["memory_gb_per_gpu"], gpu.hbm_bytes / 1e9,
-                   result.feasible, tuple(assumptions))
+    memory = "fits" if result.feasible else f"OOM {result.memory.total_gb:.0f}/{gpu.hbm_bytes / 1e9:.0f} GB"
+    return Outcome(row, predicted, memory, tuple(assumptions))
 
 
 def print_rows(outcomes: list[Outcome]) -> None:
@@ -152,10 +153,9 @@ def print_rows(outcomes: list[Outcome]) -> None:
           f"{'measured':>9s} {'predicted':>9s} {'error':>7s}  memory")
     for o in outcomes:
         r = o.row
-        memory = "fits" if o.feasible else f"OOM {o.memory_gb:.0f}/{o.capacity_gb:.0f} GB"
         print(f"{r['id']:30s} {r['model'][:17]:17s} {r['gpu']:9s} {r['num_gpus']:>5s} "
               f"{r['tp'] + '/' + r['pp'] + '/' + r['dp']:>10s} {r['metric']:20s} {o.measured:9.4g} "
-              f"{o.predicted:9.4g} {o.error_pct:+6.1f}%  {memory}")
+              f"{o.predicted:9.4g} {o.error_pct:+6.1f}%  {o.memory}")
 
 
 def summary(label: str, outcomes: list[Outcome]) -> str:
@@ -168,8 +168,7 @@ def summary(label: str, outcomes: list[Outcome]) -> str:
 
 
 def print_summary(title: str, outcomes: list[Outcome]) -> None:
-    print(f"\n{title}  (error = predicted/measured - 1; + means the model is optimistic for "
-          f"throughput metrics, pessimistic for iteration_time_s)")
+    print(f"\n{title}")
     if not outcomes:
         print("  no rows")
         return
@@ -179,12 +178,12 @@ def print_summary(title: str, outcomes: list[Outcome]) -> None:
         by_source[o.row["source"]].append(o)
     for source, group in sorted(by_source.items()):
         print(summary(source, group))
-    print(f"  memory-infeasible (compared anyway): {sum(not o.feasible for o in outcomes)}")
+    print(f"  memory-infeasible (compared anyway): {sum(o.memory != 'fits' for o in outcomes)}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV.resolve(), help="training.csv to replay")
+    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="training.csv to replay")
     args = parser.parse_args()
     with args.csv.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
@@ -202,7 +201,8 @@ def main() -> None:
         else:
             main_rows.append(outcome)
 
-    print(f"{args.csv}: {len(rows)} rows\n")
+    print(f"{args.csv}: {len(rows)} rows. error = predicted/measured - 1: + means the model is optimistic "
+          f"for throughput metrics, pessimistic for iteration_time_s.\n")
     print_rows(main_rows)
     print("\nvpp>1 rows evaluated without interleaving")
     print_rows(interleaved)

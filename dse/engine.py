@@ -9,7 +9,10 @@ running are failed and asked again on `--resume`.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
+import signal
+import threading
 import time
 import warnings
 from collections.abc import Callable, Mapping
@@ -141,67 +144,115 @@ def run_search(
     on_trial: TrialCallback | None = None,
     on_start: Callable[[int, list[Outcome]], None] | None = None,
 ) -> SearchSummary:
-    """Run the study to its trial budget or timeout; returns when either is reached."""
+    """Run the study to its trial budget or timeout; returns when either is reached.
+
+    The first Ctrl-C asks the loop to stop after the chunk in hand (nothing half-told); a
+    second one interrupts at once. Either way finished trials are already in the database.
+    """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = resolved.study
     space = SearchSpace.from_study(resolved)
     study = open_study(resolved, space, settings)
-    cache = _requeue_interrupted(study)
+    loop = _Loop(study, resolved.objectives, _requeue_interrupted(study), on_trial)
     prior = [
         outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
         for t in study.get_trials(deepcopy=False)
         if _counts(t) and OUTCOME_ATTR in t.user_attrs
     ]
-    finished = len(prior)
+    loop.finished = len(prior)
     if on_start:
         on_start(spec.budget.trials, prior)
-    evaluator = Evaluator(space)
-    executor = make_executor(evaluator, settings.ray_address)
     deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
-    evaluated = 0
     stopped = "trial budget reached"
+    executor = make_executor(Evaluator(space), settings.ray_address)
     try:
-        while finished < spec.budget.trials:
-            if deadline is not None and time.monotonic() >= deadline:
-                stopped = "timeout reached"
-                break
-            if len(cache) >= space.size:
-                stopped = "every candidate of the space evaluated"
-                break
-            batch = [
-                study.ask(space.distributions)
-                for _ in range(min(spec.budget.batch_size, spec.budget.trials - finished))
-            ]
-            fresh: dict[tuple, list[optuna.Trial]] = {}
-            for trial in batch:
-                key = params_key(trial.params)
-                if key in cache:
-                    _tell(study, resolved.objectives, trial, cache[key][1], duplicate_of=cache[key][0])
-                    finished += 1
-                    if on_trial:
-                        on_trial(trial.number, cache[key][1])
+        with _stop_on_sigint() as stop:
+            while loop.finished < spec.budget.trials:
+                if stop.is_set():
+                    stopped = "interrupted"
+                elif deadline is not None and time.monotonic() >= deadline:
+                    stopped = "timeout reached"
+                elif len(loop.cache) >= space.size:
+                    stopped = "every candidate of the space evaluated"
                 else:
-                    fresh.setdefault(key, []).append(trial)
-            keys = list(fresh)
-            chunks = _chunks([fresh[k][0].params for k in keys], executor.workers)
-            offsets = [sum(len(c) for c in chunks[:i]) for i in range(len(chunks))]
-            for index, outcomes in executor.run(chunks):
-                for j, outcome in enumerate(outcomes):
-                    first, *repeats = fresh[keys[offsets[index] + j]]
-                    cache[keys[offsets[index] + j]] = (first.number, outcome)
-                    _tell(study, resolved.objectives, first, outcome)
-                    for trial in repeats:
-                        _tell(study, resolved.objectives, trial, outcome, duplicate_of=first.number)
-                    evaluated += 1
-                    finished += 1 + len(repeats)
-                    if on_trial:
-                        for trial in (first, *repeats):
-                            on_trial(trial.number, outcome)
+                    count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
+                    loop.run_batch([study.ask(space.distributions) for _ in range(count)], executor, stop)
+                    continue
+                break
     except KeyboardInterrupt:
         stopped = "interrupted"
     finally:
         executor.close()
-    return SearchSummary(study, space, finished, evaluated, stopped)
+    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped)
+
+
+class _Loop:
+    """Evaluates asked trials once per distinct candidate and tells each as its chunk returns."""
+
+    def __init__(self, study, objectives, cache, on_trial) -> None:
+        self.study = study
+        self.objectives = objectives
+        self.cache: dict[tuple, tuple[int, Outcome]] = cache  # candidate -> (first trial, outcome)
+        self.on_trial = on_trial
+        self.finished = 0
+        self.evaluated = 0
+
+    def run_batch(self, batch: list[optuna.Trial], executor, stop: threading.Event) -> None:
+        fresh: dict[tuple, list[optuna.Trial]] = {}
+        for trial in batch:
+            key = params_key(trial.params)
+            if key in self.cache:
+                first, outcome = self.cache[key]
+                self._tell(trial, outcome, duplicate_of=first)
+            else:
+                fresh.setdefault(key, []).append(trial)
+        keys = list(fresh)
+        chunks = _chunks(keys, executor.workers)
+        for index, outcomes in executor.run([[fresh[k][0].params for k in chunk] for chunk in chunks]):
+            for key, outcome in zip(chunks[index], outcomes):
+                first, *repeats = fresh[key]
+                self.cache[key] = (first.number, outcome)
+                self.evaluated += 1
+                self._tell(first, outcome)
+                for trial in repeats:
+                    self._tell(trial, outcome, duplicate_of=first.number)
+            if stop.is_set():
+                return
+
+    def _tell(self, trial: optuna.Trial, outcome: Outcome, duplicate_of: int | None = None) -> None:
+        record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
+        if duplicate_of is not None:
+            record["duplicate_of"] = duplicate_of
+        trial.set_user_attr(OUTCOME_ATTR, record)
+        if outcome.failed:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            for name, value in outcome.constraints.items():
+                trial.set_constraint(name, value)
+            self.study.tell(trial, _objective_values(self.study, self.objectives, outcome.metrics))
+        self.finished += 1
+        if self.on_trial:
+            self.on_trial(trial.number, outcome)
+
+
+@contextlib.contextmanager
+def _stop_on_sigint():
+    """Turn the first SIGINT into a stop request; the second raises KeyboardInterrupt."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _enqueue_grid(study: optuna.Study, space: SearchSpace, seed: int) -> None:
@@ -234,29 +285,6 @@ def _requeue_interrupted(study: optuna.Study) -> dict[tuple, tuple[int, Outcome]
             if key not in cache and "duplicate_of" not in trial.user_attrs[OUTCOME_ATTR]:
                 cache[key] = (trial.number, outcome_from_attrs(trial.user_attrs[OUTCOME_ATTR], trial.constraints))
     return cache
-
-
-def _tell(
-    study: optuna.Study,
-    objectives: tuple[str, ...],
-    trial: optuna.Trial,
-    outcome: Outcome,
-    duplicate_of: int | None = None,
-) -> None:
-    record: dict[str, Any] = {
-        "metrics": dict(outcome.metrics),
-        "reason": outcome.reason,
-        "error": outcome.error,
-    }
-    if duplicate_of is not None:
-        record["duplicate_of"] = duplicate_of
-    trial.set_user_attr(OUTCOME_ATTR, record)
-    if outcome.failed:
-        study.tell(trial, state=TrialState.FAIL)
-        return
-    for name, value in outcome.constraints.items():
-        trial.set_constraint(name, value)
-    study.tell(trial, _objective_values(study, objectives, outcome.metrics))
 
 
 def _objective_values(study: optuna.Study, objectives: tuple[str, ...], metrics: Mapping[str, float]) -> list[float]:

@@ -123,3 +123,20 @@ def test_resume_refuses_a_changed_search_space(write_spec, tmp_path):
     changed.write_text(changed.read_text().replace("micro_batch: [1, 2]", "micro_batch: [1, 2, 4]"))
     with pytest.raises(SpecError, match="micro_batch changed"):
         search(changed, tmp_path / "out", resume=True)
+
+
+def test_ctrl_c_stops_after_the_chunk_in_hand_and_keeps_every_told_trial(write_spec, tmp_path):
+    import os
+    import signal
+
+    told = []
+
+    def press_ctrl_c_once(number, outcome):
+        told.append(number)
+        if len(told) == 5:
+            os.kill(os.getpid(), signal.SIGINT)
+
+    summary, trials, _ = search(write_spec(), tmp_path / "out", on_trial=press_ctrl_c_once)
+    assert summary.stopped_because == "interrupted"
+    assert 5 <= len(trials) < 30
+    assert sorted(trials["trial"]) == sorted(told)
