@@ -152,35 +152,36 @@ def run_search(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = resolved.study
     space = SearchSpace.from_study(resolved)
-    study = open_study(resolved, space, settings)
-    loop = _Loop(study, resolved.objectives, _requeue_interrupted(study), on_trial)
-    prior = [
-        outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
-        for t in study.get_trials(deepcopy=False)
-        if _counts(t) and OUTCOME_ATTR in t.user_attrs
-    ]
-    loop.finished = len(prior)
-    if on_start:
-        on_start(spec.budget.trials, prior)
-    deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
+    executor = make_executor(Evaluator(space), settings.ray_address)  # fails before any study exists
     stopped = "trial budget reached"
-    executor = make_executor(Evaluator(space), settings.ray_address)
     try:
-        with _stop_on_sigint() as stop:
-            while loop.finished < spec.budget.trials:
-                if stop.is_set():
-                    stopped = "interrupted"
-                elif deadline is not None and time.monotonic() >= deadline:
-                    stopped = "timeout reached"
-                elif len(loop.cache) >= space.size:
-                    stopped = "every candidate of the space evaluated"
-                else:
-                    count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
-                    loop.run_batch([study.ask(space.distributions) for _ in range(count)], executor, stop)
-                    continue
-                break
-    except KeyboardInterrupt:
-        stopped = "interrupted"
+        study = open_study(resolved, space, settings)
+        loop = _Loop(study, resolved.objectives, _requeue_interrupted(study), on_trial)
+        prior = [
+            outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
+            for t in study.get_trials(deepcopy=False)
+            if _counts(t) and OUTCOME_ATTR in t.user_attrs
+        ]
+        loop.finished = len(prior)
+        if on_start:
+            on_start(spec.budget.trials, prior)
+        deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
+        try:
+            with _stop_on_sigint() as stop:
+                while loop.finished < spec.budget.trials:
+                    if stop.is_set():
+                        stopped = "interrupted"
+                    elif deadline is not None and time.monotonic() >= deadline:
+                        stopped = "timeout reached"
+                    elif len(loop.cache) >= space.size:
+                        stopped = "every candidate of the space evaluated"
+                    else:
+                        count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
+                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], executor, stop)
+                        continue
+                    break
+        except KeyboardInterrupt:
+            stopped = "interrupted"
     finally:
         executor.close()
     return SearchSummary(study, space, loop.finished, loop.evaluated, stopped)

@@ -7,9 +7,11 @@ so the per-task overhead (~2 ms, ../shared/TOOLCHAIN.md) is paid per chunk, not 
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
+from dse.errors import DseError
 from dse.evaluate import Evaluator, Outcome
 
 WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
@@ -65,7 +67,15 @@ class RayExecutor:
                     runtime_env={"env_vars": WORKER_ENV},
                 )
             else:
-                ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
+                _check_reachable(address)
+                try:
+                    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
+                except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError...
+                    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                    raise DseError(
+                        f"--ray-address: cannot join a Ray cluster at {address!r} ({first_line}); "
+                        f"allowed: local, off, auto, or the address of a running cluster"
+                    ) from None
             self._started_here = True
         self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
         self._evaluator_ref = ray.put(evaluator)
@@ -86,6 +96,20 @@ class RayExecutor:
     def close(self) -> None:
         if self._started_here:
             self._ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """Fail in seconds, not after Ray's minute-long retries, when a host:port does not answer."""
+    host, sep, port = address.rpartition(":")
+    if address in ("auto",) or "://" in address or not sep or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host, int(port)), timeout=3).close()
+    except OSError as exc:
+        raise DseError(
+            f"--ray-address: nothing answers at {address!r} ({exc.strerror or exc}); "
+            f"allowed: local, off, auto, or the address of a running cluster"
+        ) from None
 
 
 def _evaluate_chunk(evaluator: Evaluator, chunk: list[dict[str, Any]]) -> list[Outcome]:

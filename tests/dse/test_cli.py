@@ -59,3 +59,11 @@ def test_dse_search_end_to_end_on_a_local_ray(write_spec, tmp_path):
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert len(pd.read_csv(out / "trials.csv")) == 30
+
+
+@pytest.mark.parametrize("address,message", [("127.0.0.1:1", "nothing answers"), ("auto", "cannot join")])
+def test_unreachable_ray_cluster_exits_2_before_any_study_exists(write_spec, tmp_path, capsys, address, message):
+    out = tmp_path / "out"
+    assert main(["search", str(write_spec()), "--ray-address", address, "--out", str(out)]) == 2
+    assert f"--ray-address: {message}" in capsys.readouterr().err
+    assert not out.exists()
