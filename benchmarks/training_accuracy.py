@@ -33,8 +33,16 @@ ARCH_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
 PARALLEL_FIELDS = ("tp", "pp", "dp", "micro_batch")
 BOOLS = {"true": True, "false": False, "": None}
 # Dense FP16/BF16 peaks of the README's "Peak throughput used for MFU" table, TFLOP/s.
-README_PEAK_TFLOPS = {"V100-32GB": 125, "A100-40GB": 312, "A100-80GB": 312, "H100-SXM": 989,
-                     "H800": 989, "H200": 989, "B200": 2250, "GB200": 2500}
+README_PEAK_TFLOPS = {
+    "V100-32GB": 125,
+    "A100-40GB": 312,
+    "A100-80GB": 312,
+    "H100-SXM": 989,
+    "H800": 989,
+    "H200": 989,
+    "B200": 2250,
+    "GB200": 2500,
+}
 
 
 class Skip(Exception):
@@ -73,8 +81,13 @@ def build_model(row: dict[str, str]) -> ModelSpec:
     try:
         return ModelSpec(
             name=row["model"],
-            layers=int(row["layers"]), hidden=hidden, ffn_hidden=int(row["ffn_hidden"]), heads=heads,
-            kv_heads=int(row["kv_heads"]), head_dim=hidden // heads, vocab=int(row["vocab"]),
+            layers=int(row["layers"]),
+            hidden=hidden,
+            ffn_hidden=int(row["ffn_hidden"]),
+            heads=heads,
+            kv_heads=int(row["kv_heads"]),
+            head_dim=hidden // heads,
+            vocab=int(row["vocab"]),
             # Llama uses SwiGLU; GPT (GeLU) and Nemotron (squared ReLU) use non-gated 2-matrix MLPs.
             gated_mlp="Llama" in row["model"],
             tied_embeddings=False,
@@ -114,9 +127,16 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
     if not row["vpp"]:
         assumptions.append("vpp not stated; assumed 1")
     plan = ParallelPlan(
-        tp=tp, pp=pp, dp=dp, micro_batch=_int(row, "micro_batch"), global_batch=int(row["global_batch"]),
-        seq_len=int(row["seq_len"]), recompute=recompute, sequence_parallel=sequence_parallel,
-        distributed_optimizer=distributed_optimizer, precision=precision,
+        tp=tp,
+        pp=pp,
+        dp=dp,
+        micro_batch=_int(row, "micro_batch"),
+        global_batch=int(row["global_batch"]),
+        seq_len=int(row["seq_len"]),
+        recompute=recompute,
+        sequence_parallel=sequence_parallel,
+        distributed_optimizer=distributed_optimizer,
+        precision=precision,
     )
     return plan, assumptions
 
@@ -149,22 +169,28 @@ def evaluate(row: dict[str, str]) -> Outcome:
 
 
 def print_rows(outcomes: list[Outcome]) -> None:
-    print(f"{'id':30s} {'model':17s} {'gpu':9s} {'gpus':>5s} {'tp/pp/dp':>10s} {'metric':20s} "
-          f"{'measured':>9s} {'predicted':>9s} {'error':>7s}  memory")
+    print(
+        f"{'id':30s} {'model':17s} {'gpu':9s} {'gpus':>5s} {'tp/pp/dp':>10s} {'metric':20s} "
+        f"{'measured':>9s} {'predicted':>9s} {'error':>7s}  memory"
+    )
     for o in outcomes:
         r = o.row
-        print(f"{r['id']:30s} {r['model'][:17]:17s} {r['gpu']:9s} {r['num_gpus']:>5s} "
-              f"{r['tp'] + '/' + r['pp'] + '/' + r['dp']:>10s} {r['metric']:20s} {o.measured:9.4g} "
-              f"{o.predicted:9.4g} {o.error_pct:+6.1f}%  {o.memory}")
+        print(
+            f"{r['id']:30s} {r['model'][:17]:17s} {r['gpu']:9s} {r['num_gpus']:>5s} "
+            f"{r['tp'] + '/' + r['pp'] + '/' + r['dp']:>10s} {r['metric']:20s} {o.measured:9.4g} "
+            f"{o.predicted:9.4g} {o.error_pct:+6.1f}%  {o.memory}"
+        )
 
 
 def summary(label: str, outcomes: list[Outcome]) -> str:
     errors = [o.error_pct for o in outcomes]
     magnitudes = [abs(e) for e in errors]
     worst = max(outcomes, key=lambda o: abs(o.error_pct))
-    return (f"  {label:44s} n={len(errors):3d}  median|e|={statistics.median(magnitudes):5.1f}%  "
-            f"mean|e|={statistics.mean(magnitudes):5.1f}%  max|e|={max(magnitudes):5.1f}% ({worst.row['id']})  "
-            f"bias={statistics.mean(errors):+6.1f}%")
+    return (
+        f"  {label:44s} n={len(errors):3d}  median|e|={statistics.median(magnitudes):5.1f}%  "
+        f"mean|e|={statistics.mean(magnitudes):5.1f}%  max|e|={max(magnitudes):5.1f}% ({worst.row['id']})  "
+        f"bias={statistics.mean(errors):+6.1f}%"
+    )
 
 
 def print_summary(title: str, outcomes: list[Outcome]) -> None:
@@ -201,16 +227,17 @@ def main() -> None:
         else:
             main_rows.append(outcome)
 
-    print(f"{args.csv}: {len(rows)} rows. error = predicted/measured - 1: + means the model is optimistic "
-          f"for throughput metrics, pessimistic for iteration_time_s.\n")
+    print(
+        f"{args.csv}: {len(rows)} rows. error = predicted/measured - 1: + means the model is optimistic "
+        f"for throughput metrics, pessimistic for iteration_time_s.\n"
+    )
     print_rows(main_rows)
     print("\nvpp>1 rows evaluated without interleaving")
     print_rows(interleaved)
     print_summary("SUMMARY over all usable rows", main_rows)
     print_summary("SUMMARY vpp>1 rows evaluated without interleaving", interleaved)
 
-    print(f"\nSkipped rows: {sum(sum(c.values()) for c in skipped.values())} "
-          f"(vpp>1 rows counted here as well)")
+    print(f"\nSkipped rows: {sum(sum(c.values()) for c in skipped.values())} (vpp>1 rows counted here as well)")
     for reason, by_source in sorted(skipped.items(), key=lambda item: -sum(item[1].values())):
         sources = ", ".join(f"{source} x{n}" for source, n in by_source.most_common())
         print(f"  {sum(by_source.values()):3d}  {reason}  [{sources}]")

@@ -39,8 +39,7 @@ def resolve_study(study: Study) -> ResolvedStudy:
         gpu = get_gpu(name, f"hardware.usd_per_gpu_hour.{name}")
         if gpu.name not in prices:
             raise SpecError(
-                f"hardware.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; "
-                f"allowed: {', '.join(prices)}"
+                f"hardware.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; allowed: {', '.join(prices)}"
             )
         prices[gpu.name] = price
     _check_training(study, model, gpus)
@@ -58,9 +57,7 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
         if problem := precision_problem(gpu, settings.precision):
             raise SpecError(f"training.precision: {settings.precision!r}: {problem}")
     if model.max_seq_len is not None and settings.seq_len > model.max_seq_len:
-        raise SpecError(
-            f"training.seq_len: {settings.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}"
-        )
+        raise SpecError(f"training.seq_len: {settings.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")
     tps, pps = knob_values(search.tp), knob_values(search.pp)
     for field, values, rule in (("search.tp", tps, tp_problem), ("search.pp", pps, pp_problem)):
         for value in values:
@@ -78,8 +75,7 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
         for value in values:
             if not any(n % (value * o) == 0 for n in counts for o in other):
                 raise SpecError(
-                    f"{field}: {value} leaves no whole data-parallel degree for any of "
-                    f"hardware.num_gpus={list(counts)}"
+                    f"{field}: {value} leaves no whole data-parallel degree for any of hardware.num_gpus={list(counts)}"
                 )
     micro = knob_values(search.micro_batch)
     dps = {n // s for n in counts for s in splits if n % s == 0}

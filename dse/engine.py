@@ -110,8 +110,7 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
     where = settings.storage or settings.out_dir
     if exists and not settings.resume:
         raise SpecError(
-            f"out: {where} already holds study {spec.name!r}; pass --resume to continue it, "
-            f"or --out DIR for a new one"
+            f"out: {where} already holds study {spec.name!r}; pass --resume to continue it, or --out DIR for a new one"
         )
     if settings.resume and not exists:
         raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")

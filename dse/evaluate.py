@@ -79,7 +79,8 @@ class Evaluator:
             excess = value - bound if c.max is not None else bound - value
             constraints[name] = excess / abs(bound) if bound else excess
             if excess > 0:
-                reasons.append(f"{c.metric}={value:.4g} is {'above max' if c.max is not None else 'below min'} {bound:g}")
+                side = "above max" if c.max is not None else "below min"
+                reasons.append(f"{c.metric}={value:.4g} is {side} {bound:g}")
         return Outcome(metrics=metrics, constraints=constraints, reason="; ".join(reasons) or None)
 
     def evaluate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:

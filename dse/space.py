@@ -81,9 +81,7 @@ class SearchSpace:
             distributed_optimizer=params["distributed_optimizer"],
             precision=settings.precision,
         )
-        system = TrainingSystem(
-            self.gpu(params["gpu"]), n, self.resolved.study.hardware.memory_reserve_gb
-        )
+        system = TrainingSystem(self.gpu(params["gpu"]), n, self.resolved.study.hardware.memory_reserve_gb)
         return TrainingCandidate(self.resolved.model, system, plan)
 
 

@@ -248,18 +248,22 @@ _UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]"}
 
 
 def _allowed_fields(loc: list) -> list[str]:
+    """Field names of the model found by walking `loc` from Study (through lists and unions)."""
     model: type[BaseModel] = Study
     for part in loc:
         if isinstance(part, int):
             continue
-        annotation = model.model_fields[part].annotation
-        candidates = [annotation, *getattr(annotation, "__args__", ())]
-        nested = [c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)]
-        nested += [a for c in candidates for a in getattr(c, "__args__", ()) if isinstance(a, type) and issubclass(a, BaseModel)]
+        nested = _models_in(model.model_fields[part].annotation)
         if not nested:
             break
         model = nested[0]
     return list(model.model_fields)
+
+
+def _models_in(annotation: Any) -> list[type[BaseModel]]:
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return [annotation]
+    return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
 
 
 __all__ = ["DIRECTIONS", "SAMPLERS", "Study", "knob_values", "load_study", "parse_study"]

@@ -86,16 +86,21 @@ def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
 
     iteration_s = pipeline_s + dp_s + optimizer_s
     useful_flops = model_flops(model, plan.global_batch, s)
-    recompute_flops = plan.global_batch / b * model.layers * sum(
-        g.flops for g in layer_forward_gemms(model, b, s, tp=1)
-    ) if recompute else 0.0
+    recompute_flops = (
+        plan.global_batch / b * model.layers * sum(g.flops for g in layer_forward_gemms(model, b, s, tp=1))
+        if recompute
+        else 0.0
+    )
     gpu_seconds = iteration_s * system.num_gpus
     memory = training_memory(model, plan, system.memory_reserve_gb)
     capacity_bytes = gpu.hbm_bytes
     feasible = memory.total_bytes <= capacity_bytes
-    reason = None if feasible else (
-        f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity_bytes / 1e9:.1f} GB "
-        f"({gpu.hbm_gb:g} GiB)"
+    reason = (
+        None
+        if feasible
+        else (
+            f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity_bytes / 1e9:.1f} GB ({gpu.hbm_gb:g} GiB)"
+        )
     )
     tokens_per_s = plan.tokens_per_step / iteration_s
     return TrainingResult(

@@ -7,13 +7,10 @@ and one direction, `nic_gbps` is gigabits per second, everything else is bytes-b
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulators._errors import CatalogError
-from simulators._registry import Registry
+from simulators._registry import Registry, load_catalog
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
 
@@ -71,15 +68,7 @@ class GpuSpec(BaseModel):
 @cache
 def gpu_catalog() -> Registry[GpuSpec]:
     """All GPUs of `gpus.yaml`, keyed by name and aliases."""
-    rows = yaml.safe_load(resources.files(__package__).joinpath("gpus.yaml").read_text())
-    registry: Registry[GpuSpec] = Registry("GPU")
-    for i, row in enumerate(rows):
-        try:
-            gpu = GpuSpec.model_validate(row)
-        except ValidationError as exc:
-            raise CatalogError(f"gpus.yaml entry {i} ({row.get('name')}): {exc}") from None
-        registry.register(gpu.name, gpu, gpu.aliases)
-    return registry
+    return load_catalog(__package__, "gpus.yaml", GpuSpec, "GPU")
 
 
 def get_gpu(name: str, field: str = "gpu") -> GpuSpec:

@@ -3,13 +3,10 @@
 from __future__ import annotations
 
 from functools import cache
-from importlib import resources
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from simulators._errors import CatalogError
-from simulators._registry import Registry
+from simulators._registry import Registry, load_catalog
 
 
 class ModelSpec(BaseModel):
@@ -83,25 +80,14 @@ class ModelSpec(BaseModel):
     @property
     def total_params(self) -> int:
         return (
-            self.layers * self.params_per_layer
-            + self.embedding_params
-            + self.output_params
-            + self.hidden  # final norm
+            self.layers * self.params_per_layer + self.embedding_params + self.output_params + self.hidden  # final norm
         )
 
 
 @cache
 def model_catalog() -> Registry[ModelSpec]:
     """All models of `models.yaml`, keyed by name and aliases."""
-    rows = yaml.safe_load(resources.files(__package__).joinpath("models.yaml").read_text())
-    registry: Registry[ModelSpec] = Registry("model")
-    for i, row in enumerate(rows):
-        try:
-            model = ModelSpec.model_validate(row)
-        except ValidationError as exc:
-            raise CatalogError(f"models.yaml entry {i} ({row.get('name')}): {exc}") from None
-        registry.register(model.name, model, model.aliases)
-    return registry
+    return load_catalog(__package__, "models.yaml", ModelSpec, "model")
 
 
 def get_model(name: str, field: str = "model") -> ModelSpec:

@@ -70,9 +70,7 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
     # Sharded over tp: Q, K, V, attention output, FlashAttention's fp32 LSE, MLP intermediates.
     mlp_tensors = 3 if model.gated_mlp else 2  # gate, up, act(gate)*up  |  fc1 out, gelu out
     sharded = (
-        sbe * (2 * model.q_width + 2 * model.kv_width)
-        + 4 * s * b * model.heads
-        + sbe * mlp_tensors * model.ffn_hidden
+        sbe * (2 * model.q_width + 2 * model.kv_width) + 4 * s * b * model.heads + sbe * mlp_tensors * model.ffn_hidden
     ) / tp
     # Norm inputs and outputs (4 tensors of width h): replicated unless sequence-parallel.
     norm = 4 * sbe * h

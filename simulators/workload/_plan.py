@@ -70,13 +70,10 @@ class ParallelPlan:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise PlanError(f"{name}={value!r} must be a positive integer")
         if self.recompute not in RECOMPUTE_MODES:
-            raise PlanError(
-                f"recompute={self.recompute!r}; allowed: {', '.join(RECOMPUTE_MODES)}"
-            )
+            raise PlanError(f"recompute={self.recompute!r}; allowed: {', '.join(RECOMPUTE_MODES)}")
         if self.global_batch % (self.dp * self.micro_batch):
             raise PlanError(
-                f"global_batch={self.global_batch} is not a multiple of "
-                f"dp*micro_batch={self.dp}*{self.micro_batch}"
+                f"global_batch={self.global_batch} is not a multiple of dp*micro_batch={self.dp}*{self.micro_batch}"
             )
 
     @property
@@ -120,8 +117,7 @@ class TrainingCandidate:
         plan, model = self.plan, self.model
         if plan.world_size != self.system.num_gpus:
             raise PlanError(
-                f"tp*pp*dp={plan.tp}*{plan.pp}*{plan.dp}={plan.world_size} "
-                f"differs from num_gpus={self.system.num_gpus}"
+                f"tp*pp*dp={plan.tp}*{plan.pp}*{plan.dp}={plan.world_size} differs from num_gpus={self.system.num_gpus}"
             )
         for problem in (
             tp_problem(model, plan.tp),
@@ -131,6 +127,4 @@ class TrainingCandidate:
             if problem:
                 raise PlanError(problem)
         if model.max_seq_len is not None and plan.seq_len > model.max_seq_len:
-            raise PlanError(
-                f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}"
-            )
+            raise PlanError(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")

@@ -43,7 +43,10 @@ def test_dse_search_end_to_end_on_a_local_ray(write_spec, tmp_path):
     env = {**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "200"}
     run = subprocess.run(
         [sys.executable, "-m", "dse", "search", str(write_spec()), "--trials", "24", "--out", str(out)],
-        capture_output=True, text=True, env=env, timeout=300,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert "Pareto front" in run.stdout and "feasible" in run.stdout
@@ -53,9 +56,24 @@ def test_dse_search_end_to_end_on_a_local_ray(write_spec, tmp_path):
     assert (out / "study.journal").exists()
     # Resuming with a larger budget adds exactly the missing trials.
     run = subprocess.run(
-        [sys.executable, "-m", "dse", "search", str(write_spec()), "--trials", "30", "--out", str(out),
-         "--resume", "--ray-address", "off"],
-        capture_output=True, text=True, env=env, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "dse",
+            "search",
+            str(write_spec()),
+            "--trials",
+            "30",
+            "--out",
+            str(out),
+            "--resume",
+            "--ray-address",
+            "off",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert run.returncode == 0, run.stderr[-2000:]
     assert len(pd.read_csv(out / "trials.csv")) == 30

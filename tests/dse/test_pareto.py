@@ -22,8 +22,9 @@ def brute_force(points, directions):
     st.data(),
 )
 def test_mask_matches_brute_force(points, data):
-    directions = data.draw(st.lists(st.sampled_from(["minimize", "maximize"]), min_size=points.shape[1],
-                                    max_size=points.shape[1]))
+    directions = data.draw(
+        st.lists(st.sampled_from(["minimize", "maximize"]), min_size=points.shape[1], max_size=points.shape[1])
+    )
     assert np.array_equal(pareto_mask(points, directions), brute_force(points, directions))
 
 

@@ -5,7 +5,6 @@ import pytest
 from dse.checks import resolve_study
 from dse.errors import DseError
 from dse.spec import load_study
-
 from tests.conftest import TINY_SPEC
 
 
@@ -34,23 +33,37 @@ def replace(*pairs):
         (replace("tp: [1, 2, 4]", "tp: [1, 3]"), "search.tp: 3 does not divide kv_heads=8", "allowed: 1, 2, 4, 8"),
         (replace("pp: [1, 2]", "pp: [1, 5]"), "search.pp: 5 does not divide layers=32", "allowed: 1, 2, 4, 8, 16, 32"),
         (replace("pp: [1, 2]", "pp: [1, 32]"), "search.pp: 32", "leaves no whole data-parallel degree"),
-        (replace("num_gpus: [8, 16]", "num_gpus: [6, 16]", "tp: [1, 2, 4]", "tp: [2, 4]", "pp: [1, 2]", "pp: [2]"),
-         "hardware.num_gpus: 6", "not a multiple of any tp*pp of the search space (4, 8)"),
-        (replace("global_batch: [64]", "global_batch: [3]", "tp: [1, 2, 4]", "tp: [1, 2]", "pp: [1, 2]", "pp: [1]"),
-         "search.global_batch: 3", "dp*micro_batch"),
-        (replace("- usd_per_mtok: minimize", "- usd_per_token: minimize"), "objectives[1].metric: 'usd_per_token'",
-         "did you mean 'usd_per_mtok'"),
-        (replace("- usd_per_mtok: minimize", "- cost_to_train_usd: minimize"), "objectives[1].metric",
-         "needs training.train_tokens"),
+        (
+            replace("num_gpus: [8, 16]", "num_gpus: [6, 16]", "tp: [1, 2, 4]", "tp: [2, 4]", "pp: [1, 2]", "pp: [2]"),
+            "hardware.num_gpus: 6",
+            "not a multiple of any tp*pp of the search space (4, 8)",
+        ),
+        (
+            replace("global_batch: [64]", "global_batch: [3]", "tp: [1, 2, 4]", "tp: [1, 2]", "pp: [1, 2]", "pp: [1]"),
+            "search.global_batch: 3",
+            "dp*micro_batch",
+        ),
+        (
+            replace("- usd_per_mtok: minimize", "- usd_per_token: minimize"),
+            "objectives[1].metric: 'usd_per_token'",
+            "did you mean 'usd_per_mtok'",
+        ),
+        (
+            replace("- usd_per_mtok: minimize", "- cost_to_train_usd: minimize"),
+            "objectives[1].metric",
+            "needs training.train_tokens",
+        ),
         (replace("  gpu: [H100-SXM]", "  gpus: [H100-SXM]"), "hardware.gpus: unknown field", "allowed: gpu, num_gpus"),
         (replace("sampler: tpe", "sampler: cmaes"), "sampler: 'cmaes' is not allowed", "'nsga2'"),
-        (replace("recompute: [none, full]", "recompute: [none, sometimes]"), "search.recompute",
-         "allowed: none, full"),
+        (replace("recompute: [none, full]", "recompute: [none, sometimes]"), "search.recompute", "allowed: none, full"),
         (replace("trials: 30", "trials: 0"), "budget.trials: 0", "greater than or equal to 1"),
         (replace("tp: [1, 2, 4]", "tp: {low: 4, high: 1}"), "search.tp: high=1 is below low=4", ""),
         (replace("seq_len: 4096", "seq_len: 65536"), "training.seq_len: 65536 exceeds max_seq_len=8192", ""),
-        (replace("gpu: [H100-SXM]", "gpu: [V100-32GB]"), "training.precision: 'bf16': V100-32GB has no bf16",
-         "allowed: fp16"),
+        (
+            replace("gpu: [H100-SXM]", "gpu: [V100-32GB]"),
+            "training.precision: 'bf16': V100-32GB has no bf16",
+            "allowed: fp16",
+        ),
         (TINY_SPEC + "constraints:\n  - {metric: usd_per_hour}\n", "constraints[0]: needs a bound", ""),
         (TINY_SPEC + "hardware_typo: 1\n", "hardware_typo: unknown field", "allowed: name, mode, model"),
         ("name: x\nmodel: [oops\n", "spec: ", "is not valid YAML"),

@@ -33,7 +33,9 @@ def test_gpt_style_layer_matches_korthikanti_without_dropout(tp, sp):
     # sbh(34/t + 5as/(ht)) with SP. Removing dropout masks (2sbh) and replacing the kept softmax
     # (5as/h) with FlashAttention's fp32 log-sum-exp (4ab s bytes) gives the formula below.
     s, b, h, a = 2048, 2, 1024, 16
-    model = ModelSpec(name="gpt", layers=4, hidden=h, ffn_hidden=4 * h, heads=a, kv_heads=a, vocab=1000, gated_mlp=False)
+    model = ModelSpec(
+        name="gpt", layers=4, hidden=h, ffn_hidden=4 * h, heads=a, kv_heads=a, vocab=1000, gated_mlp=False
+    )
     expected = s * b * h * ((32 / tp) if sp else (8 + 24 / tp)) + 4 * s * b * a / tp
     got = layer_activation_bytes(model, plan(tp=tp, seq_len=s, micro_batch=b, sequence_parallel=sp))
     assert got == pytest.approx(expected)

@@ -9,7 +9,13 @@ from simulators.workload import layer_forward_gemms, model_flops
 def megatron_flops(model, batch, seq):
     """Megatron-LM's num_floating_point_operations (shared/validation/README.md, general form)."""
     l, h, a, g, d, f, v = (
-        model.layers, model.hidden, model.heads, model.kv_heads, model.d_head, model.ffn_hidden, model.vocab,
+        model.layers,
+        model.hidden,
+        model.heads,
+        model.kv_heads,
+        model.d_head,
+        model.ffn_hidden,
+        model.vocab,
     )
     m = 1.5 if model.gated_mlp else 1.0
     return 12 * batch * seq * l * h**2 * ((1 + g / a + seq / h) * (a * d / h) + (f / h) * m + v / (2 * l * h))
