@@ -33,6 +33,7 @@ from dse.space import SearchSpace, params_key
 OUTCOME_ATTR = "outcome"
 INTERRUPTED_ATTR = "interrupted"
 SPACE_ATTR = "search_space"
+SAMPLER_ATTR = "sampler"
 
 
 @dataclass(frozen=True)
@@ -60,8 +61,8 @@ TrialCallback = Callable[[int, Outcome], None]
 def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     """The study database: an Optuna URL if given, else a journal file in the output directory.
 
-    The journal needs no server and costs ~2-5 ms per trial here; SQLite costs 34-200 ms
-    (../shared/TOOLCHAIN.md and benchmarks/storage_overhead.py).
+    The journal needs no server and the whole search loop costs 7-10 ms per trial with it,
+    against 55-70 ms with SQLite (benchmarks/RESULTS.md).
     """
     target = settings.storage or str(settings.out_dir / "study.journal")
     if "://" in target:
@@ -114,26 +115,39 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
         )
     if settings.resume and not exists:
         raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
-    sampler = sampler_name(spec.sampler, space, spec.budget.trials)
     study = optuna.create_study(
         study_name=spec.name,
         storage=storage,
-        sampler=make_sampler(sampler, spec.seed),
         directions=list(resolved.directions),
         load_if_exists=settings.resume,
     )
     fingerprint = {name: repr(d) for name, d in space.distributions.items()}
     fingerprint["objectives"] = repr(list(zip(resolved.objectives, resolved.directions)))
-    if not exists:
+    if exists:
+        stored = study.user_attrs.get(SPACE_ATTR, {})
+        changed = sorted(k for k in fingerprint if stored.get(k) != fingerprint[k])
+        if changed:
+            raise SpecError(
+                f"--resume: the spec's {', '.join(changed)} changed since study {spec.name!r} began; "
+                f"resume with the same search space and objectives, or start a new study with --out"
+            )
+        # `auto` keeps the choice the study began with; a resumed sampler takes a fresh seed
+        # (still determined by the spec) so it does not propose the first run's trials again.
+        sampler = study.user_attrs[SAMPLER_ATTR] if spec.sampler == "auto" else spec.sampler
+        seed = spec.seed + len(study.get_trials(deepcopy=False))
+        if sampler == "grid" and study.user_attrs[SAMPLER_ATTR] != "grid":
+            sampler_name(sampler, space, spec.budget.trials)  # the grid size limit
+            seen = {params_key(t.params) for t in study.get_trials(deepcopy=False)}
+            _enqueue_grid(study, space, seed, skip=seen)
+            study.set_user_attr(SAMPLER_ATTR, sampler)
+    else:
+        sampler = sampler_name(spec.sampler, space, spec.budget.trials)
+        seed = spec.seed
         study.set_user_attr(SPACE_ATTR, fingerprint)
+        study.set_user_attr(SAMPLER_ATTR, sampler)
         if sampler == "grid":
             _enqueue_grid(study, space, spec.seed)
-    elif study.user_attrs.get(SPACE_ATTR) != fingerprint:
-        changed = sorted(k for k in fingerprint if study.user_attrs.get(SPACE_ATTR, {}).get(k) != fingerprint[k])
-        raise SpecError(
-            f"--resume: the spec's {', '.join(changed)} changed since study {spec.name!r} began; "
-            f"resume with the same search space and objectives, or start a new study with --out"
-        )
+    study.sampler = make_sampler(sampler, seed)
     return study
 
 
@@ -255,13 +269,15 @@ def _stop_on_sigint():
         signal.signal(signal.SIGINT, previous)
 
 
-def _enqueue_grid(study: optuna.Study, space: SearchSpace, seed: int) -> None:
-    """Queue every candidate once, in an order shuffled by the seed (so a budget smaller than
-    the grid still samples it evenly)."""
+def _enqueue_grid(study: optuna.Study, space: SearchSpace, seed: int, skip: set[tuple] = frozenset()) -> None:
+    """Queue every candidate not in `skip` once, in an order shuffled by the seed (so a budget
+    smaller than the grid still samples it evenly)."""
     grid = space.grid()
     points = list(itertools.product(*grid.values()))
     for index in np.random.default_rng(seed).permutation(len(points)):
-        study.enqueue_trial(dict(zip(grid, points[index])))
+        params = dict(zip(grid, points[index]))
+        if params_key(params) not in skip:
+            study.enqueue_trial(params)
 
 
 def _counts(trial: optuna.trial.FrozenTrial) -> bool:

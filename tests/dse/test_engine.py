@@ -140,3 +140,12 @@ def test_ctrl_c_stops_after_the_chunk_in_hand_and_keeps_every_told_trial(write_s
     assert summary.stopped_because == "interrupted"
     assert 5 <= len(trials) < 30
     assert sorted(trials["trial"]) == sorted(told)
+
+
+def test_resuming_with_the_grid_sampler_enumerates_what_tpe_left(write_spec, tmp_path):
+    spec, out = write_spec(), tmp_path / "out"
+    search(spec, out, **{"budget.trials": 10})
+    summary, trials, _ = search(spec, out, resume=True, sampler="grid", **{"budget.trials": 500})
+    assert summary.stopped_because == "every candidate of the space evaluated"
+    distinct = trials[trials["duplicate_of"].isna()]
+    assert len(distinct) == 48 and distinct[list(KNOBS)].drop_duplicates().shape[0] == 48
