@@ -1,0 +1,202 @@
+"""Pipeline schedules simulated as events per stage (Numba), not as a bubble formula.
+
+Each pipeline stage runs its own list of operations in the order its schedule prescribes:
+F (forward of one micro-batch through one model chunk), B (backward; for the zero-bubble
+schedule only the input-gradient half) and W (weight-gradient half, zero-bubble only). An
+operation starts when its stage is free and its inputs have arrived: F needs the previous
+virtual stage's F of the same micro-batch, B the next virtual stage's B, each plus one
+point-to-point transfer when the two virtual stages sit on different GPUs.
+
+The engine is a discrete-event loop on integer nanoseconds: it always advances the stage
+whose clock is earliest (ties: lowest stage index), so the result is a total order independent
+of floating-point summation order. Zero-bubble (ZB-H1, Qi et al., "Zero Bubble Pipeline
+Parallelism", ICLR 2024) keeps 1F1B's order of F and B and runs a deferred W whenever the next
+F or B would otherwise wait, with at most as many W pending as 1F1B keeps micro-batches in
+flight on that stage, so activation memory stays that of 1F1B.
+
+Schedules: GPIPE (all forwards, then all backwards), ONE_F_ONE_B (PipeDream-Flush / Megatron
+1F1B), INTERLEAVED (Megatron's interleaved 1F1B with v chunks per stage), ZB_H1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1 = 0, 1, 2, 3
+SCHEDULES = {"gpipe": GPIPE, "1f1b": ONE_F_ONE_B, "interleaved": INTERLEAVED, "zb-h1": ZB_H1}
+
+_F, _B = 0, 1
+NS_PER_S = 1e9
+
+
+class PipelineBatch(NamedTuple):
+    """Structure of arrays for n candidates; stage arrays are concatenated, candidate i owning
+    entries stage_offset[i] : stage_offset[i] + pp[i]. Times in seconds, per micro-batch and
+    per model chunk."""
+
+    pp: np.ndarray  # int64[n]
+    chunks: np.ndarray  # int64[n] model chunks per stage (virtual pipeline size v)
+    microbatches: np.ndarray  # int64[n]
+    schedule: np.ndarray  # int64[n]
+    send_s: np.ndarray  # float64[n] one activation or gradient transfer between stages
+    stage_offset: np.ndarray  # int64[n + 1]
+    forward_s: np.ndarray  # float64[stages] F of one chunk on that stage
+    backward_s: np.ndarray  # float64[stages] B (input gradient) of one chunk
+    weight_s: np.ndarray  # float64[stages] W (weight gradient) of one chunk
+
+
+def make_pipeline_batch(pp, chunks, microbatches, schedule, send_s, forward_s, backward_s, weight_s) -> PipelineBatch:
+    """Validate and convert once at the Python boundary (STYLE 9)."""
+    pp = np.ascontiguousarray(pp, dtype=np.int64)
+    offset = np.zeros(len(pp) + 1, dtype=np.int64)
+    np.cumsum(pp, out=offset[1:])
+    batch = PipelineBatch(
+        pp,
+        np.ascontiguousarray(chunks, dtype=np.int64),
+        np.ascontiguousarray(microbatches, dtype=np.int64),
+        np.ascontiguousarray(schedule, dtype=np.int64),
+        np.ascontiguousarray(send_s, dtype=np.float64),
+        offset,
+        np.ascontiguousarray(forward_s, dtype=np.float64),
+        np.ascontiguousarray(backward_s, dtype=np.float64),
+        np.ascontiguousarray(weight_s, dtype=np.float64),
+    )
+    if len(batch.forward_s) != offset[-1]:
+        raise ValueError(f"{len(batch.forward_s)} stage times for {offset[-1]} stages")
+    if np.any(batch.pp < 1) or np.any(batch.chunks < 1) or np.any(batch.microbatches < 1):
+        raise ValueError("pp, chunks and microbatches must be >= 1")
+    interleaved = batch.schedule == INTERLEAVED
+    if np.any(interleaved & (batch.microbatches % batch.pp != 0)):
+        raise ValueError("the interleaved schedule needs microbatches divisible by pp")
+    if np.any(~interleaved & (batch.chunks != 1)):
+        raise ValueError("only the interleaved schedule runs more than one chunk per stage")
+    return batch
+
+
+def simulate_pipelines(batch: PipelineBatch) -> tuple[np.ndarray, np.ndarray]:
+    """Makespan of each candidate's pipeline (s) and each stage's finishing time (s)."""
+    makespan = np.empty(len(batch.pp), dtype=np.float64)
+    stage_end = np.empty(len(batch.forward_s), dtype=np.float64)
+    _simulate_all(*batch, makespan, stage_end)
+    return makespan, stage_end
+
+
+@numba.njit(cache=True)
+def _stage_order(s, pp, v, m, schedule, kind, mb, chunk):
+    """Fill the F/B operation order of stage s; returns the number of operations."""
+    total = m * v
+    if schedule == GPIPE:
+        warm = m
+    elif schedule == INTERLEAVED:
+        warm = min((pp - s - 1) * 2 + (v - 1) * pp, total)
+    else:
+        warm = min(pp - s - 1, total)
+    n = 0
+    fwd = 0
+    bwd = 0
+    while fwd < warm:
+        kind[n], mb[n], chunk[n] = _F, (fwd // (pp * v)) * pp + fwd % pp, (fwd // pp) % v
+        n += 1
+        fwd += 1
+    while fwd < total or bwd < total:
+        if fwd < total:
+            kind[n], mb[n], chunk[n] = _F, (fwd // (pp * v)) * pp + fwd % pp, (fwd // pp) % v
+            n += 1
+            fwd += 1
+        if bwd < total and (schedule != GPIPE or fwd == total):
+            kind[n], mb[n], chunk[n] = _B, (bwd // (pp * v)) * pp + bwd % pp, v - 1 - (bwd // pp) % v
+            n += 1
+            bwd += 1
+    return n
+
+
+@numba.njit(cache=True)
+def _simulate_all(
+    pp_all, v_all, m_all, sched_all, send_all, offset, fwd_s, bwd_s, wgt_s, makespan, stage_end
+):  # pragma: no cover - compiled
+    for i in range(len(pp_all)):
+        pp, v, m, schedule = pp_all[i], v_all[i], m_all[i], sched_all[i]
+        base = offset[i]
+        send = np.int64(round(send_all[i] * NS_PER_S)) if pp > 1 else np.int64(0)
+        n_ops = 2 * m * v
+        kind = np.empty((pp, n_ops), dtype=np.int64)
+        mbs = np.empty((pp, n_ops), dtype=np.int64)
+        chunks = np.empty((pp, n_ops), dtype=np.int64)
+        count = np.empty(pp, dtype=np.int64)
+        f_ns = np.empty(pp, dtype=np.int64)
+        b_ns = np.empty(pp, dtype=np.int64)
+        w_ns = np.empty(pp, dtype=np.int64)
+        for s in range(pp):
+            count[s] = _stage_order(s, pp, v, m, schedule, kind[s], mbs[s], chunks[s])
+            f_ns[s] = round(fwd_s[base + s] * NS_PER_S)
+            b_ns[s] = round(bwd_s[base + s] * NS_PER_S)
+            w_ns[s] = round(wgt_s[base + s] * NS_PER_S)
+            if schedule != ZB_H1:  # W runs fused with its B
+                b_ns[s] += w_ns[s]
+        stages = pp * v
+        f_end = np.full((stages, m), -1, dtype=np.int64)
+        b_end = np.full((stages, m), -1, dtype=np.int64)
+        clock = np.zeros(pp, dtype=np.int64)
+        ptr = np.zeros(pp, dtype=np.int64)
+        pending_w = np.zeros(pp, dtype=np.int64)
+        blocked = np.zeros(pp, dtype=np.bool_)
+        remaining = 0
+        for s in range(pp):
+            remaining += count[s]
+        while remaining > 0 or pending_w.sum() > 0:
+            # The stage with the earliest clock that can act; ties go to the lowest index.
+            s = -1
+            for t in range(pp):
+                if blocked[t] or (ptr[t] >= count[t] and pending_w[t] == 0):
+                    continue
+                if s < 0 or clock[t] < clock[s]:
+                    s = t
+            if s < 0:
+                raise RuntimeError("pipeline schedule deadlocked")
+            if ptr[s] >= count[s]:  # only deferred weight gradients left
+                clock[s] += w_ns[s]
+                pending_w[s] -= 1
+                continue
+            k, mb, c = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]]
+            g = c * pp + s
+            ready = np.int64(0)
+            known = True
+            if k == _F:
+                if g > 0:
+                    known = f_end[g - 1, mb] >= 0
+                    ready = f_end[g - 1, mb] + send
+            else:
+                if g < stages - 1:
+                    known = b_end[g + 1, mb] >= 0
+                    ready = b_end[g + 1, mb] + send
+            must_wait = (not known) or ready > clock[s]
+            if must_wait and pending_w[s] > 0:  # fill the stall with a deferred W
+                clock[s] += w_ns[s]
+                pending_w[s] -= 1
+                for t in range(pp):
+                    blocked[t] = False
+                continue
+            if not known:
+                blocked[s] = True
+                continue
+            start = max(clock[s], ready)
+            if k == _F:
+                clock[s] = start + f_ns[s]
+                f_end[g, mb] = clock[s]
+            else:
+                clock[s] = start + b_ns[s]
+                b_end[g, mb] = clock[s]
+                if schedule == ZB_H1:
+                    pending_w[s] += 1
+            ptr[s] += 1
+            remaining -= 1
+            for t in range(pp):
+                blocked[t] = False
+        last = np.int64(0)
+        for s in range(pp):
+            stage_end[base + s] = clock[s] / NS_PER_S
+            last = max(last, clock[s])
+        makespan[i] = last / NS_PER_S
