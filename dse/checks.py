@@ -14,7 +14,7 @@ from dse.metrics import TRAINING_METRICS
 from dse.spec import Constraint, Study, knob_values
 from simulators.hardware import GpuSpec, get_gpu
 from simulators.models import ModelSpec, get_model
-from simulators.workload import pp_problem, precision_problem, tp_problem
+from simulators.workload import ep_problem, pp_problem, precision_problem, tp_problem
 
 
 @dataclass(frozen=True)
@@ -58,22 +58,37 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
             raise SpecError(f"training.precision: {settings.precision!r}: {problem}")
     if model.max_seq_len is not None and settings.seq_len > model.max_seq_len:
         raise SpecError(f"training.seq_len: {settings.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")
-    tps, pps = knob_values(search.tp), knob_values(search.pp)
-    for field, values, rule in (("search.tp", tps, tp_problem), ("search.pp", pps, pp_problem)):
+    tps, pps, cps = knob_values(search.tp), knob_values(search.pp), knob_values(search.cp)
+    for field, values, rule in (
+        ("search.tp", tps, tp_problem),
+        ("search.pp", pps, pp_problem),
+        ("search.ep", knob_values(search.ep), ep_problem),
+    ):
         for value in values:
             if problem := rule(model, value):
                 raise SpecError(f"{field}: {problem}")
+    for vpp in knob_values(search.vpp):
+        if vpp > 1 and not any(pp > 1 and model.layers % (pp * vpp) == 0 for pp in pps):
+            raise SpecError(
+                f"search.vpp: {vpp} chunks per stage fit no pp of the search space "
+                f"(layers={model.layers} must divide into pp*vpp, pp > 1)"
+            )
+    for cp in cps:
+        if cp > 1 and settings.seq_len % (2 * cp):
+            raise SpecError(f"search.cp: {cp} does not split seq_len={settings.seq_len} into 2*cp equal chunks")
     counts = knob_values(study.hardware.num_gpus)
-    splits = {tp * pp for tp, pp in itertools.product(tps, pps)}
+    splits = {tp * pp * cp for tp, pp, cp in itertools.product(tps, pps, cps)}
     for n in counts:
         if not any(n % split == 0 for split in splits):
             raise SpecError(
-                f"hardware.num_gpus: {n} is not a multiple of any tp*pp of the search space "
+                f"hardware.num_gpus: {n} is not a multiple of any tp*pp*cp of the search space "
                 f"({', '.join(map(str, sorted(splits)))})"
             )
-    for field, values, other in (("search.tp", tps, pps), ("search.pp", pps, tps)):
+    degrees = {"search.tp": tps, "search.pp": pps, "search.cp": cps}
+    for field, values in degrees.items():
+        others = [v for f, v in degrees.items() if f != field]
         for value in values:
-            if not any(n % (value * o) == 0 for n in counts for o in other):
+            if not any(n % (value * a * b) == 0 for n in counts for a, b in itertools.product(*others)):
                 raise SpecError(
                     f"{field}: {value} leaves no whole data-parallel degree for any of hardware.num_gpus={list(counts)}"
                 )

@@ -120,7 +120,12 @@ def _table(title: str, headers: Sequence[str]) -> Table:
 
 
 def _front_table(front, resolved) -> Table:
-    shown = ["gpu", "num_gpus", "tp", "pp", "dp", "micro_batch", "global_batch", "recompute"]
+    """The front with every knob the study varies (so no two rows look alike without reason)."""
+    from dse.space import KNOBS, SearchSpace
+
+    values = SearchSpace.from_study(resolved).values
+    shown = [k for k in KNOBS if len(values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]
+    shown.insert(shown.index("pp") + 1, "dp")
     metrics = [*resolved.objectives, *(m for m in ("mfu", "memory_gb_per_gpu") if m not in resolved.objectives)]
     table = _table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
     for _, row in front.head(25).iterrows():

@@ -10,7 +10,6 @@ running are failed and asked again on `--resume`.
 from __future__ import annotations
 
 import contextlib
-import itertools
 import signal
 import threading
 import time
@@ -179,6 +178,7 @@ def run_search(
         if on_start:
             on_start(spec.budget.trials, prior)
         deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
+        grid = study.user_attrs[SAMPLER_ATTR] == "grid"
         try:
             with _stop_on_sigint() as stop:
                 while loop.finished < spec.budget.trials:
@@ -186,7 +186,7 @@ def run_search(
                         stopped = "interrupted"
                     elif deadline is not None and time.monotonic() >= deadline:
                         stopped = "timeout reached"
-                    elif len(loop.cache) >= space.size:
+                    elif grid and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
                         stopped = "every candidate of the space evaluated"
                     else:
                         count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
@@ -270,14 +270,12 @@ def _stop_on_sigint():
 
 
 def _enqueue_grid(study: optuna.Study, space: SearchSpace, seed: int, skip: set[tuple] = frozenset()) -> None:
-    """Queue every candidate not in `skip` once, in an order shuffled by the seed (so a budget
-    smaller than the grid still samples it evenly)."""
-    grid = space.grid()
-    points = list(itertools.product(*grid.values()))
+    """Queue every distinct plan not in `skip` once, in an order shuffled by the seed (so a
+    budget smaller than the grid still samples it evenly)."""
+    points = space.grid()
     for index in np.random.default_rng(seed).permutation(len(points)):
-        params = dict(zip(grid, points[index]))
-        if params_key(params) not in skip:
-            study.enqueue_trial(params)
+        if params_key(points[index]) not in skip:
+            study.enqueue_trial(points[index])
 
 
 def _counts(trial: optuna.trial.FrozenTrial) -> bool:

@@ -14,7 +14,8 @@ from typing import Any
 from dse.cost import training_cost_metrics
 from dse.errors import PlanError
 from dse.space import SearchSpace
-from simulators.analytical import simulate_training
+from simulators.analytical import TrainingResult, simulate_training_batch
+from simulators.workload import TrainingCandidate
 
 
 @dataclass(frozen=True)
@@ -47,33 +48,46 @@ class Evaluator:
         return ("plan_valid", "memory_fits", *user)
 
     def evaluate(self, params: Mapping[str, Any]) -> Outcome:
+        return self.evaluate_many([params])[0]
+
+    def evaluate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
+        """Outcomes in order; the valid plans are simulated together in one batch call."""
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        valid: list[tuple[int, TrainingCandidate]] = []
+        for i, params in enumerate(batch):
+            try:
+                valid.append((i, self.space.candidate(params)))
+            except PlanError as exc:
+                violated = {name: 0.0 for name in self.constraint_names}
+                violated["plan_valid"] = 1.0
+                outcomes[i] = Outcome(constraints=violated, reason=str(exc))
         try:
-            candidate = self.space.candidate(params)
-        except PlanError as exc:
-            violated = {name: 0.0 for name in self.constraint_names}
-            violated["plan_valid"] = 1.0
-            return Outcome(constraints=violated, reason=str(exc))
-        try:
-            result = simulate_training(candidate)
-            resolved = self.space.resolved
-            metrics = dict(result.metrics)
-            metrics.update(
-                training_cost_metrics(
-                    metrics,
-                    candidate.system.num_gpus,
-                    resolved.usd_per_gpu_hour[candidate.system.gpu.name],
-                    resolved.study.training.train_tokens,
-                )
+            results = simulate_training_batch([c for _, c in valid])
+        except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
+            results = [_simulate_one(c) for _, c in valid]
+        for (i, candidate), result in zip(valid, results):
+            outcomes[i] = result if isinstance(result, Outcome) else self._judge(candidate, result)
+        return outcomes
+
+    def _judge(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
+        """Cost metrics, then the memory and user constraints (<= 0 when met) with reasons."""
+        resolved = self.space.resolved
+        metrics = dict(result.metrics)
+        metrics.update(
+            training_cost_metrics(
+                metrics,
+                candidate.system.num_gpus,
+                resolved.usd_per_gpu_hour[candidate.system.gpu.name],
+                resolved.study.training.train_tokens,
             )
-        except Exception as exc:  # a simulator bug must not end the study: record it
-            return Outcome(error=f"{type(exc).__name__}: {exc}")
+        )
         capacity_gb = candidate.system.gpu.hbm_bytes / 1e9
         constraints = {
             "plan_valid": 0.0,
             "memory_fits": (metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb,
         }
         reasons = [result.infeasible_reason] if result.infeasible_reason else []
-        for name, c in zip(self.constraint_names[2:], self.space.resolved.constraints):
+        for name, c in zip(self.constraint_names[2:], resolved.constraints):
             value = metrics[c.metric]
             bound = c.max if c.max is not None else c.min
             excess = value - bound if c.max is not None else bound - value
@@ -83,5 +97,9 @@ class Evaluator:
                 reasons.append(f"{c.metric}={value:.4g} is {side} {bound:g}")
         return Outcome(metrics=metrics, constraints=constraints, reason="; ".join(reasons) or None)
 
-    def evaluate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
-        return [self.evaluate(params) for params in batch]
+
+def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:
+    try:
+        return simulate_training_batch([candidate])[0]
+    except Exception as exc:  # a simulator bug must not end the study: record it
+        return Outcome(error=f"{type(exc).__name__}: {exc}")

@@ -24,7 +24,7 @@ def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
             continue
         record = trial.user_attrs[OUTCOME_ATTR]
         params = trial.params
-        tp_pp = params["tp"] * params["pp"]
+        split = params["tp"] * params["pp"] * params["cp"]
         constraints = trial.constraints
         row = {
             "trial": trial.number,
@@ -32,7 +32,7 @@ def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
             "feasible": trial.state == TrialState.COMPLETE and all(v <= 0 for v in constraints.values()),
             "duplicate_of": record.get("duplicate_of"),
             **{name: params[name] for name in KNOBS},
-            "dp": params["num_gpus"] // tp_pp if params["num_gpus"] % tp_pp == 0 else None,
+            "dp": params["num_gpus"] // split if params["num_gpus"] % split == 0 else None,
             **{name: record["metrics"].get(name) for name in metric_order},
             "reason": record.get("reason"),
             "error": record.get("error"),

@@ -6,6 +6,7 @@ the whole candidate. Knobs given as lists become categorical; ranges become inte
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,21 +15,25 @@ from typing import Any
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from dse.checks import ResolvedStudy
+from dse.errors import PlanError
 from dse.spec import IntRange, knob_values
 from simulators.hardware import GpuSpec
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
-from simulators.workload._plan import PlanError
 
 KNOBS = (
     "gpu",
     "num_gpus",
     "tp",
     "pp",
+    "cp",
+    "ep",
+    "vpp",
     "micro_batch",
     "global_batch",
     "recompute",
+    "schedule",
     "sequence_parallel",
-    "distributed_optimizer",
+    "zero_stage",
 )
 
 
@@ -54,11 +59,20 @@ class SearchSpace:
 
     @property
     def size(self) -> int:
-        """Number of distinct candidates (valid or not)."""
+        """Number of knob combinations (valid or not)."""
         return math.prod(len(v) for v in self.values.values())
 
-    def grid(self) -> dict[str, list]:
-        return {name: list(values) for name, values in self.values.items()}
+    def grid(self) -> list[dict[str, Any]]:
+        """One params dict per distinct plan (see `params_key`), in knob order."""
+        seen: set[tuple] = set()
+        points = []
+        for combo in itertools.product(*self.values.values()):
+            params = dict(zip(self.values, combo))
+            key = params_key(params)
+            if key not in seen:
+                seen.add(key)
+                points.append(params)
+        return points
 
     def gpu(self, name: str) -> GpuSpec:
         return next(g for g in self.resolved.gpus if g.name == name)
@@ -66,19 +80,23 @@ class SearchSpace:
     def candidate(self, params: Mapping[str, Any]) -> TrainingCandidate:
         """The training candidate for one trial's params; PlanError if the plan cannot run."""
         settings = self.resolved.study.training
-        n, tp, pp = params["num_gpus"], params["tp"], params["pp"]
-        if n % (tp * pp):
-            raise PlanError(f"num_gpus={n} is not a multiple of tp*pp={tp}*{pp}")
+        n, tp, pp, cp = params["num_gpus"], params["tp"], params["pp"], params["cp"]
+        if n % (tp * pp * cp):
+            raise PlanError(f"num_gpus={n} is not a multiple of tp*pp*cp={tp}*{pp}*{cp}")
         plan = ParallelPlan(
             tp=tp,
             pp=pp,
-            dp=n // (tp * pp),
+            cp=cp,
+            dp=n // (tp * pp * cp),
+            ep=params["ep"],
+            vpp=params["vpp"],
             micro_batch=params["micro_batch"],
             global_batch=params["global_batch"],
             seq_len=settings.seq_len,
             recompute=params["recompute"],
+            schedule=params["schedule"],
             sequence_parallel=params["sequence_parallel"] and tp > 1,
-            distributed_optimizer=params["distributed_optimizer"],
+            zero_stage=params["zero_stage"],
             precision=settings.precision,
         )
         system = TrainingSystem(self.gpu(params["gpu"]), n, self.resolved.study.hardware.memory_reserve_gb)
@@ -92,5 +110,12 @@ def _distribution(knob: Any) -> BaseDistribution:
 
 
 def params_key(params: Mapping[str, Any]) -> tuple:
-    """A hashable identity of a candidate: equal params, equal key."""
-    return tuple((name, params[name]) for name in KNOBS)
+    """A hashable identity of the plan the params describe: params that differ only in knobs
+    with no effect (the schedule of a one-stage pipeline, sequence parallelism without tensor
+    parallelism) give the same key, so the plan is simulated once and listed once."""
+    canonical = dict(params)
+    if canonical["pp"] == 1:
+        canonical["schedule"] = "1f1b"
+    if canonical["tp"] == 1:
+        canonical["sequence_parallel"] = True
+    return tuple((name, canonical[name]) for name in KNOBS)

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dse.errors import SpecError
 from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
-from simulators.workload import RECOMPUTE_MODES
+from simulators.workload import RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
 
 SAMPLERS = ("auto", "tpe", "nsga2", "random", "grid")
 
@@ -95,13 +95,17 @@ class Hardware(_Frozen):
 class TrainingSearch(_Frozen):
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1, 2, 4, 8]
+    cp: IntKnob = [1]
+    ep: IntKnob = [1]
+    vpp: IntKnob = [1]
     micro_batch: IntKnob = [1, 2]
     global_batch: IntKnob = [1024]
     recompute: list[str] = ["none", "full"]
+    schedule: list[str] = ["1f1b"]
     sequence_parallel: list[bool] = [True]
-    distributed_optimizer: list[bool] = [True]
+    zero_stage: list[int] = [1]
 
-    @field_validator("tp", "pp", "micro_batch", "global_batch", "sequence_parallel", "distributed_optimizer")
+    @field_validator("tp", "pp", "cp", "ep", "vpp", "micro_batch", "global_batch", "sequence_parallel")
     @classmethod
     def _lists(cls, knob: Any) -> Any:
         if isinstance(knob, list):
@@ -110,14 +114,15 @@ class TrainingSearch(_Frozen):
                 raise ValueError(f"{knob} holds a value below 1")
         return knob
 
-    @field_validator("recompute")
+    @field_validator("recompute", "schedule", "zero_stage")
     @classmethod
-    def _modes(cls, modes: list[str]) -> list[str]:
-        _non_empty_unique(modes)
-        for mode in modes:
-            if mode not in RECOMPUTE_MODES:
-                raise ValueError(f"{mode!r} is not a recompute mode; allowed: {', '.join(RECOMPUTE_MODES)}")
-        return modes
+    def _choices(cls, values: list, info) -> list:
+        allowed = {"recompute": RECOMPUTE_MODES, "schedule": SCHEDULES, "zero_stage": ZERO_STAGES}[info.field_name]
+        _non_empty_unique(values)
+        for value in values:
+            if value not in allowed:
+                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+        return values
 
 
 class Objective(_Frozen):

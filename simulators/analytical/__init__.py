@@ -1,5 +1,5 @@
-"""Analytical simulators: closed-form and timeline models fast enough for every candidate."""
+"""Analytical simulators: cost models and event timelines fast enough for every candidate."""
 
-from simulators.analytical._training import TrainingResult, simulate_training
+from simulators.analytical._training import TrainingResult, simulate_training, simulate_training_batch
 
-__all__ = ["TrainingResult", "simulate_training"]
+__all__ = ["TrainingResult", "simulate_training", "simulate_training_batch"]

@@ -1,19 +1,25 @@
-"""First analytical training model: roofline compute, ring collectives, 1F1B pipeline.
+"""Analytical training model: per-operation costs, an event-simulated pipeline, overlap.
 
-Honest and simple on purpose; each simplification is stated where it is made:
-- compute runs at `gpu.gemm_efficiency` of the dense peak of the plan's precision; causal
-  attention executes half its score FLOPs (FlashAttention skips masked blocks);
-- tensor-parallel collectives (2 per layer per pass, as in Megatron) are fully exposed;
-- a 1F1B pipeline of m micro-batches and p stages takes (m + p - 1) micro-batch steps;
-- data-parallel gradient reduction (fp32) runs after the pipeline drains, not overlapped;
-- the Adam step streams 30 bytes per local parameter through HBM.
+For each candidate the model prices one micro-batch through one model chunk on every pipeline
+stage, as three operations the schedule moves around: F (forward), B (input gradient) and W
+(weight gradient). Costs come from the GEMM shapes of the workload and the collectives of the
+plan; communication runs on its own stream, so it costs time only where nothing hides it:
+- tensor-parallel all-reduces (reduce-scatter + all-gather with sequence parallelism) sit
+  between GEMMs that need their result: exposed;
+- pipeline sends delay the next stage only (the timeline adds them to the dependency);
+- data-parallel gradient reduction overlaps the last micro-batch's backward, bucket by
+  bucket; the parameter all-gather of a sharded optimizer overlaps the next step's first
+  forward (ZeRO-3 gathers per layer, prefetched under the previous layer's compute).
+The pipeline itself is simulated event by event (`_timeline`), not taken from a formula.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
+from simulators.hardware import GpuSpec
 from simulators.network import group_link, ring_all_gather_s, ring_all_reduce_s, ring_reduce_scatter_s, send_recv_s
 from simulators.workload import (
     MemoryBreakdown,
@@ -31,7 +37,8 @@ ADAM_BYTES_PER_PARAM = 30  # read grad, master, m, v (4 each); write master, m, 
 
 @dataclass(frozen=True)
 class TrainingResult:
-    """What one simulated training step costs; `feasible` is False when memory does not fit."""
+    """One simulated training step. `breakdown_s` adds up to `metrics["iteration_time_s"]`;
+    `feasible` is False when memory does not fit (the times are still what it would take)."""
 
     metrics: Mapping[str, float]
     breakdown_s: Mapping[str, float]
@@ -40,67 +47,89 @@ class TrainingResult:
     infeasible_reason: str | None = None
 
 
+@dataclass(frozen=True)
+class _StageCosts:
+    """Seconds per micro-batch and model chunk on one stage, and what the step adds around it."""
+
+    forward_s: float
+    backward_s: float
+    weight_s: float
+    compute_s: float  # the GEMM part of forward + backward + weight
+    tp_s: float  # exposed tensor-parallel communication in the three
+    grad_sync_s: float  # data-parallel gradient reduction of the stage, whole step
+    param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
+    optimizer_s: float
+
+
 def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
     """Time, throughput, utilisation and memory of one training step of `candidate`."""
+    return simulate_training_batch([candidate])[0]
+
+
+def simulate_training_batch(candidates: Sequence[TrainingCandidate]) -> list[TrainingResult]:
+    """Many candidates at once: their pipelines run in one compiled call."""
+    stages = [_stage_costs(c) for c in candidates]
+    plans = [c.plan for c in candidates]
+    flat = [s for per in stages for s in per]
+    common = dict(
+        pp=[p.pp for p in plans],
+        chunks=[p.vpp for p in plans],
+        microbatches=[p.microbatches for p in plans],
+        schedule=[SCHEDULES[p.pipeline_schedule] for p in plans],
+        forward_s=[s.forward_s for s in flat],
+        backward_s=[s.backward_s for s in flat],
+        weight_s=[s.weight_s for s in flat],
+    )
+    sends = [_send_s(c) for c in candidates]
+    with_sends, stage_end = simulate_pipelines(make_pipeline_batch(send_s=sends, **common))
+    without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
+    results, offset = [], 0
+    for i, candidate in enumerate(candidates):
+        per = stages[i]
+        ends = stage_end[offset : offset + len(per)]
+        offset += len(per)
+        results.append(_result(candidate, per, ends, with_sends[i], without_sends[i]))
+    return results
+
+
+def _result(candidate, stages, stage_end, makespan_s, makespan_no_send_s) -> TrainingResult:
     model, plan, system = candidate.model, candidate.plan, candidate.system
     gpu = system.gpu
+    # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
+    window = [(s.backward_s + s.weight_s) * plan.vpp for s in stages]
+    finish = [end + max(0.0, s.grad_sync_s - w) for end, s, w in zip(stage_end, stages, window)]
+    # The breakdown is told from the busiest stage: its work, and the rest of the makespan idle.
+    slowest = max(stages, key=lambda s: s.forward_s + s.backward_s + s.weight_s)
+    pipeline_s = max(finish)
+    dp_exposed_s = pipeline_s - makespan_s
+    gather_exposed_s = max(0.0, slowest.param_gather_s - slowest.forward_s * plan.vpp)
+    optimizer_s = max(s.optimizer_s for s in stages)
+    iteration_s = pipeline_s + gather_exposed_s + optimizer_s
+
+    work = plan.microbatches * plan.vpp
+    busy_s = work * (slowest.forward_s + slowest.backward_s + slowest.weight_s)
+    compute_s = work * slowest.compute_s
+    breakdown = {
+        "compute_s": compute_s,
+        "other_compute_s": busy_s - compute_s - work * slowest.tp_s,
+        "tp_comm_s": work * slowest.tp_s,
+        "pipeline_bubble_s": makespan_no_send_s - busy_s,
+        "pp_comm_s": makespan_s - makespan_no_send_s,
+        "dp_comm_s": dp_exposed_s + gather_exposed_s,
+        "optimizer_s": optimizer_s,
+    }
     peak_flops = gpu.peak_tflops(plan.precision) * 1e12
-    rate = peak_flops * gpu.gemm_efficiency
-    b, s, h, tp, pp = plan.micro_batch, plan.seq_len, model.hidden, plan.tp, plan.pp
-    layers = model.layers // pp
-    recompute = plan.recompute == "full"
-
-    # Compute of one micro-batch (forward + backward at 2x forward, + recomputed forward).
-    layer_fwd = sum(g.executed_flops for g in layer_forward_gemms(model, b, s, tp))
-    layer_passes = 3 + (1 if recompute else 0)
-    stage_compute_s = layers * layer_fwd * layer_passes / rate
-    logits_s = 3 * logits_gemm(model, b, s, tp).flops / rate
-    compute_s = stage_compute_s + logits_s  # the last stage is the slowest
-
-    # Tensor parallel: 2 all-reduces (or reduce-scatter + all-gather) per layer per pass.
-    tp_link = group_link(gpu, tp)
-    tp_collectives = 2 * (2 + (1 if recompute else 0))
-    tp_s = layers * tp_collectives * ring_all_reduce_s(b * s * h * ACTIVATION_BYTES, tp, tp_link)
-
-    # Pipeline: one activation send forward and one gradient send backward per micro-batch.
-    pp_s = 0.0
-    if pp > 1:
-        boundary = b * s * h * ACTIVATION_BYTES / (tp if plan.sequence_parallel else 1)
-        pp_s = 2 * send_recv_s(boundary, group_link(gpu, tp * plan.dp * pp))
-
-    step_s = compute_s + tp_s + pp_s
-    m = plan.microbatches
-    pipeline_s = (m + pp - 1) * step_s
-
-    # Data parallel: gradients of the largest stage, reduced in fp32.
-    params = max(stage_params(model, plan, first=True, last=pp == 1), stage_params(model, plan, False, True))
-    dp_link = group_link(gpu, tp * plan.dp)
-    if plan.distributed_optimizer:
-        dp_s = ring_reduce_scatter_s(params * GRADIENT_BYTES, plan.dp, dp_link) + ring_all_gather_s(
-            params * WEIGHT_BYTES, plan.dp, dp_link
-        )
-    else:
-        dp_s = ring_all_reduce_s(params * GRADIENT_BYTES, plan.dp, dp_link)
-    shards = plan.dp if plan.distributed_optimizer else 1
-    optimizer_s = params / shards * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9)
-
-    iteration_s = pipeline_s + dp_s + optimizer_s
-    useful_flops = model_flops(model, plan.global_batch, s)
+    useful_flops = model_flops(model, plan.global_batch, plan.seq_len)
     recompute_flops = (
-        plan.global_batch / b * model.layers * sum(g.flops for g in layer_forward_gemms(model, b, s, tp=1))
-        if recompute
-        else 0.0
+        useful_flops / 3 - 2 * plan.tokens_per_step * model.hidden * model.vocab if plan.recompute == "full" else 0.0
     )
     gpu_seconds = iteration_s * system.num_gpus
     memory = training_memory(model, plan, system.memory_reserve_gb)
-    capacity_bytes = gpu.hbm_bytes
-    feasible = memory.total_bytes <= capacity_bytes
+    feasible = memory.total_bytes <= gpu.hbm_bytes
     reason = (
         None
         if feasible
-        else (
-            f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity_bytes / 1e9:.1f} GB ({gpu.hbm_gb:g} GiB)"
-        )
+        else f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {gpu.hbm_bytes / 1e9:.1f} GB ({gpu.hbm_gb:g} GiB)"
     )
     tokens_per_s = plan.tokens_per_step / iteration_s
     return TrainingResult(
@@ -112,15 +141,82 @@ def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
             "hfu": (useful_flops + recompute_flops) / (gpu_seconds * peak_flops),
             "memory_gb_per_gpu": memory.total_gb,
         },
-        breakdown_s={
-            "compute_s": m * compute_s,
-            "tp_comm_s": m * tp_s,
-            "pp_comm_s": m * pp_s,
-            "pipeline_bubble_s": (pp - 1) * step_s,
-            "dp_comm_s": dp_s,
-            "optimizer_s": optimizer_s,
-        },
+        breakdown_s=breakdown,
         memory=memory,
         feasible=feasible,
         infeasible_reason=reason,
     )
+
+
+def _gemm_s(gpu: GpuSpec, flops: float, precision: str) -> float:
+    return flops / (gpu.peak_tflops(precision) * 1e12 * gpu.gemm_efficiency)
+
+
+def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
+    """Per-stage costs of one micro-batch through one model chunk."""
+    model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
+    b, s, h, tp = plan.micro_batch, plan.seq_len // plan.cp, model.hidden, plan.tp
+    chunk_layers = model.layers // (plan.pp * plan.vpp)
+
+    gemms = layer_forward_gemms(model, b, s, tp)
+    dense_flops = sum(g.flops for g in gemms if not g.causal)
+    attention_flops = sum(g.executed_flops for g in gemms if g.causal) * plan.cp  # ring attention: all kv chunks
+    layer_fwd = _gemm_s(gpu, dense_flops + attention_flops, plan.precision)
+    layer_input_grad = _gemm_s(gpu, dense_flops + 2 * attention_flops, plan.precision)
+    layer_weight_grad = _gemm_s(gpu, dense_flops, plan.precision)
+    recompute = {"full": layer_fwd, "selective": 0.0, "none": 0.0}[plan.recompute]
+
+    tp_link = group_link(gpu, tp)
+    tp_collective = ring_all_reduce_s(b * s * h * ACTIVATION_BYTES, tp, tp_link)
+    tp_fwd = 2 * tp_collective
+    tp_bwd = 2 * tp_collective + (tp_fwd if plan.recompute == "full" else 0.0)
+
+    logits = logits_gemm(model, b, s, tp)
+    logits_fwd = _gemm_s(gpu, logits.flops, plan.precision)
+
+    dp_link = group_link(gpu, tp * plan.cp * plan.dp)
+    shards = plan.dp * plan.cp
+    out = []
+    for stage in range(plan.pp):
+        first, last = stage == 0, stage == plan.pp - 1
+        params = stage_params(model, plan, first, last)
+        grads = params * GRADIENT_BYTES
+        if plan.zero_stage >= 1:
+            grad_sync = ring_reduce_scatter_s(grads, shards, dp_link)
+            gather = ring_all_gather_s(params * WEIGHT_BYTES, shards, dp_link)
+        else:
+            grad_sync, gather = ring_all_reduce_s(grads, shards, dp_link), 0.0
+        fwd = chunk_layers * (layer_fwd + tp_fwd)
+        bwd = chunk_layers * (layer_input_grad + recompute + tp_bwd)
+        wgt = chunk_layers * layer_weight_grad
+        compute = chunk_layers * (layer_fwd + layer_input_grad + recompute + layer_weight_grad)
+        if last:  # the logit layer sits on the last chunk; spread over chunks for a per-chunk cost
+            fwd += logits_fwd / plan.vpp
+            bwd += logits_fwd / plan.vpp
+            wgt += logits_fwd / plan.vpp
+            compute += 3 * logits_fwd / plan.vpp
+        optimizer_params = params / (shards if plan.zero_stage >= 1 else 1)
+        out.append(
+            _StageCosts(
+                forward_s=fwd,
+                backward_s=bwd,
+                weight_s=wgt,
+                compute_s=compute,
+                tp_s=chunk_layers * (tp_fwd + tp_bwd),
+                grad_sync_s=grad_sync,
+                param_gather_s=gather,
+                optimizer_s=optimizer_params * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9),
+            )
+        )
+    return out
+
+
+def _send_s(candidate: TrainingCandidate) -> float:
+    """One activation (or its gradient) crossing a pipeline-stage boundary."""
+    model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
+    if plan.pp == 1:
+        return 0.0
+    nbytes = plan.micro_batch * plan.seq_len // plan.cp * model.hidden * ACTIVATION_BYTES
+    if plan.sequence_parallel:
+        nbytes /= plan.tp
+    return send_recv_s(nbytes, group_link(gpu, plan.tp * plan.cp * plan.dp * plan.pp))

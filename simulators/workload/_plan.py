@@ -13,7 +13,9 @@ from simulators._errors import PlanError
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 
-RECOMPUTE_MODES = ("none", "full")
+RECOMPUTE_MODES = ("none", "selective", "full")
+SCHEDULES = ("1f1b", "gpipe", "zb-h1")  # 1f1b with vpp > 1 is Megatron's interleaved 1F1B
+ZERO_STAGES = (0, 1, 2, 3)
 
 
 def divisors(n: int) -> list[int]:
@@ -34,11 +36,22 @@ def tp_problem(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def pp_problem(model: ModelSpec, pp: int) -> str | None:
-    """Why `pp` pipeline stages cannot hold equal shares of `model`'s layers, or None."""
-    if model.layers % pp:
+def pp_problem(model: ModelSpec, stages: int) -> str | None:
+    """Why `stages` (pp, or pp*vpp virtual stages) cannot hold equal shares of the layers, or None."""
+    if model.layers % stages:
         allowed = ", ".join(map(str, divisors(model.layers)))
-        return f"{pp} does not divide layers={model.layers} of {model.name}; allowed: {allowed}"
+        return f"{stages} does not divide layers={model.layers} of {model.name}; allowed: {allowed}"
+    return None
+
+
+def ep_problem(model: ModelSpec, ep: int) -> str | None:
+    """Why `ep` expert-parallel ranks cannot share `model`'s experts, or None."""
+    experts = getattr(model, "moe_experts", None)
+    if ep > 1 and not experts:
+        return f"ep={ep} needs a mixture-of-experts model; {model.name} is dense (allowed: 1)"
+    if experts and experts % ep:
+        allowed = ", ".join(map(str, divisors(experts)))
+        return f"{ep} does not divide moe_experts={experts} of {model.name}; allowed: {allowed}"
     return None
 
 
@@ -51,7 +64,13 @@ def precision_problem(gpu: GpuSpec, precision: str) -> str | None:
 
 @dataclass(frozen=True)
 class ParallelPlan:
-    """How one training step is split over GPUs (Megatron vocabulary; batches in sequences)."""
+    """How one training step is split over GPUs (Megatron vocabulary; batches in sequences).
+
+    GPUs = tp * cp * pp * dp. Expert parallelism is carved out of the dp * cp ranks (it does not
+    multiply the GPU count); `vpp` model chunks per stage with schedule 1f1b is interleaved
+    1F1B. ZeRO stages shard over the dp ranks: 1 optimizer states (Megatron's distributed
+    optimizer), 2 also gradients, 3 also weights (FSDP).
+    """
 
     tp: int
     pp: int
@@ -59,26 +78,46 @@ class ParallelPlan:
     micro_batch: int
     global_batch: int
     seq_len: int
+    cp: int = 1
+    ep: int = 1
+    vpp: int = 1
     recompute: str = "none"
     sequence_parallel: bool = True
-    distributed_optimizer: bool = True
+    zero_stage: int = 1
+    schedule: str = "1f1b"
     precision: str = "bf16"
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "micro_batch", "global_batch", "seq_len"):
+        for name in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise PlanError(f"{name}={value!r} must be a positive integer")
-        if self.recompute not in RECOMPUTE_MODES:
-            raise PlanError(f"recompute={self.recompute!r}; allowed: {', '.join(RECOMPUTE_MODES)}")
+        for name, allowed in (("recompute", RECOMPUTE_MODES), ("schedule", SCHEDULES), ("zero_stage", ZERO_STAGES)):
+            if getattr(self, name) not in allowed:
+                raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
         if self.global_batch % (self.dp * self.micro_batch):
             raise PlanError(
                 f"global_batch={self.global_batch} is not a multiple of dp*micro_batch={self.dp}*{self.micro_batch}"
             )
+        if (self.dp * self.cp) % self.ep:
+            raise PlanError(
+                f"ep={self.ep} does not divide dp*cp={self.dp}*{self.cp}: experts are spread over those ranks"
+            )
+        if self.cp > 1 and self.seq_len % (2 * self.cp):
+            raise PlanError(
+                f"seq_len={self.seq_len} is not a multiple of 2*cp={2 * self.cp} (load-balanced causal split)"
+            )
+        if self.vpp > 1:
+            if self.schedule != "1f1b" or self.pp == 1:
+                raise PlanError(f"vpp={self.vpp} needs schedule 1f1b and pp > 1 (interleaved 1F1B)")
+            if self.microbatches % self.pp:
+                raise PlanError(
+                    f"interleaved 1F1B needs microbatches={self.microbatches} to be a multiple of pp={self.pp}"
+                )
 
     @property
     def world_size(self) -> int:
-        return self.tp * self.pp * self.dp
+        return self.tp * self.cp * self.pp * self.dp
 
     @property
     def microbatches(self) -> int:
@@ -88,6 +127,11 @@ class ParallelPlan:
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+    @property
+    def pipeline_schedule(self) -> str:
+        """The schedule the timeline runs: 1f1b with vpp > 1 is interleaved."""
+        return "interleaved" if self.vpp > 1 else self.schedule
 
 
 @dataclass(frozen=True)

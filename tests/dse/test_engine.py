@@ -7,7 +7,7 @@ from dse.checks import resolve_study
 from dse.engine import RunSettings, run_search
 from dse.errors import SpecError
 from dse.report import write_reports
-from dse.space import KNOBS
+from dse.space import KNOBS, SearchSpace, params_key
 from dse.spec import load_study
 
 
@@ -46,7 +46,7 @@ def test_identical_candidates_are_simulated_once(write_spec, tmp_path):
     originals = trials.set_index("trial")
     for _, row in repeats.iterrows():
         first = originals.loc[row["duplicate_of"]]
-        assert all(row[k] == first[k] for k in KNOBS)
+        assert params_key(row) == params_key(first)
         assert row["usd_per_mtok"] == first["usd_per_mtok"] or pd.isna(first["usd_per_mtok"])
 
 
@@ -78,14 +78,14 @@ def test_interrupted_study_resumes_without_losing_or_repeating_trials(write_spec
 def test_failing_simulation_is_recorded_and_the_study_goes_on(write_spec, tmp_path, monkeypatch):
     import dse.evaluate
 
-    real = dse.evaluate.simulate_training
+    real = dse.evaluate.simulate_training_batch
 
-    def flaky(candidate):
-        if candidate.plan.tp == 2:
+    def flaky(candidates):
+        if any(c.plan.tp == 2 for c in candidates):
             raise RuntimeError("boom")
-        return real(candidate)
+        return real(candidates)
 
-    monkeypatch.setattr(dse.evaluate, "simulate_training", flaky)
+    monkeypatch.setattr(dse.evaluate, "simulate_training_batch", flaky)
     summary, trials, front = search(write_spec(), tmp_path / "out")
     failed = trials[trials["state"] == "failed"]
     assert summary.finished == 30
@@ -149,3 +149,32 @@ def test_resuming_with_the_grid_sampler_enumerates_what_tpe_left(write_spec, tmp
     assert summary.stopped_because == "every candidate of the space evaluated"
     distinct = trials[trials["duplicate_of"].isna()]
     assert len(distinct) == 48 and distinct[list(KNOBS)].drop_duplicates().shape[0] == 48
+
+
+def test_plans_that_differ_only_in_knobs_without_effect_are_one_candidate(write_spec):
+    one_stage = {
+        "gpu": "H100-SXM",
+        "num_gpus": 8,
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "vpp": 1,
+        "micro_batch": 1,
+        "global_batch": 64,
+        "recompute": "none",
+        "schedule": "1f1b",
+        "sequence_parallel": True,
+        "zero_stage": 1,
+    }
+    assert params_key(one_stage) == params_key({**one_stage, "schedule": "zb-h1", "sequence_parallel": False})
+    assert params_key(one_stage) != params_key({**one_stage, "pp": 2})
+    spec = (
+        write_spec(extra="")
+        .read_text()
+        .replace("recompute: [none, full]", "recompute: [none, full]\n  schedule: [1f1b, zb-h1]")
+    )
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(spec))))
+    assert space.size == 96
+    # pp=1 plans (half of the 96) do not depend on the schedule: 24 + 48 distinct plans.
+    assert len(space.grid()) == 72

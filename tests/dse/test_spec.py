@@ -36,7 +36,7 @@ def replace(*pairs):
         (
             replace("num_gpus: [8, 16]", "num_gpus: [6, 16]", "tp: [1, 2, 4]", "tp: [2, 4]", "pp: [1, 2]", "pp: [2]"),
             "hardware.num_gpus: 6",
-            "not a multiple of any tp*pp of the search space (4, 8)",
+            "not a multiple of any tp*pp*cp of the search space (4, 8)",
         ),
         (
             replace("global_batch: [64]", "global_batch: [3]", "tp: [1, 2, 4]", "tp: [1, 2]", "pp: [1, 2]", "pp: [1]"),
@@ -55,7 +55,11 @@ def replace(*pairs):
         ),
         (replace("  gpu: [H100-SXM]", "  gpus: [H100-SXM]"), "hardware.gpus: unknown field", "allowed: gpu, num_gpus"),
         (replace("sampler: tpe", "sampler: cmaes"), "sampler: 'cmaes' is not allowed", "'nsga2'"),
-        (replace("recompute: [none, full]", "recompute: [none, sometimes]"), "search.recompute", "allowed: none, full"),
+        (
+            replace("recompute: [none, full]", "recompute: [none, sometimes]"),
+            "search.recompute",
+            "allowed: none, selective, full",
+        ),
         (replace("trials: 30", "trials: 0"), "budget.trials: 0", "greater than or equal to 1"),
         (replace("tp: [1, 2, 4]", "tp: {low: 4, high: 1}"), "search.tp: high=1 is below low=4", ""),
         (replace("seq_len: 4096", "seq_len: 65536"), "training.seq_len: 65536 exceeds max_seq_len=8192", ""),
@@ -67,6 +71,26 @@ def replace(*pairs):
         (TINY_SPEC + "constraints:\n  - {metric: usd_per_hour}\n", "constraints[0]: needs a bound", ""),
         (TINY_SPEC + "hardware_typo: 1\n", "hardware_typo: unknown field", "allowed: name, mode, model"),
         ("name: x\nmodel: [oops\n", "spec: ", "is not valid YAML"),
+        (
+            replace("recompute: [none, full]", "recompute: [none]\n  vpp: [1, 3]"),
+            "search.vpp: 3 chunks per stage fit no pp",
+            "layers=32",
+        ),
+        (
+            replace("recompute: [none, full]", "recompute: [none]\n  cp: [1, 3]"),
+            "search.cp: 3 does not split seq_len=4096",
+            "",
+        ),
+        (
+            replace("recompute: [none, full]", "recompute: [none]\n  ep: [2]"),
+            "search.ep: ep=2 needs a mixture-of-experts",
+            "allowed: 1",
+        ),
+        (
+            replace("recompute: [none, full]", "recompute: [none]\n  zero_stage: [4]"),
+            "search.zero_stage: 4 is not allowed",
+            "allowed: 0, 1, 2, 3",
+        ),
     ],
 )
 def test_bad_spec_is_one_line_naming_the_field(write_spec, text, start, contains):

@@ -25,7 +25,7 @@ def test_single_gpu_step_is_compute_plus_optimizer_by_hand():
     rate = 989e12 * h100.gemm_efficiency
     expected = flops / rate + model.total_params * 30 / 3350e9
     result = run(num_gpus=1, seq_len=s)
-    assert result.metrics["iteration_time_s"] == pytest.approx(expected, rel=1e-9)
+    assert result.metrics["iteration_time_s"] == pytest.approx(expected, rel=1e-7)  # timeline runs in integer ns
     assert result.breakdown_s["tp_comm_s"] == result.breakdown_s["dp_comm_s"] == 0.0
 
 
@@ -40,11 +40,39 @@ def test_mfu_equals_hfu_without_recompute_and_is_lower_with_it():
     assert 1.25 < ratio < 1.34
 
 
-def test_pipeline_bubble_is_pp_minus_one_steps():
-    result = run(num_gpus=8, tp=1, pp=4, dp=2, global_batch=32)  # 16 micro-batches per pipeline
-    step = result.breakdown_s["pipeline_bubble_s"] / 3
-    busy = result.breakdown_s["compute_s"] + result.breakdown_s["tp_comm_s"] + result.breakdown_s["pp_comm_s"]
-    assert busy == pytest.approx(16 * step)
+def test_pipeline_bubble_is_about_pp_minus_one_over_m_and_interleaving_divides_it():
+    # Llama-2-7B: the logit layer (vocab 32000) adds little to the last stage.
+    plain = run(model="llama2-7b", num_gpus=8, tp=1, pp=4, dp=2, global_batch=32)  # 16 micro-batches
+    busy = sum(plain.breakdown_s[k] for k in ("compute_s", "other_compute_s", "tp_comm_s"))
+    # (p-1)/m of the busy time, up to the last stage's extra logit layer.
+    assert plain.breakdown_s["pipeline_bubble_s"] / busy == pytest.approx(3 / 16, rel=0.15)
+    interleaved = run(model="llama2-7b", num_gpus=8, tp=1, pp=4, dp=2, global_batch=32, vpp=2)
+    assert interleaved.breakdown_s["pipeline_bubble_s"] < 0.6 * plain.breakdown_s["pipeline_bubble_s"]
+
+
+@pytest.mark.parametrize(
+    "plan",
+    [
+        dict(num_gpus=8, tp=8, dp=1, global_batch=8),
+        dict(num_gpus=16, tp=2, pp=4, dp=2, global_batch=32, recompute="full"),
+        dict(num_gpus=16, tp=2, pp=4, dp=2, global_batch=32, vpp=2, zero_stage=0),
+        dict(num_gpus=16, tp=2, pp=4, dp=2, global_batch=32, schedule="zb-h1", recompute="selective"),
+        dict(num_gpus=16, tp=2, pp=2, dp=4, global_batch=32, schedule="gpipe", zero_stage=3),
+        dict(num_gpus=32, tp=2, pp=2, cp=2, dp=4, global_batch=32, seq_len=8192),
+    ],
+)
+def test_breakdown_adds_up_to_the_iteration_time(plan):
+    result = run(**plan)
+    assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
+    assert all(v >= -1e-9 for v in result.breakdown_s.values()), result.breakdown_s
+
+
+def test_zero_bubble_beats_1f1b_and_gpipe_holds_more_activations():
+    base = dict(num_gpus=16, tp=2, pp=4, dp=2, global_batch=32)
+    one_f_one_b, zb, gpipe = (run(**base, schedule=s) for s in ("1f1b", "zb-h1", "gpipe"))
+    assert zb.metrics["iteration_time_s"] < one_f_one_b.metrics["iteration_time_s"]
+    assert gpipe.memory.activations_bytes > one_f_one_b.memory.activations_bytes
+    assert zb.memory.activations_bytes == one_f_one_b.memory.activations_bytes
 
 
 def test_data_parallel_weak_scaling_keeps_per_gpu_throughput():
