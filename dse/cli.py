@@ -51,6 +51,14 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
     search.set_defaults(handler=_search)
 
+    simulate = commands.add_parser("simulate", help="evaluate one candidate and show its full breakdown")
+    simulate.add_argument("spec", type=Path, help="study spec (YAML)")
+    simulate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
+    simulate.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
+    simulate.add_argument("--out", type=Path, metavar="DIR", help="the study's output directory (for --config)")
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.set_defaults(handler=_simulate)
+
     models = commands.add_parser("models", help="list the model zoo")
     models.set_defaults(handler=_models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
@@ -93,6 +101,31 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     if summary.stopped_because == "interrupted":
         console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
         return EXIT_INTERRUPTED
+    return 0
+
+
+def _simulate(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from dse.checks import resolve_study
+    from dse.simulate import candidate_params, simulate_params
+    from dse.space import SearchSpace
+    from dse.spec import load_study
+
+    study = load_study(args.spec, output=str(args.out) if args.out else None)
+    space = SearchSpace.from_study(resolve_study(study))
+    report = simulate_params(space, candidate_params(space, args.set, args.config))
+    if args.json:
+        print(json.dumps(report, indent=2))
+        return 0
+    table = _table(f"{study.name}: one candidate", ["quantity", "value"])
+    for key, value in report["params"].items():
+        table.add_row(key, str(value))
+    table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
+    for section in ("metrics", "breakdown_s", "memory_gb"):
+        for key, value in report.get(section, {}).items():
+            table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
+    console.print(table)
     return 0
 
 

@@ -85,3 +85,38 @@ def test_unreachable_ray_cluster_exits_2_before_any_study_exists(write_spec, tmp
     assert main(["search", str(write_spec()), "--ray-address", address, "--out", str(out)]) == 2
     assert f"--ray-address: {message}" in capsys.readouterr().err
     assert not out.exists()
+
+
+FIXED = ["--set", "num_gpus=16", "--set", "tp=2", "--set", "pp=2", "--set", "micro_batch=1", "--set", "recompute=none"]
+
+
+def test_simulate_prints_one_json_object_whose_breakdown_adds_up(write_spec, capsys):
+    import json
+
+    assert main(["simulate", str(write_spec()), *FIXED, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["params"]["tp"] == 2 and report["params"]["gpu"] == "H100-SXM"
+    assert report["feasible"] is True
+    total = sum(report["breakdown_s"].values())
+    assert total == pytest.approx(report["metrics"]["iteration_time_s"], rel=1e-9)
+    assert report["memory_gb"]["total"] == pytest.approx(report["metrics"]["memory_gb_per_gpu"])
+
+
+def test_simulate_refuses_to_pick_a_knob_value_silently(write_spec, capsys):
+    assert main(["simulate", str(write_spec()), "--set", "tp=2"]) == 2
+    err = capsys.readouterr().err
+    assert "several values for num_gpus, pp, micro_batch, recompute" in err
+
+
+def test_simulate_an_impossible_plan_reports_why(write_spec, capsys):
+    import json
+
+    args = ["simulate", str(write_spec()), *FIXED, "--set", "num_gpus=8", "--set", "tp=4", "--set", "pp=4", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["feasible"] is False and "not a multiple of tp*pp*cp" in report["reason"]
+
+
+def test_simulate_best_needs_a_finished_study(write_spec, tmp_path, capsys):
+    assert main(["simulate", str(write_spec()), "--config", "best", "--out", str(tmp_path / "none")]) == 2
+    assert "pareto.csv does not exist" in capsys.readouterr().err

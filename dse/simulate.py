@@ -1,0 +1,81 @@
+"""One candidate, fully explained: `dse simulate SPEC --set tp=8 ... [--config best] [--json]`."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pandas as pd
+
+from dse.checks import ResolvedStudy
+from dse.errors import SpecError
+from dse.evaluate import Evaluator
+from dse.space import KNOBS, SearchSpace
+from simulators.analytical import simulate_training
+
+
+def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str | None) -> dict[str, Any]:
+    """The params of one candidate: `--config best` takes the first row of the study's
+    pareto.csv, `--set knob=value` sets single knobs, a knob with one value in the spec takes it.
+    A knob with several values and no choice is an error, never a silent pick."""
+    params: dict[str, Any] = {}
+    if config is not None:
+        params.update(_best_params(space.resolved, config))
+    for assignment in assignments:
+        name, sep, text = assignment.partition("=")
+        if not sep or name not in KNOBS:
+            raise SpecError(f"--set: {assignment!r} is not knob=value; knobs: {', '.join(KNOBS)}")
+        params[name] = _parse(name, text, space.values[name])
+    missing = [k for k in KNOBS if k not in params and len(space.values[k]) > 1]
+    if missing:
+        choices = "; ".join(f"{k}: {', '.join(map(str, space.values[k]))}" for k in missing)
+        raise SpecError(f"--set: the spec gives several values for {', '.join(missing)}; choose with --set ({choices})")
+    return {k: params[k] if k in params else space.values[k][0] for k in KNOBS}
+
+
+def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any]:
+    """Everything known about one candidate, as plain JSON-ready values."""
+    outcome = Evaluator(space).evaluate(params)
+    report: dict[str, Any] = {"params": params, "feasible": outcome.feasible, "reason": outcome.reason}
+    if outcome.error:
+        report["error"] = outcome.error
+    if not outcome.metrics:  # the plan cannot run: no numbers to show
+        return report
+    result = simulate_training(space.candidate(params))
+    memory = result.memory
+    report["metrics"] = dict(outcome.metrics)
+    report["breakdown_s"] = dict(result.breakdown_s)
+    report["memory_gb"] = {
+        "weights": memory.weights_bytes / 1e9,
+        "gradients": memory.gradients_bytes / 1e9,
+        "optimizer": memory.optimizer_bytes / 1e9,
+        "activations": memory.activations_bytes / 1e9,
+        "reserve": memory.reserve_bytes / 1e9,
+        "total": memory.total_gb,
+    }
+    return report
+
+
+def _best_params(resolved: ResolvedStudy, config: str) -> dict[str, Any]:
+    if config != "best":
+        raise SpecError(f"--config: {config!r} is not allowed; allowed: best")
+    path = resolved.study.output_dir / "pareto.csv"
+    if not path.exists():
+        raise SpecError(f"--config: {path} does not exist; run `dse search` on this spec first")
+    front = pd.read_csv(path)
+    if front.empty:
+        raise SpecError(f"--config: {path} holds no feasible candidate")
+    row = front.iloc[0]
+    return {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in KNOBS if k in row}
+
+
+def _parse(name: str, text: str, examples: tuple) -> Any:
+    kind = type(examples[0])
+    try:
+        if kind is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        return kind(text)
+    except ValueError:
+        raise SpecError(f"--set: {name}={text!r} is not a {kind.__name__}; e.g. {name}={examples[0]}") from None
