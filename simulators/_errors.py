@@ -19,3 +19,7 @@ class CatalogError(DseError, LookupError):
 
 class PlanError(DseError, ValueError):
     """A parallel plan cannot run: it does not divide the model or the GPUs."""
+
+
+class WorkloadFormatError(DseError, ValueError):
+    """A workload file (SimAI/AICB text) or a value bound for one breaks the format."""

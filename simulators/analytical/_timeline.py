@@ -114,6 +114,43 @@ def _stage_order(s, pp, v, m, schedule, kind, mb, chunk):
 
 
 @numba.njit(cache=True)
+def _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock):
+    """Fixed-order schedules: each operation starts at max(stage free, inputs arrived), whatever
+    order the stages are visited in, so sweep the stages, each running until it must wait."""
+    ptr = np.zeros(pp, dtype=np.int64)
+    left = 0
+    for s in range(pp):
+        left += count[s]
+    while left > 0:
+        progressed = False
+        for s in range(pp):
+            while ptr[s] < count[s]:
+                k, mb, c = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]]
+                g = c * pp + s
+                ready = np.int64(0)
+                if k == _F and g > 0:
+                    if f_end[g - 1, mb] < 0:
+                        break
+                    ready = f_end[g - 1, mb] + send
+                elif k == _B and g < stages - 1:
+                    if b_end[g + 1, mb] < 0:
+                        break
+                    ready = b_end[g + 1, mb] + send
+                start = max(clock[s], ready)
+                if k == _F:
+                    clock[s] = start + f_ns[s]
+                    f_end[g, mb] = clock[s]
+                else:
+                    clock[s] = start + b_ns[s]
+                    b_end[g, mb] = clock[s]
+                ptr[s] += 1
+                left -= 1
+                progressed = True
+        if not progressed:
+            raise RuntimeError("pipeline schedule deadlocked")
+
+
+@numba.njit(cache=True)
 def _simulate_all(
     pp_all, v_all, m_all, sched_all, send_all, offset, fwd_s, bwd_s, wgt_s, makespan, stage_end
 ):  # pragma: no cover - compiled
@@ -146,6 +183,9 @@ def _simulate_all(
         remaining = 0
         for s in range(pp):
             remaining += count[s]
+        if schedule != ZB_H1:
+            _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock)
+            remaining = 0
         while remaining > 0 or pending_w.sum() > 0:
             # The stage with the earliest clock that can act; ties go to the lowest index.
             s = -1

@@ -1,0 +1,51 @@
+"""Candidates per second of the training model, and an exhaustive sweep of llama70b.yaml.
+
+Why: issue 3 targets >= 30,000 Llama-3-70B candidates per second per core and a full sweep of
+search_spaces/llama70b.yaml in under a minute on 2 cores. This times `simulate_training_batch`
+on every valid plan of the spec (one process, one core) after a warm-up call that compiles.
+
+    python benchmarks/training_speed.py [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from dse.checks import resolve_study
+from dse.errors import PlanError
+from dse.space import SearchSpace
+from dse.spec import load_study
+from simulators.analytical import simulate_training_batch
+
+SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--limit", type=int, default=None, help="time only the first N valid plans")
+    args = parser.parse_args()
+    space = SearchSpace.from_study(resolve_study(load_study(SPEC)))
+    start = time.perf_counter()
+    points = space.grid()
+    candidates = []
+    for params in points:
+        try:
+            candidates.append(space.candidate(params))
+        except PlanError:
+            pass
+    build_s = time.perf_counter() - start
+    candidates = candidates[: args.limit]
+    simulate_training_batch(candidates[:8])  # compile / load the cached kernels
+    start = time.perf_counter()
+    simulate_training_batch(candidates)
+    sim_s = time.perf_counter() - start
+    print(f"space: {space.size} knob combinations, {len(points)} distinct plans, {len(candidates)} valid")
+    print(f"building candidates: {build_s:.2f} s ({len(points) / build_s:,.0f} per s)")
+    print(f"simulating: {sim_s:.2f} s for {len(candidates)} candidates = {len(candidates) / sim_s:,.0f} per s on one core")
+    print(f"exhaustive sweep (build + simulate, one core): {build_s + sim_s:.1f} s")
+
+
+if __name__ == "__main__":
+    main()
