@@ -43,7 +43,9 @@ def main() -> None:
     sim_s = time.perf_counter() - start
     print(f"space: {space.size} knob combinations, {len(points)} distinct plans, {len(candidates)} valid")
     print(f"building candidates: {build_s:.2f} s ({len(points) / build_s:,.0f} per s)")
-    print(f"simulating: {sim_s:.2f} s for {len(candidates)} candidates = {len(candidates) / sim_s:,.0f} per s on one core")
+    print(
+        f"simulating: {sim_s:.2f} s for {len(candidates)} candidates = {len(candidates) / sim_s:,.0f} per s on one core"
+    )
     print(f"exhaustive sweep (build + simulate, one core): {build_s + sim_s:.1f} s")
 
 

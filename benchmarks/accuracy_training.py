@@ -4,11 +4,10 @@ Why: before the search trusts `simulate_training`, we need to know how far it is
 This replays every row of ../shared/validation/training.csv (see its README) through the model,
 with nothing fitted or tuned, converts the prediction to the row's metric (step time, tokens/s per
 GPU, TFLOP/s per GPU in the row's FLOP convention, or MFU against the README's peaks) and reports
-the signed error (predicted / measured - 1) per row, overall and per source. Rows the model cannot
-represent are skipped with a reason; rows with an interleaved pipeline (vpp > 1) are evaluated as
-if vpp = 1 in a separate section and kept out of the main statistics.
+the signed error (predicted / measured - 1) per row, overall and per source, and ends with the
+line `MAPE <x>% over <n> rows`. Rows the model cannot represent are listed with the reason.
 
-    python benchmarks/training_accuracy.py [--csv PATH]
+    python benchmarks/accuracy_training.py [--data PATH] [--out results.csv]
 """
 
 from __future__ import annotations
@@ -70,8 +69,6 @@ def _int(row: dict[str, str], column: str) -> int | None:
 
 
 def build_model(row: dict[str, str]) -> ModelSpec:
-    if row["moe_experts"]:
-        raise Skip("MoE not modelled")
     missing = [c for c in ARCH_FIELDS if not row[c]]
     if missing:
         raise Skip(f"architecture not stated: {', '.join(missing)}")
@@ -89,8 +86,11 @@ def build_model(row: dict[str, str]) -> ModelSpec:
             head_dim=hidden // heads,
             vocab=int(row["vocab"]),
             # Llama uses SwiGLU; GPT (GeLU) and Nemotron (squared ReLU) use non-gated 2-matrix MLPs.
-            gated_mlp="Llama" in row["model"],
+            gated_mlp="Llama" in row["model"] or "Mixtral" in row["model"],
             tied_embeddings=False,
+            moe_experts=_int(row, "moe_experts"),
+            moe_top_k=_int(row, "moe_topk"),
+            moe_ffn_hidden=_int(row, "moe_ffn_hidden"),
         )
     except ValidationError as exc:
         raise Skip(f"invalid model shape: {exc.errors()[0]['msg']}") from None
@@ -98,13 +98,11 @@ def build_model(row: dict[str, str]) -> ModelSpec:
 
 def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
     """The row's plan, and the assumptions made for fields the source does not state."""
-    if (_int(row, "cp") or 1) > 1:
-        raise Skip("context parallelism (cp > 1) not modelled")
     missing = [c for c in PARALLEL_FIELDS if not row[c]]
     if missing:
         raise Skip(f"not stated: {'/'.join(missing)}")
-    tp, pp, dp = _int(row, "tp"), _int(row, "pp"), _int(row, "dp")
-    if tp * pp * dp * (_int(row, "cp") or 1) != int(row["num_gpus"]):
+    tp, pp, dp, cp = _int(row, "tp"), _int(row, "pp"), _int(row, "dp"), _int(row, "cp") or 1
+    if tp * pp * dp * cp != int(row["num_gpus"]):
         raise Skip("tp*pp*dp*cp differs from num_gpus")
     assumptions = []
     recompute, precision = row["recompute"], row["precision"]
@@ -113,9 +111,6 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
             raise Skip("recompute not stated (fp16-era row)")
         recompute = "none"
         assumptions.append("recompute not stated; assumed none")
-    elif recompute == "selective":
-        recompute = "none"
-        assumptions.append("selective recompute modelled as none")
     sequence_parallel = BOOLS[row["seq_parallel"]]
     if sequence_parallel is None:
         sequence_parallel = tp > 1
@@ -124,6 +119,8 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
     if distributed_optimizer is None:
         distributed_optimizer = True
         assumptions.append("dist_optimizer not stated; assumed true")
+    if (_int(row, "ep") or 1) > 1:
+        assumptions.append("ep given; experts spread over dp*cp ranks")
     if not row["vpp"]:
         assumptions.append("vpp not stated; assumed 1")
     plan = ParallelPlan(
@@ -133,9 +130,12 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
         micro_batch=_int(row, "micro_batch"),
         global_batch=int(row["global_batch"]),
         seq_len=int(row["seq_len"]),
+        cp=cp,
+        ep=_int(row, "ep") or 1,
+        vpp=_int(row, "vpp") or 1,
         recompute=recompute,
         sequence_parallel=sequence_parallel,
-        distributed_optimizer=distributed_optimizer,
+        zero_stage=1 if distributed_optimizer else 0,
         precision=precision,
     )
     return plan, assumptions
@@ -209,43 +209,38 @@ def print_summary(title: str, outcomes: list[Outcome]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--csv", type=Path, default=DEFAULT_CSV, help="training.csv to replay")
+    parser.add_argument("--data", type=Path, default=DEFAULT_CSV, help="rows in the schema of training.csv")
+    parser.add_argument("--out", type=Path, help="also write id, predicted, measured, error_pct as CSV")
     args = parser.parse_args()
-    with args.csv.open(newline="", encoding="utf-8") as f:
+    with args.data.open(newline="", encoding="utf-8") as f:
         rows = list(csv.DictReader(f))
 
-    main_rows, interleaved, skipped = [], [], defaultdict(Counter)
+    outcomes, skipped = [], defaultdict(Counter)
     for row in rows:
         try:
-            outcome = evaluate(row)
+            outcomes.append(evaluate(row))
         except (Skip, DseError) as exc:  # DseError: PlanError (invalid plan), CatalogError (unknown GPU)
             skipped[str(exc)][row["source"]] += 1
-            continue
-        if (_int(row, "vpp") or 1) > 1:
-            skipped["vpp > 1 (interleaving not modelled; evaluated as vpp = 1 below)"][row["source"]] += 1
-            interleaved.append(outcome)
-        else:
-            main_rows.append(outcome)
-
-    print(
-        f"{args.csv}: {len(rows)} rows. error = predicted/measured - 1: + means the model is optimistic "
-        f"for throughput metrics, pessimistic for iteration_time_s.\n"
-    )
-    print_rows(main_rows)
-    print("\nvpp>1 rows evaluated without interleaving")
-    print_rows(interleaved)
-    print_summary("SUMMARY over all usable rows", main_rows)
-    print_summary("SUMMARY vpp>1 rows evaluated without interleaving", interleaved)
-
-    print(f"\nSkipped rows: {sum(sum(c.values()) for c in skipped.values())} (vpp>1 rows counted here as well)")
-    for reason, by_source in sorted(skipped.items(), key=lambda item: -sum(item[1].values())):
-        sources = ", ".join(f"{source} x{n}" for source, n in by_source.most_common())
-        print(f"  {sum(by_source.values()):3d}  {reason}  [{sources}]")
-
-    assumptions = Counter(a for o in main_rows + interleaved for a in o.assumptions)
-    print("\nAssumptions in evaluated rows (rows affected):")
-    for assumption, n in assumptions.most_common():
-        print(f"  {n:3d}  {assumption}")
+    print("error = predicted / measured - 1 (+ = the model is optimistic for throughput metrics)")
+    print_rows(outcomes)
+    print_summary("SUMMARY", outcomes)
+    print(f"\nNot predicted: {sum(sum(c.values()) for c in skipped.values())} rows")
+    for reason, by_source in sorted(skipped.items(), key=lambda kv: -sum(kv[1].values())):
+        sources = ", ".join(f"{s} x{n}" for s, n in by_source.most_common())
+        print(f"  {sum(by_source.values()):4d}  {reason}  [{sources}]")
+    assumed = Counter(a for o in outcomes for a in o.assumptions)
+    if assumed:
+        print("Assumptions in predicted rows (rows affected):")
+        for text, count in assumed.most_common():
+            print(f"  {count:4d}  {text}")
+    if args.out:
+        with args.out.open("w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f)
+            writer.writerow(["id", "predicted", "measured", "error_pct"])
+            for o in outcomes:
+                writer.writerow([o.row["id"], f"{o.predicted:.6g}", o.row["value"], f"{o.error_pct:.2f}"])
+    mape = statistics.mean(abs(o.error_pct) for o in outcomes) if outcomes else float("nan")
+    print(f"MAPE {mape:.1f}% over {len(outcomes)} rows")
 
 
 if __name__ == "__main__":
