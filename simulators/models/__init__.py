@@ -1,4 +1,5 @@
-"""The model zoo: transformer shapes and parameter counts."""
+"""The model zoo: dense and mixture-of-experts transformer shapes (GQA or latent attention) and their
+parameter counts."""
 
 from simulators.models._model import ModelSpec, get_model, model_catalog
 

@@ -2,7 +2,19 @@ import pytest
 
 from simulators.models import ModelSpec, get_model, model_catalog
 
-REQUIRED = ["llama2-7b", "llama2-13b", "llama2-70b", "llama3-8b", "llama3-70b", "llama3-405b", "gpt3-175b"]
+REQUIRED = [
+    "llama2-7b",
+    "llama2-13b",
+    "llama2-70b",
+    "llama3-8b",
+    "llama3-70b",
+    "llama3-405b",
+    "gpt3-175b",
+    "mixtral-8x7b",
+    "mixtral-8x22b",
+    "deepseek-v3",
+    "qwen2-72b",
+]
 
 
 def test_zoo_holds_every_required_model():
