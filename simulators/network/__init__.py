@@ -1,5 +1,23 @@
-"""Networks: collective algorithms and the links they use."""
+"""Networks: hierarchical tiers, rank placement and collective algorithms with their costs."""
 
+from simulators.network import (  # noqa: F401  (each registers its algorithm)
+    _direct,
+    _halving_doubling,
+    _hierarchical,
+    _nvls,
+    _pairwise,
+    _ring,
+    _tree,
+)
+from simulators.network._algorithm import (
+    ALGORITHMS,
+    OPS,
+    Choice,
+    algorithm_bandwidth_gbytes_per_s,
+    bus_bandwidth_gbytes_per_s,
+    choose_algorithm,
+    collective_time_s,
+)
 from simulators.network._collectives import (
     Link,
     group_link,
@@ -8,6 +26,8 @@ from simulators.network._collectives import (
     ring_reduce_scatter_s,
     send_recv_s,
 )
+from simulators.network._network import Network, Tier
+from simulators.network._placement import Group
 
 __all__ = [
     "Link",
@@ -16,4 +36,14 @@ __all__ = [
     "ring_all_reduce_s",
     "ring_reduce_scatter_s",
     "send_recv_s",
+    "ALGORITHMS",
+    "OPS",
+    "Choice",
+    "Group",
+    "Network",
+    "Tier",
+    "algorithm_bandwidth_gbytes_per_s",
+    "bus_bandwidth_gbytes_per_s",
+    "choose_algorithm",
+    "collective_time_s",
 ]

@@ -1,0 +1,172 @@
+"""Collective algorithms: the registry, `collective_time_s`, `auto`, and nccl-tests bandwidths.
+
+Message size follows nccl-tests (NVIDIA/nccl-tests doc/PERFORMANCE.md): `nbytes` is, per op,
+  all_reduce       the buffer each rank holds (and gets back reduced);
+  reduce_scatter   the whole input buffer of a rank (each rank keeps nbytes / n);
+  all_gather       the whole gathered output buffer (each rank contributes nbytes / n);
+  all_to_all       a rank's whole send buffer (nbytes / n to each member);
+  broadcast        the buffer the root sends;
+  send_recv        the message each member sends to the next one (`stride` apart).
+
+Every function takes numpy arrays (broadcast together) or scalars for nbytes, ranks and stride,
+and returns seconds of the same shape (a numpy scalar for scalar inputs). inf marks an algorithm
+that cannot run for that candidate (NVLS outside an NVLS domain); a one-rank group costs 0.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from simulators._errors import CatalogError, SpecError
+from simulators._registry import Registry
+from simulators.network._network import Network
+from simulators.network._placement import Group
+from simulators.network._protocols import Recipe, recipe_time_s
+
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send_recv")
+AUTO = "auto"
+
+CostFn = Callable[[np.ndarray, Group, Network], Recipe]
+
+
+@dataclass(frozen=True)
+class Algorithm:
+    """One collective algorithm: for each op it implements, a pure function building its recipe.
+
+    Contract for every cost function: takes nbytes (float array, nccl-tests convention), a
+    placed `Group` of the same shape and the `Network`; returns a `Recipe` of that shape with no
+    Python branching on values; zero calls, steps and transfer for a one-rank group.
+    `in_nccl` marks what NCCL itself runs, the set NCCL's tuner (`auto`) chooses from.
+    """
+
+    name: str
+    costs: Mapping[str, CostFn]
+    in_nccl: bool
+    aliases: tuple[str, ...] = ()
+
+    def recipe(self, op: str, nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
+        if op not in self.costs:
+            raise SpecError(
+                f"algorithm: {self.name!r} does not implement op {op!r}; allowed ops: {', '.join(self.costs)}"
+            )
+        return self.costs[op](nbytes, group, network)
+
+
+ALGORITHMS: Registry[Algorithm] = Registry("collective algorithm")
+
+
+def register(algorithm: Algorithm) -> None:
+    """Add `algorithm` to ALGORITHMS (each entry's module calls this beside its definition)."""
+    unknown = [op for op in algorithm.costs if op not in OPS]
+    if unknown:
+        raise SpecError(f"algorithm {algorithm.name!r}: op {unknown[0]!r} is unknown; allowed: {', '.join(OPS)}")
+    ALGORITHMS.register(algorithm.name, algorithm, algorithm.aliases)
+
+
+class Choice(NamedTuple):
+    """What `auto` picked: the time, and the index into `names` of the algorithm, per candidate."""
+
+    time_s: np.ndarray
+    index: np.ndarray
+    names: tuple[str, ...]
+
+    @property
+    def algorithm(self) -> np.ndarray:
+        return np.asarray(self.names)[self.index]
+
+
+def _check_op(op: str) -> None:
+    if op not in OPS:
+        raise SpecError(f"op: {op!r} is not a collective; allowed: {', '.join(OPS)}")
+
+
+def _inputs(nbytes: object, ranks: object, stride: object, network: Network) -> tuple[np.ndarray, Group]:
+    size = np.asarray(nbytes, dtype=float)
+    bad = ~np.isfinite(size) | (size < 0)
+    if np.any(bad):
+        raise SpecError(f"nbytes: {size[bad].flat[0]:g} is not allowed; allowed: finite numbers >= 0")
+    size, ranks, stride = np.broadcast_arrays(size, np.asarray(ranks), np.asarray(stride))
+    return size, Group.place(ranks, stride, network)
+
+
+def _lookup(algorithm: str) -> Algorithm:
+    try:
+        return ALGORITHMS.lookup(algorithm, "algorithm")
+    except CatalogError as err:
+        raise CatalogError(f"{err}, or {AUTO}") from None
+
+
+def _candidates(op: str, among: tuple[str, ...] | None = None) -> tuple[str, ...]:
+    """Algorithms `auto` weighs for `op`: those of `among` implementing it (default: NCCL's)."""
+    _check_op(op)
+    pool = [_lookup(name) for name in among] if among is not None else [a for a in ALGORITHMS.values() if a.in_nccl]
+    return tuple(a.name for a in pool if op in a.costs)
+
+
+def collective_time_s(
+    op: str,
+    nbytes: object,
+    ranks: object,
+    stride: object,
+    network: Network,
+    algorithm: str = AUTO,
+    *,
+    protocol: str | None = None,
+) -> np.ndarray:
+    """Seconds for `op` on groups of `ranks` members `stride` apart, with `algorithm` (or the
+    fastest NCCL algorithm, `auto`) and the fastest NCCL protocol (or the one named)."""
+    _check_op(op)
+    if algorithm.lower() == AUTO:
+        return choose_algorithm(op, nbytes, ranks, stride, network, protocol=protocol).time_s
+    entry = _lookup(algorithm)
+    size, group = _inputs(nbytes, ranks, stride, network)
+    return recipe_time_s(entry.recipe(op, size, group, network), network, protocol)[()]
+
+
+def choose_algorithm(
+    op: str,
+    nbytes: object,
+    ranks: object,
+    stride: object,
+    network: Network,
+    among: tuple[str, ...] | None = None,
+    *,
+    protocol: str | None = None,
+) -> Choice:
+    """NCCL's tuner: every candidate algorithm priced, the fastest kept per element."""
+    names = _candidates(op, among)
+    if not names:
+        allowed = ", ".join(a.name for a in ALGORITHMS.values() if op in a.costs)
+        raise SpecError(f"among: none of {among!r} implements {op!r}; allowed: {allowed}")
+    size, group = _inputs(nbytes, ranks, stride, network)
+    times = np.stack([recipe_time_s(ALGORITHMS[n].recipe(op, size, group, network), network, protocol) for n in names])
+    index = np.argmin(times, axis=0)
+    return Choice(np.take_along_axis(times, index[None], axis=0)[0][()], index[()], names)
+
+
+def _bus_factor(op: str, ranks: np.ndarray) -> np.ndarray:
+    _check_op(op)
+    if op == "all_reduce":
+        return 2 * (ranks - 1) / ranks
+    if op in ("reduce_scatter", "all_gather", "all_to_all"):
+        return (ranks - 1) / ranks
+    return np.ones_like(ranks)
+
+
+def algorithm_bandwidth_gbytes_per_s(nbytes: object, time_s: object) -> np.ndarray:
+    """nccl-tests algbw: nbytes / time, GB/s (1e9 B)."""
+    time = np.asarray(time_s, dtype=float)
+    if np.any(~(time > 0)):
+        raise SpecError(f"time_s: {time[~(time > 0)].flat[0]:g} is not allowed; allowed: numbers > 0")
+    return (np.asarray(nbytes, dtype=float) / time / 1e9)[()]
+
+
+def bus_bandwidth_gbytes_per_s(op: str, nbytes: object, ranks: object, time_s: object) -> np.ndarray:
+    """nccl-tests busbw: algbw times 2(n-1)/n (all_reduce), (n-1)/n (reduce_scatter, all_gather,
+    all_to_all) or 1 (broadcast, send_recv), so a bandwidth-optimal algorithm reads the link rate."""
+    factor = _bus_factor(op, np.asarray(ranks, dtype=float))
+    return (algorithm_bandwidth_gbytes_per_s(nbytes, time_s) * factor)[()]

@@ -1,0 +1,204 @@
+"""The network a collective runs on: tiers from the inside out, for alpha-beta cost models.
+
+Level 0 is the scale-up domain (NVLink/NVSwitch, or xGMI): `domain_gpus` GPUs that reach each
+other at `scaleup_gbytes_per_s` per GPU. Beyond it every GPU talks through its own NIC (one NIC per
+GPU, rail-style, as in DGX/HGX systems). With no further tiers the NICs meet in one non-blocking
+fabric (level 1, unbounded). Each `Tier` names a block of GPUs one switch layer joins, from the
+inside out (a leaf of 256 GPUs, then a spine of 8192): traffic between GPUs of one block that are
+not in one block of the tier inside crosses that tier (level 1 + its index), at the NIC bandwidth
+divided by the oversubscription of every tier up to and including it, and pays the NIC latency
+plus every one of those tiers' latencies. A network with tiers holds at most its outermost tier's
+`group_gpus`.
+
+Bandwidths are line rates per GPU, one direction; the effective rate a collective sees is the line
+rate times an efficiency taken from SimAI's analytical bus-bandwidth model (aliyun/SimAI
+`astra-sim/system/calbusbw.cc`, ../shared/reference/netsim.md section 2): NVLink SM90 20.6 of 25
+GB/s per link (0.824), SM80 20.0 of 25 (0.80); NIC ConnectX-7/BlueField-3 48.5 of 50 GB/s (0.97),
+ConnectX-6 23.5 of 25 (0.94). In-switch reduction (NVLS) runs at the effective NVLink rate times
+NCCL's `nvlsEfficiency` (NVIDIA/nccl `src/tuning/nvls.cc`: Hopper 0.85, Blackwell 0.74).
+
+Latencies here are hardware latencies a step adds when it crosses a level (defaults from SimAI's
+Spectrum-X topology template, netsim.md section 3: NVSwitch 25 ns, NIC link 500 ns); the software
+cost of a step lives with the protocols (`_protocols`). NCCL measured its constants on such
+systems, so these overlap them by at most 0.5 us per network step; they are kept so that extra
+switch tiers cost extra time.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cached_property
+from typing import NamedTuple
+
+import numpy as np
+
+from simulators._errors import SpecError
+from simulators.hardware import GpuSpec
+
+NVLINK_SM90_EFFICIENCY = 20.6 / 25  # SimAI calbusbw.cc, per NVLink 4 link
+NVLINK_SM80_EFFICIENCY = 20.0 / 25  # SimAI calbusbw.cc, per NVLink 3 link
+NIC_CX7_EFFICIENCY = 48.5 / 50  # SimAI calbusbw.cc, ConnectX-7 / BlueField-3 at 400 Gb/s
+NIC_CX6_EFFICIENCY = 23.5 / 25  # SimAI calbusbw.cc, ConnectX-6 at 200 Gb/s
+NVLS_HOPPER_EFFICIENCY = 0.85  # NCCL nvls.cc nvlsEfficiency
+NVLS_BLACKWELL_EFFICIENCY = 0.74
+NVSWITCH_LATENCY_S = 25e-9  # SimAI gen_Topo_Template.py Spectrum-X default
+NIC_LATENCY_S = 500e-9
+TIER_LATENCY_S = 2 * NIC_LATENCY_S  # one more link up to the next switch layer and one down
+
+# Catalogue GPUs whose domain is an NVSwitch of generation 3 or later (NVLink SHARP), with NCCL's
+# NVLS efficiency. V100 and A100 (NVSwitch gen 1-2) and MI300X (xGMI mesh, no switch) have none.
+_NVLS_EFFICIENCY = {
+    "H100-SXM": NVLS_HOPPER_EFFICIENCY,
+    "H800": NVLS_HOPPER_EFFICIENCY,
+    "H200": NVLS_HOPPER_EFFICIENCY,
+    "B200": NVLS_BLACKWELL_EFFICIENCY,
+    "GB200": NVLS_BLACKWELL_EFFICIENCY,
+}
+# SimAI gives SM80 its own NVLink figure and DGX A100 ships ConnectX-6 (catalogue source); V100's
+# EDR NIC has no SimAI figure, so it takes the nearest older one (CX6). The rest are Hopper-class
+# or later (SM90 NVLink, CX7); MI300X's xGMI has no figure and takes SM90's (an assumption).
+_SCALEUP_EFFICIENCY = {"A100-40GB": NVLINK_SM80_EFFICIENCY, "A100-80GB": NVLINK_SM80_EFFICIENCY}
+_NIC_EFFICIENCY = {
+    "V100-32GB": NIC_CX6_EFFICIENCY,
+    "A100-40GB": NIC_CX6_EFFICIENCY,
+    "A100-80GB": NIC_CX6_EFFICIENCY,
+}
+
+
+def _check(field_name: str, value: object, ok: bool, allowed: str) -> None:
+    if not ok:
+        raise SpecError(f"{field_name}: {value!r} is not allowed; allowed: {allowed}")
+
+
+def _check_count(field_name: str, value: object, minimum: int = 1) -> None:
+    ok = isinstance(value, (int, np.integer)) and not isinstance(value, bool) and value >= minimum
+    _check(field_name, value, ok, f"an integer >= {minimum}")
+
+
+def _check_real(field_name: str, value: object, *, low: float, high: float = math.inf, open_low: bool) -> None:
+    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool) and math.isfinite(value)
+    ok = ok and (value > low if open_low else value >= low) and value <= high
+    bounds = f"{'>' if open_low else '>='} {low:g}" + (f" and <= {high:g}" if high < math.inf else "")
+    _check(field_name, value, ok, f"a finite number {bounds}")
+
+
+@dataclass(frozen=True)
+class Tier:
+    """A switch layer joining blocks of `group_gpus` consecutive GPUs (in global rank order).
+
+    `oversubscription` (>= 1) divides the NIC bandwidth of traffic that crosses this layer, on
+    top of the tiers inside; `latency_s` is what a step crossing it adds to the NIC latency.
+    """
+
+    group_gpus: int
+    oversubscription: float = 1.0
+    latency_s: float = TIER_LATENCY_S
+
+    def __post_init__(self) -> None:
+        _check_count("tier.group_gpus", self.group_gpus, minimum=2)
+        _check_real("tier.oversubscription", self.oversubscription, low=1.0, open_low=False)
+        _check_real("tier.latency_s", self.latency_s, low=0.0, open_low=False)
+
+
+class Levels(NamedTuple):
+    """Per-level arrays, index 0 = scale-up domain, 1 = first fabric level, and so on."""
+
+    bytes_per_s: np.ndarray  # effective bandwidth per GPU, one direction
+    latency_s: np.ndarray  # hardware latency a step crossing the level adds
+    reach_gpus: np.ndarray  # GPUs in one block of the level (inf: the whole network)
+    is_scaleup: np.ndarray  # bool: NCCL's NVLink step latencies apply (else its NET ones)
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Network:
+    """A hierarchical network (see the module docstring). Change one field with
+    `dataclasses.replace`, which validates again."""
+
+    name: str
+    domain_gpus: int
+    scaleup_gbytes_per_s: float
+    nic_gbytes_per_s: float
+    nvls: bool = False
+    tiers: tuple[Tier, ...] = ()
+    scaleup_latency_s: float = NVSWITCH_LATENCY_S
+    nic_latency_s: float = NIC_LATENCY_S
+    scaleup_efficiency: float = NVLINK_SM90_EFFICIENCY
+    nic_efficiency: float = NIC_CX7_EFFICIENCY
+    nvls_efficiency: float = NVLS_HOPPER_EFFICIENCY  # used only where `nvls`
+
+    def __post_init__(self) -> None:
+        _check("network.name", self.name, isinstance(self.name, str) and self.name != "", "a non-empty string")
+        _check_count("network.domain_gpus", self.domain_gpus)
+        for name in ("scaleup_gbytes_per_s", "nic_gbytes_per_s"):
+            _check_real(f"network.{name}", getattr(self, name), low=0.0, open_low=True)
+        for name in ("scaleup_latency_s", "nic_latency_s"):
+            _check_real(f"network.{name}", getattr(self, name), low=0.0, open_low=False)
+        for name in ("scaleup_efficiency", "nic_efficiency", "nvls_efficiency"):
+            _check_real(f"network.{name}", getattr(self, name), low=0.0, high=1.0, open_low=True)
+        _check("network.nvls", self.nvls, isinstance(self.nvls, bool), "true or false")
+        tiers = tuple(self.tiers)
+        object.__setattr__(self, "tiers", tiers)
+        inner = self.domain_gpus
+        for i, tier in enumerate(tiers):
+            _check(f"network.tiers[{i}]", tier, isinstance(tier, Tier), "a Tier")
+            ok = tier.group_gpus > inner and tier.group_gpus % inner == 0
+            _check(
+                f"network.tiers[{i}].group_gpus",
+                tier.group_gpus,
+                ok,
+                f"a multiple of {inner} greater than {inner} (tiers grow from the inside out and nest)",
+            )
+            inner = tier.group_gpus
+
+    @classmethod
+    def from_gpu(cls, gpu: GpuSpec, tiers: tuple[Tier, ...] = ()) -> Network:
+        """The reference system of a catalogue GPU: its NVLink domain, one NIC per GPU, `tiers`."""
+        return cls(
+            name=gpu.name,
+            domain_gpus=gpu.scaleup_domain_gpus,
+            scaleup_gbytes_per_s=gpu.scaleup_gbytes_per_s,
+            nic_gbytes_per_s=gpu.nic_gbytes_per_s,  # the catalogue's nic_gbps is gigabits
+            nvls=gpu.name in _NVLS_EFFICIENCY,
+            tiers=tuple(tiers),
+            scaleup_efficiency=_SCALEUP_EFFICIENCY.get(gpu.name, NVLINK_SM90_EFFICIENCY),
+            nic_efficiency=_NIC_EFFICIENCY.get(gpu.name, NIC_CX7_EFFICIENCY),
+            nvls_efficiency=_NVLS_EFFICIENCY.get(gpu.name, NVLS_HOPPER_EFFICIENCY),
+        )
+
+    @cached_property
+    def levels(self) -> Levels:
+        return self._build_levels()
+
+    @property
+    def max_gpus(self) -> float:
+        """The most GPUs the network joins: the outermost tier's block, or inf with no tiers."""
+        return float(self.tiers[-1].group_gpus) if self.tiers else math.inf
+
+    @cached_property
+    def nvls_bytes_per_s(self) -> float:
+        """Effective per-GPU rate of in-switch reduction (NVLS)."""
+        return self.scaleup_gbytes_per_s * 1e9 * self.scaleup_efficiency * self.nvls_efficiency
+
+    def _build_levels(self) -> Levels:
+        nic = self.nic_gbytes_per_s * 1e9 * self.nic_efficiency
+        bw = [self.scaleup_gbytes_per_s * 1e9 * self.scaleup_efficiency]
+        lat = [self.scaleup_latency_s]
+        reach = [float(self.domain_gpus)]
+        names = ["scale-up"]
+        if not self.tiers:
+            bw, lat, reach, names = bw + [nic], lat + [self.nic_latency_s], reach + [math.inf], names + ["nic"]
+        oversubscription, latency = 1.0, self.nic_latency_s
+        for i, tier in enumerate(self.tiers):
+            oversubscription *= tier.oversubscription
+            latency += tier.latency_s
+            bw.append(nic / oversubscription)
+            lat.append(latency)
+            reach.append(float(tier.group_gpus))
+            names.append(f"tier{i}")
+        arrays = [np.array(x, dtype=float) for x in (bw, lat, reach)]
+        scaleup = np.arange(len(bw)) == 0
+        for a in (*arrays, scaleup):
+            a.setflags(write=False)
+        return Levels(*arrays, scaleup, tuple(names))

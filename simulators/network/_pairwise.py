@@ -1,0 +1,39 @@
+"""Pairwise-exchange all-to-all (MPI's classic schedule, not NCCL's): n - 1 rounds, one peer each.
+
+Round d exchanges S/n with the member d away (rank XOR d, for power-of-two n), so the rounds
+with d < g stay in the domain and the others cross the level joining members d apart; rounds
+are synchronised, so unlike `direct` the NVLink and NIC rounds do not overlap and every round
+waits for its own slowest pair. Bandwidth and latency terms are Thakur et al. 2005:
+(n - 1) alpha + (n - 1)/n S beta, each round priced on its own level. For other n, MPI pairs
+rank + d with rank - d, and some pairs of a round cross a domain boundary earlier than this
+counts: a lower bound there.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from simulators.network._algorithm import Algorithm, register
+from simulators.network._network import Network
+from simulators.network._placement import Group
+from simulators.network._protocols import Recipe
+
+
+def _all_to_all(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
+    peers = group.peers_per_level  # rounds first crossing each level
+    bw = network.levels.bytes_per_s.reshape((-1,) + (1,) * group.ranks.ndim)
+    return Recipe(
+        family="ring",
+        calls=(group.ranks > 1).astype(float),
+        steps=peers,
+        transfer_s=(peers * (nbytes / group.ranks) / bw).sum(axis=0),
+    )
+
+
+register(
+    Algorithm(
+        name="pairwise",
+        costs={"all_to_all": _all_to_all},
+        in_nccl=False,
+    )
+)
