@@ -17,16 +17,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
-from simulators.hardware import GpuSpec
-from simulators.network import group_link, ring_all_gather_s, ring_all_reduce_s, ring_reduce_scatter_s, send_recv_s
+from simulators.hardware import GpuSpec, get_gpu
+from simulators.network import Network, collective_time_s
 from simulators.workload import (
     MemoryBreakdown,
     TrainingCandidate,
     layer_forward_gemms,
     logits_gemm,
     model_flops,
+    stage_layer_kinds,
     stage_params,
     training_memory,
 )
@@ -152,60 +154,116 @@ def _gemm_s(gpu: GpuSpec, flops: float, precision: str) -> float:
     return flops / (gpu.peak_tflops(precision) * 1e12 * gpu.gemm_efficiency)
 
 
-def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
-    """Per-stage costs of one micro-batch through one model chunk."""
+@cache
+def _network(gpu_name: str) -> Network:
+    return Network.from_gpu(get_gpu(gpu_name))
+
+
+@cache
+def _collective_s(gpu_name: str, op: str, nbytes: float, ranks: int, stride: int) -> float:
+    """The fastest NCCL algorithm's time for `op` on `ranks` members `stride` apart (0 for one).
+
+    Memoised: candidates of one study repeat the same few thousand collectives, and one scalar
+    call of the algorithm chooser costs ~0.2 ms."""
+    if ranks == 1 or nbytes == 0:
+        return 0.0
+    return float(collective_time_s(op, nbytes, ranks, stride, _network(gpu_name)))
+
+
+@dataclass(frozen=True)
+class _LayerCosts:
+    """Seconds of one layer for one micro-batch: F, B (input gradient), W (weight gradient),
+    with the exposed communication each includes, and the recomputed forward B carries."""
+
+    forward_s: float
+    backward_s: float
+    weight_s: float
+    compute_s: float
+    comm_s: float
+
+
+def _layer_costs(candidate: TrainingCandidate, network: str, layer_index: int) -> _LayerCosts:
     model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
-    b, s, h, tp = plan.micro_batch, plan.seq_len // plan.cp, model.hidden, plan.tp
-    chunk_layers = model.layers // (plan.pp * plan.vpp)
-
-    gemms = layer_forward_gemms(model, b, s, tp)
+    b, s, h, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, model.hidden, plan.tp, plan.cp
+    gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep)
     dense_flops = sum(g.flops for g in gemms if not g.causal)
-    attention_flops = sum(g.executed_flops for g in gemms if g.causal) * plan.cp  # ring attention: all kv chunks
-    layer_fwd = _gemm_s(gpu, dense_flops + attention_flops, plan.precision)
-    layer_input_grad = _gemm_s(gpu, dense_flops + 2 * attention_flops, plan.precision)
-    layer_weight_grad = _gemm_s(gpu, dense_flops, plan.precision)
-    recompute = {"full": layer_fwd, "selective": 0.0, "none": 0.0}[plan.recompute]
+    # Ring attention: each rank's queries meet every rank's keys: cp chunks of scores per layer.
+    attention_flops = sum(g.executed_flops for g in gemms if g.causal) * cp
+    attention_fwd = _gemm_s(gpu, attention_flops, plan.precision)
+    fwd = _gemm_s(gpu, dense_flops, plan.precision) + attention_fwd
+    input_grad = _gemm_s(gpu, dense_flops, plan.precision) + 2 * attention_fwd
+    weight_grad = _gemm_s(gpu, dense_flops, plan.precision)
 
-    tp_link = group_link(gpu, tp)
-    tp_collective = ring_all_reduce_s(b * s * h * ACTIVATION_BYTES, tp, tp_link)
-    tp_fwd = 2 * tp_collective
-    tp_bwd = 2 * tp_collective + (tp_fwd if plan.recompute == "full" else 0.0)
+    activation = b * s * h * ACTIVATION_BYTES
+    if plan.sequence_parallel:  # all-gather before, reduce-scatter after each block
+        tp_block = _collective_s(network, "all_gather", activation, tp, 1) + _collective_s(
+            network, "reduce_scatter", activation, tp, 1
+        )
+    else:
+        tp_block = _collective_s(network, "all_reduce", activation, tp, 1)
+    comm_fwd = comm_bwd = 2 * tp_block  # attention and MLP blocks
+    if cp > 1:  # K and V chunks pass round the ring under the attention compute
+        kv = 2 * b * s * model.kv_width // tp * ACTIVATION_BYTES
+        ring = (cp - 1) * _collective_s(network, "send_recv", kv, 2, tp)
+        comm_fwd += max(0.0, ring - attention_fwd)
+        comm_bwd += max(0.0, 2 * ring - 2 * attention_fwd)  # gradients of K and V travel too
+    if model.is_moe_layer(layer_index) and plan.ep > 1:  # dispatch and combine
+        routed = b * s // tp * model.moe_top_k * h * ACTIVATION_BYTES
+        a2a = 2 * _collective_s(network, "all_to_all", routed, plan.ep, tp)
+        comm_fwd += a2a
+        comm_bwd += a2a
+    recompute = fwd + comm_fwd if plan.recompute == "full" else 0.0
+    return _LayerCosts(
+        forward_s=fwd + comm_fwd,
+        backward_s=input_grad + comm_bwd + recompute,
+        weight_s=weight_grad,
+        compute_s=fwd + input_grad + weight_grad + (fwd if plan.recompute == "full" else 0.0),
+        comm_s=comm_fwd + comm_bwd + (comm_fwd if plan.recompute == "full" else 0.0),
+    )
 
-    logits = logits_gemm(model, b, s, tp)
-    logits_fwd = _gemm_s(gpu, logits.flops, plan.precision)
 
-    dp_link = group_link(gpu, tp * plan.cp * plan.dp)
-    shards = plan.dp * plan.cp
+def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
+    """Per-stage costs of one micro-batch through one model chunk (the stage's layers averaged
+    over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
+    model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
+    network = gpu.name
+    # One layer of each kind prices them all: dense layers come first, then MoE ones.
+    kinds = {False: 0} if not model.is_moe else {True: model.layers - 1, False: 0} if model.dense_layers else {True: 0}
+    costs = {moe: _layer_costs(candidate, network, index) for moe, index in kinds.items()}
+    logits_fwd = _gemm_s(
+        gpu, logits_gemm(model, plan.micro_batch, plan.seq_len // plan.cp, plan.tp).flops, plan.precision
+    )
+    dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
     out = []
     for stage in range(plan.pp):
-        first, last = stage == 0, stage == plan.pp - 1
-        params = stage_params(model, plan, first, last)
-        grads = params * GRADIENT_BYTES
-        if plan.zero_stage >= 1:
-            grad_sync = ring_reduce_scatter_s(grads, shards, dp_link)
-            gather = ring_all_gather_s(params * WEIGHT_BYTES, shards, dp_link)
-        else:
-            grad_sync, gather = ring_all_reduce_s(grads, shards, dp_link), 0.0
-        fwd = chunk_layers * (layer_fwd + tp_fwd)
-        bwd = chunk_layers * (layer_input_grad + recompute + tp_bwd)
-        wgt = chunk_layers * layer_weight_grad
-        compute = chunk_layers * (layer_fwd + layer_input_grad + recompute + layer_weight_grad)
-        if last:  # the logit layer sits on the last chunk; spread over chunks for a per-chunk cost
-            fwd += logits_fwd / plan.vpp
-            bwd += logits_fwd / plan.vpp
-            wgt += logits_fwd / plan.vpp
-            compute += 3 * logits_fwd / plan.vpp
-        optimizer_params = params / (shards if plan.zero_stage >= 1 else 1)
+        layers = [(costs[kind], count) for kind, count in stage_layer_kinds(model, plan, stage).items()]
+        per_chunk = 1 / plan.vpp
+        fwd = per_chunk * sum(c.forward_s * n for c, n in layers)
+        bwd = per_chunk * sum(c.backward_s * n for c, n in layers)
+        wgt = per_chunk * sum(c.weight_s * n for c, n in layers)
+        compute = per_chunk * sum(c.compute_s * n for c, n in layers)
+        if stage == plan.pp - 1:  # the logit layer, spread over the chunks
+            fwd, bwd, wgt = fwd + per_chunk * logits_fwd, bwd + per_chunk * logits_fwd, wgt + per_chunk * logits_fwd
+            compute += 3 * per_chunk * logits_fwd
+        dense, expert = stage_params(model, plan, stage)
+        grad_sync, gather = 0.0, 0.0
+        for params, shards, stride in ((dense, dense_shards, plan.tp), (expert, expert_shards, plan.tp * plan.ep)):
+            if plan.zero_stage >= 1:
+                grad_sync += _collective_s(network, "reduce_scatter", params * GRADIENT_BYTES, shards, stride)
+                gather += _collective_s(network, "all_gather", params * WEIGHT_BYTES, shards, stride)
+            else:
+                grad_sync += _collective_s(network, "all_reduce", params * GRADIENT_BYTES, shards, stride)
+        local = dense / dense_shards + expert / expert_shards if plan.zero_stage >= 1 else dense + expert
         out.append(
             _StageCosts(
                 forward_s=fwd,
                 backward_s=bwd,
                 weight_s=wgt,
                 compute_s=compute,
-                tp_s=chunk_layers * (tp_fwd + tp_bwd),
+                tp_s=per_chunk * sum(c.comm_s * n for c, n in layers),
                 grad_sync_s=grad_sync,
                 param_gather_s=gather,
-                optimizer_s=optimizer_params * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9),
+                optimizer_s=local * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9),
             )
         )
     return out
@@ -214,9 +272,8 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
 def _send_s(candidate: TrainingCandidate) -> float:
     """One activation (or its gradient) crossing a pipeline-stage boundary."""
     model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
-    if plan.pp == 1:
-        return 0.0
     nbytes = plan.micro_batch * plan.seq_len // plan.cp * model.hidden * ACTIVATION_BYTES
     if plan.sequence_parallel:
         nbytes /= plan.tp
-    return send_recv_s(nbytes, group_link(gpu, plan.tp * plan.cp * plan.dp * plan.pp))
+    stride = plan.tp * plan.cp * plan.dp
+    return _collective_s(gpu.name, "send_recv", nbytes, 2 if plan.pp > 1 else 1, stride)

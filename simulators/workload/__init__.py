@@ -1,6 +1,13 @@
 """Workloads: parallel plans, the operations a training step runs, and its memory."""
 
-from simulators.workload._memory import MemoryBreakdown, layer_activation_bytes, stage_params, training_memory
+from simulators.workload._memory import (
+    MemoryBreakdown,
+    layer_activation_bytes,
+    stage_layer_kinds,
+    stage_layers,
+    stage_params,
+    training_memory,
+)
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops
 from simulators.workload._plan import (
     RECOMPUTE_MODES,
@@ -50,6 +57,8 @@ __all__ = [
     "model_flops",
     "pp_problem",
     "precision_problem",
+    "stage_layer_kinds",
+    "stage_layers",
     "stage_params",
     "tp_problem",
     "training_memory",

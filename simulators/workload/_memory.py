@@ -48,38 +48,71 @@ class MemoryBreakdown:
         return self.total_bytes / 1e9
 
 
-def stage_params(model: ModelSpec, plan: ParallelPlan, first: bool, last: bool) -> float:
-    """Parameters one tensor-parallel rank of a pipeline stage holds (norms are replicated)."""
+def stage_layers(model: ModelSpec, plan: ParallelPlan, stage: int) -> list[int]:
+    """Layer indices on pipeline stage `stage`: chunk c holds virtual stage c*pp + stage."""
+    per_chunk = model.layers // (plan.pp * plan.vpp)
+    return [(chunk * plan.pp + stage) * per_chunk + i for chunk in range(plan.vpp) for i in range(per_chunk)]
+
+
+def stage_layer_kinds(model: ModelSpec, plan: ParallelPlan, stage: int) -> dict[bool, int]:
+    """How many dense (False) and MoE (True) layers pipeline stage `stage` holds."""
+    per_chunk = model.layers // (plan.pp * plan.vpp)
+    dense = 0
+    for chunk in range(plan.vpp):
+        start = (chunk * plan.pp + stage) * per_chunk
+        dense += max(0, min(start + per_chunk, model.layers - model.moe_layers) - start)
+    total = per_chunk * plan.vpp
+    return {kind: count for kind, count in ((False, dense), (True, total - dense)) if count}
+
+
+def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[float, float]:
+    """(dense, expert) parameters one GPU of pipeline stage `stage` holds.
+
+    Attention, dense and shared-expert MLPs, embeddings are split over tp (norms and the router
+    are replicated); routed experts are split over ep, each expert whole (expert tensor
+    parallelism 1, Megatron's recommendation for fine-grained MoE).
+    """
     h, tp = model.hidden, plan.tp
-    per_layer = (model.params_per_layer - 2 * h) / tp + 2 * h
-    params = model.layers // plan.pp * per_layer
+    kinds = stage_layer_kinds(model, plan, stage)
+    attention = model.attention_params / tp + 2 * h
+    dense = kinds.get(False, 0) * (attention + model.mlp_matrices * h * model.ffn_hidden / tp)
+    expert = 0.0
+    if True in kinds:
+        shared = model.mlp_matrices * h * model.shared_experts_ffn_hidden / tp
+        dense += kinds[True] * (attention + model.router_params + shared)
+        expert = kinds[True] * model.moe_experts // plan.ep * model.expert_params
+    first, last = stage == 0, stage == plan.pp - 1
     if first:
-        params += model.embedding_params / tp
+        dense += model.embedding_params / tp
     if last:
-        params += h  # final norm
+        dense += h  # final norm
         if not model.tied_embeddings:
-            params += model.output_params / tp
+            dense += model.output_params / tp
         elif not first:
-            params += model.embedding_params / tp  # tied copy kept on the last stage
-    return params
+            dense += model.embedding_params / tp  # tied copy kept on the last stage
+    return dense, expert
 
 
-def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan) -> float:
+def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, moe: bool = False) -> float:
     """Activations one layer keeps for backward, for one micro-batch, per GPU.
 
     No recomputation keeps everything below; selective recomputation (Megatron-Core's
     `--recompute-modules layernorm mlp_act` style) drops the norm outputs and the MLP activation
-    output and recomputes them in backward.
+    output and recomputes them in backward. An MoE layer keeps, per token, top_k expert
+    intermediates and the permuted tokens before and after the experts, spread over tp ranks.
     """
     s, b, h, tp = plan.seq_len // plan.cp, plan.micro_batch, model.hidden, plan.tp
     sbe = s * b * ACTIVATION_BYTES
     selective = plan.recompute == "selective"
     # Gated: gate, up, act(gate)*up  |  plain: fc1 out, gelu out. Selective drops the last.
     mlp_tensors = (3 if model.gated_mlp else 2) - (1 if selective else 0)
+    if moe:
+        k = model.moe_top_k
+        mlp = mlp_tensors * (k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden) + 2 * k * h
+    else:
+        mlp = mlp_tensors * model.ffn_hidden
     # Sharded over tp: Q, K, V, attention output, FlashAttention's fp32 LSE, MLP intermediates.
-    sharded = (
-        sbe * (2 * model.q_width + 2 * model.kv_width) + 4 * s * b * model.heads + sbe * mlp_tensors * model.ffn_hidden
-    ) / tp
+    sharded = (sbe * (2 * model.q_width + 2 * model.kv_width) + 4 * s * b * model.heads + sbe * mlp) / tp
     # Norm inputs and outputs (4 tensors of width h; selective keeps the 2 inputs): replicated
     # over tp unless sequence-parallel.
     norm = (2 if selective else 4) * sbe * h
@@ -105,31 +138,38 @@ def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:
 def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: float) -> MemoryBreakdown:
     """Peak memory of the worse of the first and last pipeline stage.
 
-    The last stage keeps one micro-batch in flight, plus the logits. Full recomputation keeps
-    only each layer's input, plus one layer's activations while it is recomputed.
+    The last stage keeps its in-flight chunks plus the logits. Full recomputation keeps only each
+    layer's input, plus one layer's activations while it is recomputed. ZeRO shards dense
+    parameters' state over dp*cp ranks and experts' over the dp*cp/ep ranks holding a replica.
     """
-    chunk_layers = model.layers // (plan.pp * plan.vpp)
-    full = layer_activation_bytes(model, plan)
-    if plan.recompute == "full":
-        layer_input = plan.seq_len // plan.cp * plan.micro_batch * model.hidden * ACTIVATION_BYTES
-        if plan.sequence_parallel:
-            layer_input /= plan.tp
-        per_chunk, working = chunk_layers * layer_input, full
-    else:
-        per_chunk, working = chunk_layers * full, 0.0
+    layer_input = plan.seq_len // plan.cp * plan.micro_batch * model.hidden * ACTIVATION_BYTES
+    if plan.sequence_parallel:
+        layer_input /= plan.tp
     logits = LOGIT_BYTES * plan.seq_len // plan.cp * plan.micro_batch * -(-model.vocab // plan.tp)
-    shards = plan.dp * plan.cp
+    dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
 
-    def stage(first: bool, last: bool) -> MemoryBreakdown:
-        params = stage_params(model, plan, first, last)
-        chunks = in_flight_chunks(plan, 0 if first else plan.pp - 1)
+    def sharded(dense: float, expert: float, bytes_per_param: int, stage_from: int) -> float:
+        if plan.zero_stage < stage_from:
+            return (dense + expert) * bytes_per_param
+        return (dense / dense_shards + expert / expert_shards) * bytes_per_param
+
+    full = {moe: layer_activation_bytes(model, plan, moe) for moe in {False, model.is_moe}}
+
+    def stage(index: int) -> MemoryBreakdown:
+        kinds = stage_layer_kinds(model, plan, index)
+        if plan.recompute == "full":
+            chunk, working = sum(kinds.values()) / plan.vpp * layer_input, max(full[k] for k in kinds)
+        else:
+            chunk, working = sum(n * full[k] for k, n in kinds.items()) / plan.vpp, 0.0
+        dense, expert = stage_params(model, plan, index)
         return MemoryBreakdown(
-            weights_bytes=params * WEIGHT_BYTES / (shards if plan.zero_stage >= 3 else 1),
-            gradients_bytes=params * GRADIENT_BYTES / (shards if plan.zero_stage >= 2 else 1),
-            optimizer_bytes=params * OPTIMIZER_BYTES / (shards if plan.zero_stage >= 1 else 1),
-            activations_bytes=chunks * per_chunk + working + (logits if last else 0.0),
+            weights_bytes=sharded(dense, expert, WEIGHT_BYTES, 3),
+            gradients_bytes=sharded(dense, expert, GRADIENT_BYTES, 2),
+            optimizer_bytes=sharded(dense, expert, OPTIMIZER_BYTES, 1),
+            activations_bytes=in_flight_chunks(plan, index) * chunk
+            + working
+            + (logits if index == plan.pp - 1 else 0.0),
             reserve_bytes=memory_reserve_gb * 1e9,
         )
 
-    stages = [stage(True, plan.pp == 1), stage(False, True)] if plan.pp > 1 else [stage(True, True)]
-    return max(stages, key=lambda m: m.total_bytes)
+    return max((stage(0), stage(plan.pp - 1)), key=lambda m: m.total_bytes)

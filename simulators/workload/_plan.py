@@ -46,7 +46,7 @@ def pp_problem(model: ModelSpec, stages: int) -> str | None:
 
 def ep_problem(model: ModelSpec, ep: int) -> str | None:
     """Why `ep` expert-parallel ranks cannot share `model`'s experts, or None."""
-    experts = getattr(model, "moe_experts", None)
+    experts = model.moe_experts
     if ep > 1 and not experts:
         return f"ep={ep} needs a mixture-of-experts model; {model.name} is dense (allowed: 1)"
     if experts and experts % ep:

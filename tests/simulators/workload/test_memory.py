@@ -59,3 +59,20 @@ def test_first_pipeline_stage_keeps_pp_microbatches_in_flight():
     # First stage: 8 layers x 4 micro-batches in flight = the same 32 layer-activations as pp=1.
     assert four.activations_bytes >= 32 * per_layer
     assert four.weights_bytes < one.weights_bytes / 3
+
+
+@pytest.mark.parametrize("pp,vpp", [(1, 1), (2, 1), (4, 1), (2, 3), (4, 2)])
+def test_stage_layer_kinds_count_the_layers_of_each_stage(pp, vpp):
+    from simulators.workload import stage_layer_kinds, stage_layers
+
+    model = get_model("deepseek-v3").model_copy(update={"layers": 24, "dense_layers": 3})
+    assert model.layers % (pp * vpp) == 0
+    plan_ = ParallelPlan(tp=1, pp=pp, dp=1, vpp=vpp, micro_batch=1, global_batch=pp * 4, seq_len=4096)
+    seen = []
+    for stage in range(pp):
+        layers = stage_layers(model, plan_, stage)
+        seen += layers
+        kinds = stage_layer_kinds(model, plan_, stage)
+        assert kinds.get(True, 0) == sum(model.is_moe_layer(i) for i in layers)
+        assert sum(kinds.values()) == len(layers)
+    assert sorted(seen) == list(range(24))
