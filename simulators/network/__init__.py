@@ -18,24 +18,10 @@ from simulators.network._algorithm import (
     choose_algorithm,
     collective_time_s,
 )
-from simulators.network._collectives import (
-    Link,
-    group_link,
-    ring_all_gather_s,
-    ring_all_reduce_s,
-    ring_reduce_scatter_s,
-    send_recv_s,
-)
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
 
 __all__ = [
-    "Link",
-    "group_link",
-    "ring_all_gather_s",
-    "ring_all_reduce_s",
-    "ring_reduce_scatter_s",
-    "send_recv_s",
     "ALGORITHMS",
     "OPS",
     "Choice",
