@@ -1,5 +1,20 @@
-"""Accelerators: the GPU catalogue and its datasheet figures."""
+"""Accelerators: the GPU catalogue, its datasheet figures, and kernel times on each GPU."""
 
+from simulators.hardware._compute import attention_time_s, elementwise_time_s, gemm_time_s
 from simulators.hardware._gpu import PRECISIONS, GpuSpec, get_gpu, gpu_catalog
+from simulators.hardware._memory_kernels import MemoryKernel, layer_memory_kernels
+from simulators.hardware.calibration import CalibrationTable, load_calibration
 
-__all__ = ["PRECISIONS", "GpuSpec", "get_gpu", "gpu_catalog"]
+__all__ = [
+    "PRECISIONS",
+    "CalibrationTable",
+    "GpuSpec",
+    "MemoryKernel",
+    "attention_time_s",
+    "elementwise_time_s",
+    "gemm_time_s",
+    "get_gpu",
+    "gpu_catalog",
+    "layer_memory_kernels",
+    "load_calibration",
+]

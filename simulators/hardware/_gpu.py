@@ -7,12 +7,15 @@ and one direction, `nic_gbps` is gigabits per second, everything else is bytes-b
 from __future__ import annotations
 
 from functools import cache
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulators._registry import Registry, load_catalog
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
+Architecture = Literal["volta", "ampere", "hopper", "blackwell", "cdna3"]
+ARCHITECTURES = get_args(Architecture)
 
 
 class GpuSpec(BaseModel):
@@ -36,6 +39,13 @@ class GpuSpec(BaseModel):
     usd_per_gpu_hour: float = Field(gt=0)
     usd_as_of: str
     gemm_efficiency: float = Field(gt=0, le=1)
+    architecture: Architecture
+    sm_count: int = Field(ge=1)
+    fp8_gemm_efficiency: float | None = Field(gt=0, le=1)
+    fp4_gemm_efficiency: float | None = Field(gt=0, le=1)
+    hbm_efficiency: float = Field(gt=0, le=1)
+    attention_fwd_efficiency: float | None = Field(gt=0, le=1)
+    attention_bwd_efficiency: float | None = Field(gt=0, le=1)
     sources: dict[str, str]
 
     @model_validator(mode="after")
@@ -49,6 +59,16 @@ class GpuSpec(BaseModel):
     def peak_tflops(self, precision: str) -> float | None:
         """Dense tensor-core peak for a GEMM precision, or None where the GPU lacks it."""
         return getattr(self, f"{precision}_tflops")
+
+    def gemm_efficiency_for(self, precision: str) -> float:
+        """Measured large-GEMM fraction of the `precision` peak. Where the catalogue has no
+        measurement for fp4 (fp8), the fraction of the next wider precision stands in: an
+        unmeasured narrow format is never assumed to beat a measured wide one."""
+        if precision == "fp4" and self.fp4_gemm_efficiency is not None:
+            return self.fp4_gemm_efficiency
+        if precision in ("fp4", "fp8") and self.fp8_gemm_efficiency is not None:
+            return self.fp8_gemm_efficiency
+        return self.gemm_efficiency
 
     @property
     def precisions(self) -> tuple[str, ...]:
