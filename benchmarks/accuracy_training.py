@@ -135,7 +135,9 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
         vpp=_int(row, "vpp") or 1,
         recompute=recompute,
         sequence_parallel=sequence_parallel,
-        zero_stage=1 if distributed_optimizer else 0,
+        zero_stage=(3 if "ZeRO-3" in row["notes"] else 1) if distributed_optimizer else 0,
+        # FlashAttention appeared in 2022: runs published before it computed attention unfused.
+        flash_attention=not any(year in row["source"] for year in ("2019", "2020", "2021")),
         precision=precision,
     )
     return plan, assumptions

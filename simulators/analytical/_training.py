@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
-from simulators.hardware import GpuSpec, get_gpu
+from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, get_gpu, layer_memory_kernels
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
     MemoryBreakdown,
@@ -56,8 +56,8 @@ class _StageCosts:
     forward_s: float
     backward_s: float
     weight_s: float
-    compute_s: float  # the GEMM part of forward + backward + weight
-    tp_s: float  # exposed tensor-parallel communication in the three
+    gemm_s: float  # the GEMM part of forward + backward + weight
+    comm_s: Mapping[str, float]  # exposed communication in the three, by group
     grad_sync_s: float  # data-parallel gradient reduction of the stage, whole step
     param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
     optimizer_s: float
@@ -110,14 +110,16 @@ def _result(candidate, stages, stage_end, makespan_s, makespan_no_send_s) -> Tra
 
     work = plan.microbatches * plan.vpp
     busy_s = work * (slowest.forward_s + slowest.backward_s + slowest.weight_s)
-    compute_s = work * slowest.compute_s
+    comm = {k: work * v for k, v in slowest.comm_s.items()}
     breakdown = {
-        "compute_s": compute_s,
-        "other_compute_s": busy_s - compute_s - work * slowest.tp_s,
-        "tp_comm_s": work * slowest.tp_s,
+        "gemm_s": work * slowest.gemm_s,
+        "attention_and_memory_bound_s": busy_s - work * slowest.gemm_s - sum(comm.values()),
+        "tp_comm_s": comm["tp"],
+        "cp_comm_s": comm["cp"],
+        "ep_comm_s": comm["ep"],
         "pipeline_bubble_s": makespan_no_send_s - busy_s,
         "pp_comm_s": makespan_s - makespan_no_send_s,
-        "dp_comm_s": dp_exposed_s + gather_exposed_s,
+        "dp_comm_s": comm["dp"] + dp_exposed_s + gather_exposed_s,
         "optimizer_s": optimizer_s,
     }
     peak_flops = gpu.peak_tflops(plan.precision) * 1e12
@@ -150,10 +152,6 @@ def _result(candidate, stages, stage_end, makespan_s, makespan_no_send_s) -> Tra
     )
 
 
-def _gemm_s(gpu: GpuSpec, flops: float, precision: str) -> float:
-    return flops / (gpu.peak_tflops(precision) * 1e12 * gpu.gemm_efficiency)
-
-
 @cache
 def _network(gpu_name: str) -> Network:
     return Network.from_gpu(get_gpu(gpu_name))
@@ -178,21 +176,56 @@ class _LayerCosts:
     forward_s: float
     backward_s: float
     weight_s: float
-    compute_s: float
-    comm_s: float
+    gemm_s: float
+    comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers)
 
 
 def _layer_costs(candidate: TrainingCandidate, network: str, layer_index: int) -> _LayerCosts:
     model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
     b, s, h, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, model.hidden, plan.tp, plan.cp
-    gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep)
-    dense_flops = sum(g.flops for g in gemms if not g.causal)
-    # Ring attention: each rank's queries meet every rank's keys: cp chunks of scores per layer.
-    attention_flops = sum(g.executed_flops for g in gemms if g.causal) * cp
-    attention_fwd = _gemm_s(gpu, attention_flops, plan.precision)
-    fwd = _gemm_s(gpu, dense_flops, plan.precision) + attention_fwd
-    input_grad = _gemm_s(gpu, dense_flops, plan.precision) + 2 * attention_fwd
-    weight_grad = _gemm_s(gpu, dense_flops, plan.precision)
+    precision = plan.precision
+    gemms = [g for g in layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep) if not g.causal]
+    # Backward of Y = X W: dX = dY W^T is (m x n)(n x k); dW = X^T dY is (k x m)(m x n).
+    gemm_fwd = sum(gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision) for g in gemms)
+    gemm_dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision) for g in gemms)
+    gemm_wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision) for g in gemms)
+    # Attention runs in bf16 under fp8 training (Transformer Engine's default). With context
+    # parallelism each rank does 1/cp of the whole causal sequence's attention (load-balanced).
+    attention = dict(
+        batch=b,
+        heads=model.heads // tp,
+        seq_q=plan.seq_len,
+        seq_kv=plan.seq_len,
+        head_dim=model.d_head,
+        causal=True,
+        precision="bf16" if precision in ("fp8", "fp4") else precision,
+        kv_heads=max(1, model.kv_heads // tp),
+        kernel="flash" if plan.flash_attention and gpu.attention_fwd_efficiency else "unfused",
+    )
+    attention_fwd = attention_time_s(gpu, phase="fwd", **attention) / cp
+    attention_bwd = attention_time_s(gpu, phase="bwd", **attention) / cp
+    width = (
+        model.ffn_hidden
+        if not model.is_moe_layer(layer_index)
+        else (model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden)
+    )
+    kernels = layer_memory_kernels(
+        b * s,
+        h,
+        width / tp,
+        model.heads // tp,
+        max(1, model.kv_heads // tp),
+        model.d_head,
+        -(-model.vocab // tp),
+        precision,
+        gated=model.gated_mlp,
+        norm_tokens=b * s // tp if plan.sequence_parallel else None,
+    )
+    memory_fwd = sum(elementwise_time_s(gpu, k.nbytes) for k in kernels if k.phase == "fwd")
+    memory_bwd = sum(elementwise_time_s(gpu, k.nbytes) for k in kernels if k.phase == "bwd")
+    fwd = gemm_fwd + attention_fwd + memory_fwd
+    input_grad = gemm_dgrad + attention_bwd + memory_bwd
+    weight_grad = gemm_wgrad
 
     activation = b * s * h * ACTIVATION_BYTES
     if plan.sequence_parallel:  # all-gather before, reduce-scatter after each block
@@ -201,24 +234,32 @@ def _layer_costs(candidate: TrainingCandidate, network: str, layer_index: int) -
         )
     else:
         tp_block = _collective_s(network, "all_reduce", activation, tp, 1)
-    comm_fwd = comm_bwd = 2 * tp_block  # attention and MLP blocks
+    fwd_comm = {"tp": 2 * tp_block, "cp": 0.0, "ep": 0.0, "dp": 0.0}  # attention and MLP blocks
+    bwd_comm = dict(fwd_comm)
     if cp > 1:  # K and V chunks pass round the ring under the attention compute
         kv = 2 * b * s * model.kv_width // tp * ACTIVATION_BYTES
         ring = (cp - 1) * _collective_s(network, "send_recv", kv, 2, tp)
-        comm_fwd += max(0.0, ring - attention_fwd)
-        comm_bwd += max(0.0, 2 * ring - 2 * attention_fwd)  # gradients of K and V travel too
+        fwd_comm["cp"] = max(0.0, ring - attention_fwd)
+        bwd_comm["cp"] = max(0.0, 2 * ring - attention_bwd)  # gradients of K and V travel too
+    if plan.zero_stage == 3:  # FSDP: gather the layer's weights before use, prefetched under compute
+        layer_params = model.layer_params(layer_index) / tp
+        gather = _collective_s(network, "all_gather", layer_params * WEIGHT_BYTES, plan.dp * cp, tp)
+        scatter = _collective_s(network, "reduce_scatter", layer_params * GRADIENT_BYTES, plan.dp * cp, tp)
+        fwd_comm["dp"] = max(0.0, gather - fwd)
+        bwd_comm["dp"] = max(0.0, gather + scatter - input_grad - weight_grad)
     if model.is_moe_layer(layer_index) and plan.ep > 1:  # dispatch and combine
         routed = b * s // tp * model.moe_top_k * h * ACTIVATION_BYTES
-        a2a = 2 * _collective_s(network, "all_to_all", routed, plan.ep, tp)
-        comm_fwd += a2a
-        comm_bwd += a2a
-    recompute = fwd + comm_fwd if plan.recompute == "full" else 0.0
+        fwd_comm["ep"] = bwd_comm["ep"] = 2 * _collective_s(network, "all_to_all", routed, plan.ep, tp)
+    # Full recomputation reruns the forward (and its communication) before the backward;
+    # selective reruns the norms and the MLP activation, memory-bound kernels.
+    full = plan.recompute == "full"
+    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": memory_fwd, "none": 0.0}[plan.recompute]
     return _LayerCosts(
-        forward_s=fwd + comm_fwd,
-        backward_s=input_grad + comm_bwd + recompute,
+        forward_s=fwd + sum(fwd_comm.values()),
+        backward_s=input_grad + sum(bwd_comm.values()) + recompute,
         weight_s=weight_grad,
-        compute_s=fwd + input_grad + weight_grad + (fwd if plan.recompute == "full" else 0.0),
-        comm_s=comm_fwd + comm_bwd + (comm_fwd if plan.recompute == "full" else 0.0),
+        gemm_s=gemm_fwd + gemm_dgrad + gemm_wgrad + (gemm_fwd if full else 0.0),
+        comm_s={k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm},
     )
 
 
@@ -230,9 +271,8 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     # One layer of each kind prices them all: dense layers come first, then MoE ones.
     kinds = {False: 0} if not model.is_moe else {True: model.layers - 1, False: 0} if model.dense_layers else {True: 0}
     costs = {moe: _layer_costs(candidate, network, index) for moe, index in kinds.items()}
-    logits_fwd = _gemm_s(
-        gpu, logits_gemm(model, plan.micro_batch, plan.seq_len // plan.cp, plan.tp).flops, plan.precision
-    )
+    logits = logits_gemm(model, plan.micro_batch, plan.seq_len // plan.cp, plan.tp)
+    logits_fwd = gemm_time_s(gpu, logits.m, logits.n, logits.k, 1, plan.precision)
     dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
     out = []
     for stage in range(plan.pp):
@@ -241,13 +281,15 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
         fwd = per_chunk * sum(c.forward_s * n for c, n in layers)
         bwd = per_chunk * sum(c.backward_s * n for c, n in layers)
         wgt = per_chunk * sum(c.weight_s * n for c, n in layers)
-        compute = per_chunk * sum(c.compute_s * n for c, n in layers)
+        gemm = per_chunk * sum(c.gemm_s * n for c, n in layers)
         if stage == plan.pp - 1:  # the logit layer, spread over the chunks
             fwd, bwd, wgt = fwd + per_chunk * logits_fwd, bwd + per_chunk * logits_fwd, wgt + per_chunk * logits_fwd
-            compute += 3 * per_chunk * logits_fwd
+            gemm += 3 * per_chunk * logits_fwd
         dense, expert = stage_params(model, plan, stage)
         grad_sync, gather = 0.0, 0.0
         for params, shards, stride in ((dense, dense_shards, plan.tp), (expert, expert_shards, plan.tp * plan.ep)):
+            if plan.zero_stage == 3:  # gathered and reduced layer by layer (in _layer_costs)
+                continue
             if plan.zero_stage >= 1:
                 grad_sync += _collective_s(network, "reduce_scatter", params * GRADIENT_BYTES, shards, stride)
                 gather += _collective_s(network, "all_gather", params * WEIGHT_BYTES, shards, stride)
@@ -259,8 +301,8 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
                 forward_s=fwd,
                 backward_s=bwd,
                 weight_s=wgt,
-                compute_s=compute,
-                tp_s=per_chunk * sum(c.comm_s * n for c, n in layers),
+                gemm_s=gemm,
+                comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in layers) for k in ("tp", "cp", "ep", "dp")},
                 grad_sync_s=grad_sync,
                 param_gather_s=gather,
                 optimizer_s=local * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9),

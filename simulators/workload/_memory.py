@@ -111,8 +111,10 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, moe: bool = Fal
         mlp = mlp_tensors * (k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden) + 2 * k * h
     else:
         mlp = mlp_tensors * model.ffn_hidden
-    # Sharded over tp: Q, K, V, attention output, FlashAttention's fp32 LSE, MLP intermediates.
-    sharded = (sbe * (2 * model.q_width + 2 * model.kv_width) + 4 * s * b * model.heads + sbe * mlp) / tp
+    # Sharded over tp: Q, K, V, attention output, FlashAttention's fp32 LSE (or, unfused, the
+    # softmax output, dropout mask and output: Korthikanti's 5 a s^2 b), MLP intermediates.
+    scores = 4 * s * b * model.heads if plan.flash_attention else 5 * model.heads * s * s * b
+    sharded = (sbe * (2 * model.q_width + 2 * model.kv_width) + scores + sbe * mlp) / tp
     # Norm inputs and outputs (4 tensors of width h; selective keeps the 2 inputs): replicated
     # over tp unless sequence-parallel.
     norm = (2 if selective else 4) * sbe * h

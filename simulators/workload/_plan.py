@@ -86,6 +86,7 @@ class ParallelPlan:
     zero_stage: int = 1
     schedule: str = "1f1b"
     precision: str = "bf16"
+    flash_attention: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len"):
