@@ -15,15 +15,18 @@ The pipeline itself is simulated event by event (`_timeline`), not taken from a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, get_gpu, layer_memory_kernels
+from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
     MemoryBreakdown,
+    ParallelPlan,
     TrainingCandidate,
     layer_forward_gemms,
     logits_gemm,
@@ -180,8 +183,17 @@ class _LayerCosts:
     comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers)
 
 
-def _layer_costs(candidate: TrainingCandidate, network: str, layer_index: int) -> _LayerCosts:
-    model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
+def _layer_costs(candidate: TrainingCandidate, layer_index: int) -> _LayerCosts:
+    """Costs of one layer; memoised on what they depend on (not pp, vpp, batch or GPU count),
+    since the candidates of a study share a few hundred distinct layers."""
+    plan = candidate.plan
+    layer_plan = dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
+    return _layer_costs_of(candidate.model, candidate.system.gpu.name, layer_plan, layer_index)
+
+
+@cache
+def _layer_costs_of(model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int) -> _LayerCosts:
+    gpu = get_gpu(network)
     b, s, h, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, model.hidden, plan.tp, plan.cp
     precision = plan.precision
     gemms = [g for g in layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep) if not g.causal]
@@ -270,7 +282,7 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     network = gpu.name
     # One layer of each kind prices them all: dense layers come first, then MoE ones.
     kinds = {False: 0} if not model.is_moe else {True: model.layers - 1, False: 0} if model.dense_layers else {True: 0}
-    costs = {moe: _layer_costs(candidate, network, index) for moe, index in kinds.items()}
+    costs = {moe: _layer_costs(candidate, index) for moe, index in kinds.items()}
     logits = logits_gemm(model, plan.micro_batch, plan.seq_len // plan.cp, plan.tp)
     logits_fwd = gemm_time_s(gpu, logits.m, logits.n, logits.k, 1, plan.precision)
     dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep

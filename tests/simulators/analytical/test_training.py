@@ -106,3 +106,16 @@ def test_more_hbm_bandwidth_and_same_peak_is_never_slower():
     h100 = run(model="llama3-8b", num_gpus=8, tp=8, dp=1, global_batch=8)
     h200 = run(model="llama3-8b", gpu="H200", num_gpus=8, tp=8, dp=1, global_batch=8)
     assert h200.metrics["iteration_time_s"] <= h100.metrics["iteration_time_s"]
+
+
+def test_expert_parallel_moe_pays_all_to_all_and_shards_experts():
+    one = run(model="mixtral-8x7b", num_gpus=64, tp=2, pp=4, dp=8, ep=1, global_batch=64)
+    eight = run(model="mixtral-8x7b", num_gpus=64, tp=2, pp=4, dp=8, ep=8, global_batch=64)
+    assert one.breakdown_s["ep_comm_s"] == 0.0 < eight.breakdown_s["ep_comm_s"]
+    assert eight.memory.weights_bytes < one.memory.weights_bytes / 3  # 8 experts over 8 ranks
+    assert sum(eight.breakdown_s.values()) == pytest.approx(eight.metrics["iteration_time_s"], rel=1e-9)
+
+
+def test_dense_then_moe_model_is_priced_layer_by_layer():
+    result = run(model="deepseek-v3", num_gpus=256, tp=1, pp=1, dp=256, ep=64, global_batch=256, recompute="full")
+    assert result.metrics["iteration_time_s"] > 0 and result.breakdown_s["ep_comm_s"] > 0
