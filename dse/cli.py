@@ -59,6 +59,14 @@ def _parser() -> argparse.ArgumentParser:
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.set_defaults(handler=_simulate)
 
+    workload = commands.add_parser("workload", help="SimAI/AICB workload files")
+    workload_commands = workload.add_subparsers(dest="workload_command", required=True, metavar="ACTION")
+    imported = workload_commands.add_parser("import", help="time a SimAI/AICB workload file with dse's network model")
+    imported.add_argument("file", type=Path, help="a SimAI workload text file")
+    imported.add_argument("--gpu", required=True, help="GPU type of the cluster (see dse gpus)")
+    imported.add_argument("--json", action="store_true", help="print one JSON object")
+    imported.set_defaults(handler=_workload_import)
+
     models = commands.add_parser("models", help="list the model zoo")
     models.set_defaults(handler=_models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
@@ -125,6 +133,24 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     for section in ("metrics", "breakdown_s", "memory_gb"):
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
+    console.print(table)
+    return 0
+
+
+def _workload_import(args: argparse.Namespace, console: Console) -> int:
+    import json
+
+    from dse.workload import time_simai_workload
+
+    if not args.file.exists():
+        raise DseError(f"file: {args.file} does not exist")
+    parts = time_simai_workload(args.file, args.gpu)
+    if args.json:
+        print(json.dumps(parts, indent=2))
+        return 0
+    table = _table(f"{args.file.name} on {args.gpu}", ["part", "seconds"])
+    for key, value in parts.items():
+        table.add_row(key, f"{value:.6g}")
     console.print(table)
     return 0
 
