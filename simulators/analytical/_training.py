@@ -20,16 +20,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
+from simulators.analytical._layer import ep_dispatch_bytes, layer_blocks, output_layer, tp_activation_bytes
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
-from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, get_gpu, layer_memory_kernels
+from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
     MemoryBreakdown,
     ParallelPlan,
     TrainingCandidate,
-    layer_forward_gemms,
-    logits_gemm,
     model_flops,
     stage_layer_kinds,
     stage_params,
@@ -193,53 +192,17 @@ def _layer_costs(candidate: TrainingCandidate, layer_index: int) -> _LayerCosts:
 
 @cache
 def _layer_costs_of(model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int) -> _LayerCosts:
-    gpu = get_gpu(network)
-    b, s, h, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, model.hidden, plan.tp, plan.cp
-    precision = plan.precision
-    gemms = [g for g in layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep) if not g.causal]
-    # Backward of Y = X W: dX = dY W^T is (m x n)(n x k); dW = X^T dY is (k x m)(m x n).
-    gemm_fwd = sum(gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision) for g in gemms)
-    gemm_dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision) for g in gemms)
-    gemm_wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision) for g in gemms)
-    # Attention runs in bf16 under fp8 training (Transformer Engine's default). With context
-    # parallelism each rank does 1/cp of the whole causal sequence's attention (load-balanced).
-    attention = dict(
-        batch=b,
-        heads=model.heads // tp,
-        seq_q=plan.seq_len,
-        seq_kv=plan.seq_len,
-        head_dim=model.d_head,
-        causal=True,
-        precision="bf16" if precision in ("fp8", "fp4") else precision,
-        kv_heads=max(1, model.kv_heads // tp),
-        kernel="flash" if plan.flash_attention and gpu.attention_fwd_efficiency else "unfused",
-    )
-    attention_fwd = attention_time_s(gpu, phase="fwd", **attention) / cp
-    attention_bwd = attention_time_s(gpu, phase="bwd", **attention) / cp
-    width = (
-        model.ffn_hidden
-        if not model.is_moe_layer(layer_index)
-        else (model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden)
-    )
-    kernels = layer_memory_kernels(
-        b * s,
-        h,
-        width / tp,
-        model.heads // tp,
-        max(1, model.kv_heads // tp),
-        model.d_head,
-        -(-model.vocab // tp),
-        precision,
-        gated=model.gated_mlp,
-        norm_tokens=b * s // tp if plan.sequence_parallel else None,
-    )
-    memory_fwd = sum(elementwise_time_s(gpu, k.nbytes) for k in kernels if k.phase == "fwd")
-    memory_bwd = sum(elementwise_time_s(gpu, k.nbytes) for k in kernels if k.phase == "bwd")
-    fwd = gemm_fwd + attention_fwd + memory_fwd
-    input_grad = gemm_dgrad + attention_bwd + memory_bwd
-    weight_grad = gemm_wgrad
+    b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
+    blocks = layer_blocks(model, network, plan, layer_index)
+    fwd = sum(block.forward_s for block in blocks)
+    input_grad = sum(block.input_grad_s for block in blocks)
+    weight_grad = sum(block.weight_grad_s for block in blocks)
+    attention_fwd, attention_bwd = blocks[0].attention_fwd_s, blocks[0].attention_bwd_s
+    memory_fwd = sum(block.memory_fwd_s for block in blocks)
+    gemm = sum(block.gemm_s for block in blocks)
+    gemm_fwd = gemm - sum(b.gemm_s - (b.forward_s - b.memory_fwd_s - b.attention_fwd_s) for b in blocks)
 
-    activation = b * s * h * ACTIVATION_BYTES
+    activation = tp_activation_bytes(model, plan)
     if plan.sequence_parallel:  # all-gather before, reduce-scatter after each block
         tp_block = _collective_s(network, "all_gather", activation, tp, 1) + _collective_s(
             network, "reduce_scatter", activation, tp, 1
@@ -260,7 +223,7 @@ def _layer_costs_of(model: ModelSpec, network: str, plan: ParallelPlan, layer_in
         fwd_comm["dp"] = max(0.0, gather - fwd)
         bwd_comm["dp"] = max(0.0, gather + scatter - input_grad - weight_grad)
     if model.is_moe_layer(layer_index) and plan.ep > 1:  # dispatch and combine
-        routed = b * s // tp * model.moe_top_k * h * ACTIVATION_BYTES
+        routed = ep_dispatch_bytes(model, plan)
         fwd_comm["ep"] = bwd_comm["ep"] = 2 * _collective_s(network, "all_to_all", routed, plan.ep, tp)
     # Full recomputation reruns the forward (and its communication) before the backward;
     # selective reruns the norms and the MLP activation, memory-bound kernels.
@@ -270,7 +233,7 @@ def _layer_costs_of(model: ModelSpec, network: str, plan: ParallelPlan, layer_in
         forward_s=fwd + sum(fwd_comm.values()),
         backward_s=input_grad + sum(bwd_comm.values()) + recompute,
         weight_s=weight_grad,
-        gemm_s=gemm_fwd + gemm_dgrad + gemm_wgrad + (gemm_fwd if full else 0.0),
+        gemm_s=gemm + (gemm_fwd if full else 0.0),
         comm_s={k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm},
     )
 
@@ -283,8 +246,11 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     # One layer of each kind prices them all: dense layers come first, then MoE ones.
     kinds = {False: 0} if not model.is_moe else {True: model.layers - 1, False: 0} if model.dense_layers else {True: 0}
     costs = {moe: _layer_costs(candidate, index) for moe, index in kinds.items()}
-    logits = logits_gemm(model, plan.micro_batch, plan.seq_len // plan.cp, plan.tp)
-    logits_fwd = gemm_time_s(gpu, logits.m, logits.n, logits.k, 1, plan.precision)
+    output = output_layer(
+        model,
+        gpu.name,
+        dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp),
+    )
     dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
     out = []
     for stage in range(plan.pp):
@@ -294,9 +260,11 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
         bwd = per_chunk * sum(c.backward_s * n for c, n in layers)
         wgt = per_chunk * sum(c.weight_s * n for c, n in layers)
         gemm = per_chunk * sum(c.gemm_s * n for c, n in layers)
-        if stage == plan.pp - 1:  # the logit layer, spread over the chunks
-            fwd, bwd, wgt = fwd + per_chunk * logits_fwd, bwd + per_chunk * logits_fwd, wgt + per_chunk * logits_fwd
-            gemm += 3 * per_chunk * logits_fwd
+        if stage == plan.pp - 1:  # the output layer, spread over the chunks
+            fwd += per_chunk * output.forward_s
+            bwd += per_chunk * output.input_grad_s
+            wgt += per_chunk * output.weight_grad_s
+            gemm += per_chunk * output.gemm_s
         dense, expert = stage_params(model, plan, stage)
         grad_sync, gather = 0.0, 0.0
         for params, shards, stride in ((dense, dense_shards, plan.tp), (expert, expert_shards, plan.tp * plan.ep)):

@@ -18,7 +18,8 @@ def run(model="llama3-8b", gpu="H100-SXM", num_gpus=8, reserve=0.0, **plan):
 
 def test_single_gpu_step_is_the_sum_of_its_kernels_by_hand():
     """One GPU, one micro-batch: 32 layers of (F, dgrad, wgrad) GEMMs with hand-written shapes,
-    FlashAttention forward and backward, memory-bound kernels, the logit layer, Adam."""
+    FlashAttention forward and backward, memory-bound kernels, the logit layer with the final
+    norm and cross entropy, Adam."""
     from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, layer_memory_kernels
 
     h100, model = get_gpu("H100-SXM"), get_model("llama3-8b")
@@ -36,7 +37,13 @@ def test_single_gpu_step_is_the_sum_of_its_kernels_by_hand():
         + attention_time_s(h100, phase="bwd", **attention)
         + sum(elementwise_time_s(h100, k.nbytes) for k in kernels)
     )
-    expected = 32 * layer + gemm_time_s(h100, s, v, h) * 3 + model.total_params * 30 / 3350e9
+    final = [
+        k
+        for k in layer_memory_kernels(s, h, 1, 1, 1, 1, v, last_layer=True)
+        if k.name in ("final_norm", "cross_entropy")
+    ]
+    output = gemms(s, v, h) + sum(elementwise_time_s(h100, k.nbytes) for k in final)
+    expected = 32 * layer + output + model.total_params * 30 / 3350e9
     result = run(num_gpus=1, seq_len=s)
     assert result.metrics["iteration_time_s"] == pytest.approx(expected, rel=1e-6)  # timeline runs in integer ns
     assert result.breakdown_s["tp_comm_s"] == result.breakdown_s["dp_comm_s"] == 0.0

@@ -1,0 +1,128 @@
+"""Compute cost of one transformer layer, split into its attention and MLP blocks.
+
+The training model sums the blocks; the SimAI exporter writes them as the attention and MLP rows
+AICB emits. Costs are for one micro-batch on one GPU of the plan: every GEMM by its shape
+(forward, input gradient dX = dY W^T, weight gradient dW = X^T dY), the attention kernel, and
+the memory-bound kernels of the block.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, get_gpu, layer_memory_kernels
+from simulators.models import ModelSpec
+from simulators.workload import ParallelPlan, layer_forward_gemms, logits_gemm
+from simulators.workload._memory import ACTIVATION_BYTES
+
+MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
+MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp")
+
+
+@dataclass(frozen=True)
+class Block:
+    """Seconds of one block for one micro-batch: F, B (input gradient) and W (weight gradient);
+    `gemm_s` is the GEMM part of the three, `memory_fwd_s` its forward memory-bound kernels
+    (what selective recomputation reruns), `attention_fwd_s`/`_bwd_s` the attention kernel."""
+
+    name: str
+    forward_s: float
+    input_grad_s: float
+    weight_grad_s: float
+    gemm_s: float
+    memory_fwd_s: float
+    attention_fwd_s: float = 0.0
+    attention_bwd_s: float = 0.0
+
+
+def tp_activation_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
+    """The activation a tensor-parallel collective moves per block: b * s/cp * h in bf16."""
+    return plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
+
+
+def ep_dispatch_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
+    """Tokens one rank sends to the experts (and gets back): its share of b * s/cp, top_k times."""
+    return plan.micro_batch * (plan.seq_len // plan.cp) // plan.tp * model.moe_top_k * model.hidden * ACTIVATION_BYTES
+
+
+@cache
+def layer_blocks(model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_index: int) -> tuple[Block, Block]:
+    """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers)."""
+    gpu = get_gpu(gpu_name)
+    b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
+    gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep)
+    # Attention runs in bf16 under fp8 training (Transformer Engine's default). With context
+    # parallelism each rank does 1/cp of the whole causal sequence's attention (load-balanced).
+    attention = dict(
+        batch=b,
+        heads=model.heads // tp,
+        seq_q=plan.seq_len,
+        seq_kv=plan.seq_len,
+        head_dim=model.d_head,
+        causal=True,
+        precision="bf16" if precision in ("fp8", "fp4") else precision,
+        kv_heads=max(1, model.kv_heads // tp),
+        kernel="flash" if plan.flash_attention and gpu.attention_fwd_efficiency else "unfused",
+    )
+    attention_fwd = attention_time_s(gpu, phase="fwd", **attention) / cp
+    attention_bwd = attention_time_s(gpu, phase="bwd", **attention) / cp
+    moe = model.is_moe_layer(layer_index)
+    width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
+    kernels = layer_memory_kernels(
+        b * s,
+        model.hidden,
+        width / tp,
+        model.heads // tp,
+        max(1, model.kv_heads // tp),
+        model.d_head,
+        -(-model.vocab // tp),
+        precision,
+        gated=model.gated_mlp,
+        norm_tokens=b * s // tp if plan.sequence_parallel else None,
+    )
+    blocks = []
+    for name, is_mlp in (("attention", False), ("moe" if moe else "mlp", True)):
+        mine = [g for g in gemms if not g.causal and g.name.startswith(MLP_GEMMS) == is_mlp]
+        forward = sum(gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision) for g in mine)
+        dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision) for g in mine)
+        wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision) for g in mine)
+        memory = {"fwd": 0.0, "bwd": 0.0}
+        for kernel in kernels:
+            if kernel.name.startswith(MLP_KERNELS) == is_mlp:
+                memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes)
+        core_fwd, core_bwd = (0.0, 0.0) if is_mlp else (attention_fwd, attention_bwd)
+        blocks.append(
+            Block(
+                name=name,
+                forward_s=forward + core_fwd + memory["fwd"],
+                input_grad_s=dgrad + core_bwd + memory["bwd"],
+                weight_grad_s=wgrad,
+                gemm_s=forward + dgrad + wgrad,
+                memory_fwd_s=memory["fwd"],
+                attention_fwd_s=core_fwd,
+                attention_bwd_s=core_bwd,
+            )
+        )
+    return blocks[0], blocks[1]
+
+
+@cache
+def output_layer(model: ModelSpec, gpu_name: str, plan: ParallelPlan) -> Block:
+    """The logit GEMM with the final norm and the vocabulary-parallel cross entropy."""
+    gpu = get_gpu(gpu_name)
+    b, s, tp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp
+    logits = logits_gemm(model, b, s, tp)
+    precision = plan.precision
+    forward = gemm_time_s(gpu, logits.m, logits.n, logits.k, 1, precision)
+    dgrad = gemm_time_s(gpu, logits.m, logits.k, logits.n, 1, precision)
+    wgrad = gemm_time_s(gpu, logits.k, logits.n, logits.m, 1, precision)
+    shape = (b * s, model.hidden, 1, 1, 1, 1, logits.n, precision)
+    names = {k.name for k in layer_memory_kernels(*shape)}
+    memory = {"fwd": 0.0, "bwd": 0.0}
+    for kernel in layer_memory_kernels(*shape, last_layer=True):
+        if kernel.name not in names:  # the final norm and the cross entropy
+            memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes)
+    return Block(
+        "output", forward + memory["fwd"], dgrad + memory["bwd"], wgrad, forward + dgrad + wgrad, memory["fwd"]
+    )
