@@ -67,6 +67,14 @@ def _parser() -> argparse.ArgumentParser:
     imported.add_argument("--json", action="store_true", help="print one JSON object")
     imported.set_defaults(handler=_workload_import)
 
+    exported = workload_commands.add_parser("export", help="write one candidate as a SimAI/AICB workload file")
+    exported.add_argument("spec", type=Path, help="study spec (YAML)")
+    exported.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
+    exported.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
+    exported.add_argument("--format", choices=["simai"], default="simai", help="file format (simai)")
+    exported.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the workload")
+    exported.set_defaults(handler=_workload_export)
+
     models = commands.add_parser("models", help="list the model zoo")
     models.set_defaults(handler=_models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
@@ -152,6 +160,22 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
     for key, value in parts.items():
         table.add_row(key, f"{value:.6g}")
     console.print(table)
+    return 0
+
+
+def _workload_export(args: argparse.Namespace, console: Console) -> int:
+    from dse.checks import resolve_study
+    from dse.simulate import candidate_params
+    from dse.space import SearchSpace
+    from dse.spec import load_study
+    from simulators.analytical import simai_workload_of
+    from simulators.workload import write_simai_workload
+
+    space = SearchSpace.from_study(resolve_study(load_study(args.spec)))
+    params = candidate_params(space, args.set, args.config)
+    workload = simai_workload_of(space.candidate(params))
+    write_simai_workload(workload, args.out)
+    console.print(f"wrote {args.out}: {len(workload.layers)} rows, {workload.header.ga} micro-batches of {params}")
     return 0
 
 

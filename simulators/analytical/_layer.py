@@ -11,11 +11,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, get_gpu, layer_memory_kernels
+from simulators.hardware import (
+    GpuSpec,
+    attention_time_s,
+    elementwise_time_s,
+    gemm_time_s,
+    get_gpu,
+    layer_memory_kernels,
+)
 from simulators.models import ModelSpec
 from simulators.workload import ParallelPlan, layer_forward_gemms, logits_gemm
 from simulators.workload._memory import ACTIVATION_BYTES
 
+ADAM_BYTES_PER_PARAM = 30  # read grad, master, m, v (4 each); write master, m, v (4 each), bf16 weight (2)
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
 MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp")
 
@@ -34,6 +42,14 @@ class Block:
     memory_fwd_s: float
     attention_fwd_s: float = 0.0
     attention_bwd_s: float = 0.0
+
+
+def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
+    """The Adam step streams ADAM_BYTES_PER_PARAM per local parameter through HBM; ZeRO >= 1
+    leaves each rank its shard (dense over dp*cp ranks, experts over dp*cp/ep)."""
+    shards = plan.dp * plan.cp
+    local = dense / shards + expert / (shards // plan.ep) if plan.zero_stage >= 1 else dense + expert
+    return local * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9)
 
 
 def tp_activation_bytes(model: ModelSpec, plan: ParallelPlan) -> int:

@@ -20,7 +20,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 
-from simulators.analytical._layer import ep_dispatch_bytes, layer_blocks, output_layer, tp_activation_bytes
+from simulators.analytical._layer import (
+    adam_step_s,
+    ep_dispatch_bytes,
+    layer_blocks,
+    output_layer,
+    tp_activation_bytes,
+)
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
@@ -35,8 +41,6 @@ from simulators.workload import (
     training_memory,
 )
 from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
-
-ADAM_BYTES_PER_PARAM = 30  # read grad, master, m, v (4 each); write master, m, v (4 each), bf16 weight (2)
 
 
 @dataclass(frozen=True)
@@ -275,7 +279,6 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
                 gather += _collective_s(network, "all_gather", params * WEIGHT_BYTES, shards, stride)
             else:
                 grad_sync += _collective_s(network, "all_reduce", params * GRADIENT_BYTES, shards, stride)
-        local = dense / dense_shards + expert / expert_shards if plan.zero_stage >= 1 else dense + expert
         out.append(
             _StageCosts(
                 forward_s=fwd,
@@ -285,7 +288,7 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
                 comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in layers) for k in ("tp", "cp", "ep", "dp")},
                 grad_sync_s=grad_sync,
                 param_gather_s=gather,
-                optimizer_s=local * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9),
+                optimizer_s=adam_step_s(gpu, plan, dense, expert),
             )
         )
     return out

@@ -30,3 +30,62 @@ def test_malformed_workload_exits_2_with_its_line(tmp_path, capsys):
     )
     assert main(["workload", "import", str(bad), "--gpu", "H100-SXM"]) == 2
     assert "line 2" in capsys.readouterr().err
+
+
+def test_exported_candidate_reads_back_and_carries_the_models_compute(write_spec, tmp_path):
+    from dse.checks import resolve_study
+    from dse.space import SearchSpace
+    from dse.spec import load_study
+    from simulators.analytical import simulate_training
+    from simulators.workload import read_simai_workload, simai_operations
+
+    spec = write_spec()
+    fixed = [
+        "--set",
+        "num_gpus=16",
+        "--set",
+        "tp=2",
+        "--set",
+        "pp=1",
+        "--set",
+        "micro_batch=1",
+        "--set",
+        "recompute=none",
+    ]
+    out = tmp_path / "w.txt"
+    assert main(["workload", "export", str(spec), *fixed, "--out", str(out)]) == 0
+    workload = read_simai_workload(out)  # our parser is stricter than SimAI's
+    header = workload.header
+    assert (header.tp, header.pp, header.all_gpus, header.ga) == (2, 1, 16, 8)  # 64 / (dp 8 * mb 1)
+    # One GPU: 32 layers, two rows each, and the output layer, per micro-batch.
+    rows = [layer for layer in workload.layers if layer.name in ("attention_layer", "mlp_layer")]
+    assert len(rows) == 32 * 2 * header.ga
+    assert sum(layer.name == "output_layer" for layer in workload.layers) == header.ga
+    # Compute in the file = the model's busy time (F + B + W of every layer and micro-batch) plus
+    # the optimizer, up to nanosecond rounding per row.
+    space = SearchSpace.from_study(resolve_study(load_study(spec)))
+    params = {
+        "gpu": "H100-SXM",
+        "num_gpus": 16,
+        "tp": 2,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "vpp": 1,
+        "micro_batch": 1,
+        "global_batch": 64,
+        "recompute": "none",
+        "schedule": "1f1b",
+        "sequence_parallel": True,
+        "zero_stage": 1,
+    }
+    result = simulate_training(space.candidate(params))
+    compute = sum(op.compute_s for op in simai_operations(workload))
+    assert compute == pytest.approx(
+        result.breakdown_s["gemm_s"]
+        + result.breakdown_s["attention_and_memory_bound_s"]
+        + result.breakdown_s["optimizer_s"],
+        rel=1e-5,
+    )
+    tp_rows = [op for op in simai_operations(workload) if op.group == "tp"]
+    assert {op.nbytes for op in tp_rows} == {1 * 4096 * 4096 * 2}

@@ -1,0 +1,88 @@
+"""A training candidate as a SimAI/AICB workload file: one GPU of the first pipeline stage.
+
+Rows follow AICB's layout (FORMAT.md in ../shared/reference/simai): the data-parallel gradient
+and parameter collectives and the optimizer step first, then every micro-batch unrolled, each
+layer as an attention row and an MLP (or MoE) row whose compute times come from `layer_blocks`
+(the same numbers the training model sums), and the output layer where rank 0 holds it. A row
+carries one collective per column, so an MoE block with both tensor- and expert-parallel
+traffic gets a second, compute-free row. SimAI has no context parallelism: cp ranks count as
+data-parallel ones in the header.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from simulators.analytical._layer import adam_step_s, ep_dispatch_bytes, layer_blocks, output_layer, tp_activation_bytes
+from simulators.workload import (
+    SimAIWorkload,
+    TrainingCandidate,
+    simai_workload_from_layers,
+    stage_layers,
+    stage_params,
+)
+from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
+
+
+def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
+    """The candidate's training step, seen from rank 0, in SimAI's HYBRID_TRANSFORMER format."""
+    model, plan, system = candidate.model, candidate.plan, candidate.system
+    gpu = system.gpu
+    layer_plan = dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
+    dense, expert = stage_params(model, plan, 0)
+    rows: list[dict] = []
+    for name, params, group in (("grads", dense, "dp"), ("expert_grads", expert, "dp_ep")):
+        if not params:
+            continue
+        if plan.zero_stage >= 1:
+            rows.append(
+                {"name": f"{name}_reduce_scatter", "wg_comm": ("reduce_scatter", group, int(params * GRADIENT_BYTES))}
+            )
+            rows.append({"name": f"{name}_all_gather", "wg_comm": ("all_gather", group, int(params * WEIGHT_BYTES))})
+        else:
+            rows.append({"name": f"{name}_all_reduce", "wg_comm": ("all_reduce", group, int(params * GRADIENT_BYTES))})
+    rows.append({"name": "optimizer", "wg_compute_s": adam_step_s(gpu, plan, dense, expert)})
+
+    tp_comm = ("all_reduce", "tp", tp_activation_bytes(model, plan)) if plan.tp > 1 else None
+    layer_rows: list[dict] = []
+    for index in stage_layers(model, plan, 0):
+        for block in layer_blocks(model, gpu.name, layer_plan, index):
+            row = {
+                "name": f"{block.name}_layer",
+                "fwd_compute_s": block.forward_s,
+                "ig_compute_s": block.input_grad_s,
+                "wg_compute_s": block.weight_grad_s,
+                "fwd_comm": tp_comm,
+                "ig_comm": tp_comm,
+            }
+            if block.name == "moe" and plan.ep > 1:
+                dispatch = ("all_to_all", "ep", 2 * ep_dispatch_bytes(model, plan))  # dispatch + combine
+                row["fwd_comm"] = row["ig_comm"] = dispatch
+                layer_rows.append(row)
+                if tp_comm:
+                    row = {"name": "moe_tp_comm", "fwd_comm": tp_comm, "ig_comm": tp_comm}
+            layer_rows.append(row)
+    if plan.pp == 1:  # rank 0 also holds the output layer
+        block = output_layer(model, gpu.name, layer_plan)
+        layer_rows.append(
+            {
+                "name": "output_layer",
+                "fwd_compute_s": block.forward_s,
+                "ig_compute_s": block.input_grad_s,
+                "wg_compute_s": block.weight_grad_s,
+            }
+        )
+    rows += layer_rows * plan.microbatches
+    boundary = plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
+    if plan.sequence_parallel:
+        boundary //= plan.tp
+    return simai_workload_from_layers(
+        tp=plan.tp,
+        ep=plan.ep,
+        pp=plan.pp,
+        vpp=plan.vpp,
+        ga=plan.microbatches,
+        all_gpus=system.num_gpus,
+        pp_comm_bytes=int(boundary) if plan.pp > 1 else 0,
+        layers=rows,
+    )
