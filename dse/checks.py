@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
+from pathlib import Path
 
-from dse.errors import CatalogError, SpecError
+from dse.errors import CatalogError, DseError, SpecError
 from dse.metrics import TRAINING_METRICS
 from dse.spec import Constraint, Study, knob_values
-from simulators.hardware import GpuSpec, get_gpu
+from simulators.hardware import GpuSpec, calibration_table, get_gpu
 from simulators.models import ModelSpec, get_model
 from simulators.workload import ep_problem, pp_problem, precision_problem, tp_problem
 
@@ -43,6 +44,8 @@ def resolve_study(study: Study) -> ResolvedStudy:
             )
         prices[gpu.name] = price
     _check_training(study, model, gpus)
+    if study.hardware.calibration:
+        _check_calibration(study.hardware.calibration)
     objectives, directions = _check_metrics(study)
     constraints = tuple(
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
@@ -101,6 +104,16 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
                 f"the search space (dp: {', '.join(map(str, sorted(dps)))}; "
                 f"micro_batch: {', '.join(map(str, micro))})"
             )
+
+
+def _check_calibration(path: str) -> None:
+    """Load the table once now, so a bad file stops the study before any trial."""
+    if not Path(path).is_file():
+        raise SpecError(f"hardware.calibration: {path} is not a file")
+    try:
+        calibration_table(path)
+    except DseError as exc:
+        raise SpecError(f"hardware.calibration: {exc}") from None
 
 
 def _check_metrics(study: Study) -> tuple[tuple[str, ...], tuple[str, ...]]:

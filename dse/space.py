@@ -99,7 +99,8 @@ class SearchSpace:
             zero_stage=params["zero_stage"],
             precision=settings.precision,
         )
-        system = TrainingSystem(self.gpu(params["gpu"]), n, self.resolved.study.hardware.memory_reserve_gb)
+        hardware = self.resolved.study.hardware
+        system = TrainingSystem(self.gpu(params["gpu"]), n, hardware.memory_reserve_gb, hardware.calibration)
         return TrainingCandidate(self.resolved.model, system, plan)
 
 

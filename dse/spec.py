@@ -71,6 +71,7 @@ class Hardware(_Frozen):
     num_gpus: IntKnob = [8, 16, 32, 64]
     memory_reserve_gb: float = Field(default=4.0, ge=0)
     usd_per_gpu_hour: dict[str, float] = {}
+    calibration: str | None = None
 
     _unique = field_validator("gpu")(_non_empty_unique)
 

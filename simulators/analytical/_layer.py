@@ -8,12 +8,14 @@ the memory-bound kernels of the block.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 
 from simulators.hardware import (
     GpuSpec,
     attention_time_s,
+    calibration_table,
     elementwise_time_s,
     gemm_time_s,
     get_gpu,
@@ -62,10 +64,20 @@ def ep_dispatch_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
     return plan.micro_batch * (plan.seq_len // plan.cp) // plan.tp * model.moe_top_k * model.hidden * ACTIVATION_BYTES
 
 
+def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
+    """The plan with what a layer's cost does not depend on (pipeline shape, batch size)
+    normalised, so memoised layer costs are shared across candidates."""
+    return dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
+
+
 @cache
-def layer_blocks(model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_index: int) -> tuple[Block, Block]:
-    """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers)."""
+def layer_blocks(
+    model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_index: int, calibration: str | None = None
+) -> tuple[Block, Block]:
+    """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers).
+    `calibration` is the path of a table of measured kernel times that overrides the curves."""
     gpu = get_gpu(gpu_name)
+    table = calibration_table(calibration)
     b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
     gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep)
     # Attention runs in bf16 under fp8 training (Transformer Engine's default). With context
@@ -81,8 +93,8 @@ def layer_blocks(model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_inde
         kv_heads=max(1, model.kv_heads // tp),
         kernel="flash" if plan.flash_attention and gpu.attention_fwd_efficiency else "unfused",
     )
-    attention_fwd = attention_time_s(gpu, phase="fwd", **attention) / cp
-    attention_bwd = attention_time_s(gpu, phase="bwd", **attention) / cp
+    attention_fwd = attention_time_s(gpu, phase="fwd", calibration=table, **attention) / cp
+    attention_bwd = attention_time_s(gpu, phase="bwd", calibration=table, **attention) / cp
     moe = model.is_moe_layer(layer_index)
     width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
     kernels = layer_memory_kernels(
@@ -100,13 +112,13 @@ def layer_blocks(model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_inde
     blocks = []
     for name, is_mlp in (("attention", False), ("moe" if moe else "mlp", True)):
         mine = [g for g in gemms if not g.causal and g.name.startswith(MLP_GEMMS) == is_mlp]
-        forward = sum(gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision) for g in mine)
-        dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision) for g in mine)
-        wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision) for g in mine)
+        forward = sum(gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision, calibration=table) for g in mine)
+        dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision, calibration=table) for g in mine)
+        wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision, calibration=table) for g in mine)
         memory = {"fwd": 0.0, "bwd": 0.0}
         for kernel in kernels:
             if kernel.name.startswith(MLP_KERNELS) == is_mlp:
-                memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes)
+                memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes, calibration=table)
         core_fwd, core_bwd = (0.0, 0.0) if is_mlp else (attention_fwd, attention_bwd)
         blocks.append(
             Block(
@@ -124,15 +136,16 @@ def layer_blocks(model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_inde
 
 
 @cache
-def output_layer(model: ModelSpec, gpu_name: str, plan: ParallelPlan) -> Block:
+def output_layer(model: ModelSpec, gpu_name: str, plan: ParallelPlan, calibration: str | None = None) -> Block:
     """The logit GEMM with the final norm and the vocabulary-parallel cross entropy."""
     gpu = get_gpu(gpu_name)
+    table = calibration_table(calibration)
     b, s, tp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp
     logits = logits_gemm(model, b, s, tp)
     precision = plan.precision
-    forward = gemm_time_s(gpu, logits.m, logits.n, logits.k, 1, precision)
-    dgrad = gemm_time_s(gpu, logits.m, logits.k, logits.n, 1, precision)
-    wgrad = gemm_time_s(gpu, logits.k, logits.n, logits.m, 1, precision)
+    forward = gemm_time_s(gpu, logits.m, logits.n, logits.k, 1, precision, calibration=table)
+    dgrad = gemm_time_s(gpu, logits.m, logits.k, logits.n, 1, precision, calibration=table)
+    wgrad = gemm_time_s(gpu, logits.k, logits.n, logits.m, 1, precision, calibration=table)
     shape = (b * s, model.hidden, 1, 1, 1, 1, logits.n, precision)
     names = {k.name for k in layer_memory_kernels(*shape)}
     memory = {"fwd": 0.0, "bwd": 0.0}

@@ -11,9 +11,14 @@ data-parallel ones in the header.
 
 from __future__ import annotations
 
-import dataclasses
-
-from simulators.analytical._layer import adam_step_s, ep_dispatch_bytes, layer_blocks, output_layer, tp_activation_bytes
+from simulators.analytical._layer import (
+    adam_step_s,
+    ep_dispatch_bytes,
+    layer_blocks,
+    output_layer,
+    per_layer_plan,
+    tp_activation_bytes,
+)
 from simulators.workload import (
     SimAIWorkload,
     TrainingCandidate,
@@ -28,7 +33,7 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
     """The candidate's training step, seen from rank 0, in SimAI's HYBRID_TRANSFORMER format."""
     model, plan, system = candidate.model, candidate.plan, candidate.system
     gpu = system.gpu
-    layer_plan = dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
+    layer_plan = per_layer_plan(plan)
     dense, expert = stage_params(model, plan, 0)
     rows: list[dict] = []
     for name, params, group in (("grads", dense, "dp"), ("expert_grads", expert, "dp_ep")):
@@ -46,7 +51,7 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
     tp_comm = ("all_reduce", "tp", tp_activation_bytes(model, plan)) if plan.tp > 1 else None
     layer_rows: list[dict] = []
     for index in stage_layers(model, plan, 0):
-        for block in layer_blocks(model, gpu.name, layer_plan, index):
+        for block in layer_blocks(model, gpu.name, layer_plan, index, system.calibration):
             row = {
                 "name": f"{block.name}_layer",
                 "fwd_compute_s": block.forward_s,
@@ -63,7 +68,7 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
                     row = {"name": "moe_tp_comm", "fwd_comm": tp_comm, "ig_comm": tp_comm}
             layer_rows.append(row)
     if plan.pp == 1:  # rank 0 also holds the output layer
-        block = output_layer(model, gpu.name, layer_plan)
+        block = output_layer(model, gpu.name, layer_plan, system.calibration)
         layer_rows.append(
             {
                 "name": "output_layer",

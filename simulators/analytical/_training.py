@@ -15,7 +15,6 @@ The pipeline itself is simulated event by event (`_timeline`), not taken from a 
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -25,6 +24,7 @@ from simulators.analytical._layer import (
     ep_dispatch_bytes,
     layer_blocks,
     output_layer,
+    per_layer_plan,
     tp_activation_bytes,
 )
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
@@ -190,14 +190,17 @@ def _layer_costs(candidate: TrainingCandidate, layer_index: int) -> _LayerCosts:
     """Costs of one layer; memoised on what they depend on (not pp, vpp, batch or GPU count),
     since the candidates of a study share a few hundred distinct layers."""
     plan = candidate.plan
-    layer_plan = dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
-    return _layer_costs_of(candidate.model, candidate.system.gpu.name, layer_plan, layer_index)
+    layer_plan = per_layer_plan(plan)
+    system = candidate.system
+    return _layer_costs_of(candidate.model, system.gpu.name, layer_plan, layer_index, system.calibration)
 
 
 @cache
-def _layer_costs_of(model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int) -> _LayerCosts:
+def _layer_costs_of(
+    model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None
+) -> _LayerCosts:
     b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
-    blocks = layer_blocks(model, network, plan, layer_index)
+    blocks = layer_blocks(model, network, plan, layer_index, calibration)
     fwd = sum(block.forward_s for block in blocks)
     input_grad = sum(block.input_grad_s for block in blocks)
     weight_grad = sum(block.weight_grad_s for block in blocks)
@@ -250,11 +253,8 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     # One layer of each kind prices them all: dense layers come first, then MoE ones.
     kinds = {False: 0} if not model.is_moe else {True: model.layers - 1, False: 0} if model.dense_layers else {True: 0}
     costs = {moe: _layer_costs(candidate, index) for moe, index in kinds.items()}
-    output = output_layer(
-        model,
-        gpu.name,
-        dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp),
-    )
+    layer_plan = per_layer_plan(plan)
+    output = output_layer(model, gpu.name, layer_plan, candidate.system.calibration)
     dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
     out = []
     for stage in range(plan.pp):

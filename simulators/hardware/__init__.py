@@ -3,7 +3,7 @@
 from simulators.hardware._compute import attention_time_s, elementwise_time_s, gemm_time_s
 from simulators.hardware._gpu import PRECISIONS, GpuSpec, get_gpu, gpu_catalog
 from simulators.hardware._memory_kernels import MemoryKernel, layer_memory_kernels
-from simulators.hardware.calibration import CalibrationTable, load_calibration
+from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration
 
 __all__ = [
     "PRECISIONS",
@@ -11,6 +11,7 @@ __all__ = [
     "GpuSpec",
     "MemoryKernel",
     "attention_time_s",
+    "calibration_table",
     "elementwise_time_s",
     "gemm_time_s",
     "get_gpu",

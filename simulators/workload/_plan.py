@@ -142,6 +142,7 @@ class TrainingSystem:
     gpu: GpuSpec
     num_gpus: int
     memory_reserve_gb: float = 0.0
+    calibration: str | None = None  # path of measured kernel times (simulators/hardware/calibration)
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:

@@ -116,3 +116,42 @@ def test_a_ten_line_spec_works_on_defaults(write_spec):
 def test_command_line_overrides_replace_spec_fields(write_spec):
     study = load_study(write_spec(), **{"budget.trials": 5, "seed": 3, "output": "x", "budget.timeout_s": None})
     assert (study.budget.trials, study.seed, study.output) == (5, 3, "x")
+
+
+def test_a_calibration_table_is_checked_before_any_trial_and_changes_the_answer(write_spec, tmp_path):
+    from dse.evaluate import Evaluator
+    from dse.space import SearchSpace
+
+    header = "gpu,op,precision,m,n,k,batch,heads,seq_q,seq_kv,head_dim,causal,phase,nbytes,time_s,source\n"
+    bad = tmp_path / "bad.csv"
+    bad.write_text(header + "H100-SXM,gemm,bf16,4096,6144,4096,1,,,,,,,,-1,test\n")
+    message = error_of(
+        write_spec, TINY_SPEC.replace("  num_gpus: [8, 16]", f"  num_gpus: [8, 16]\n  calibration: {bad}")
+    )
+    assert message.startswith("hardware.calibration:") and "time_s" in message
+    # Measured: the QKV projection of Llama-3-8B (4096 tokens, tp=1) takes 10 ms, far slower
+    # than the curve; every other kernel keeps its analytical time.
+    slow = tmp_path / "slow.csv"
+    slow.write_text(header + "H100-SXM,gemm,bf16,4096,6144,4096,1,,,,,,,,0.01,test: a deliberately slow kernel\n")
+    params = {
+        "gpu": "H100-SXM",
+        "num_gpus": 8,
+        "tp": 1,
+        "pp": 1,
+        "cp": 1,
+        "ep": 1,
+        "vpp": 1,
+        "micro_batch": 1,
+        "global_batch": 64,
+        "recompute": "none",
+        "schedule": "1f1b",
+        "sequence_parallel": True,
+        "zero_stage": 1,
+    }
+    times = []
+    for extra in ("", f"  calibration: {slow}"):
+        spec = write_spec(TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n" + extra))
+        outcome = Evaluator(SearchSpace.from_study(resolve_study(load_study(spec)))).evaluate(params)
+        times.append(outcome.metrics["iteration_time_s"])
+    # 32 layers x 8 micro-batches x one forward QKV GEMM at 10 ms: at least 2.5 s more per step.
+    assert times[1] - times[0] > 2.5

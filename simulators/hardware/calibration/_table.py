@@ -20,6 +20,7 @@ import csv
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from types import MappingProxyType
 
@@ -147,3 +148,10 @@ def _positive(text: str, column: str, fail) -> float:
     if not (value > 0 and math.isfinite(value)):
         raise fail(column, "must be a number > 0")
     return value
+
+
+@cache
+def calibration_table(path: str | None) -> CalibrationTable | None:
+    """The table in `path`, loaded once per process (candidates of a study share it), or None
+    for the analytical curves."""
+    return load_calibration(path) if path else None
