@@ -15,6 +15,7 @@ The pipeline itself is simulated event by event (`_timeline`), not taken from a 
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
@@ -186,15 +187,6 @@ class _LayerCosts:
     comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers)
 
 
-def _layer_costs(candidate: TrainingCandidate, layer_index: int) -> _LayerCosts:
-    """Costs of one layer; memoised on what they depend on (not pp, vpp, batch or GPU count),
-    since the candidates of a study share a few hundred distinct layers."""
-    plan = candidate.plan
-    layer_plan = per_layer_plan(plan)
-    system = candidate.system
-    return _layer_costs_of(candidate.model, system.gpu.name, layer_plan, layer_index, system.calibration)
-
-
 @cache
 def _layer_costs_of(
     model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None
@@ -248,50 +240,58 @@ def _layer_costs_of(
 def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     """Per-stage costs of one micro-batch through one model chunk (the stage's layers averaged
     over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
-    model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
-    network = gpu.name
-    # One layer of each kind prices them all: dense layers come first, then MoE ones.
-    kinds = {False: 0} if not model.is_moe else {True: model.layers - 1, False: 0} if model.dense_layers else {True: 0}
-    costs = {moe: _layer_costs(candidate, index) for moe, index in kinds.items()}
+    model, plan, system = candidate.model, candidate.plan, candidate.system
+    # Costs per micro-batch do not depend on how many there are: one key for all global batches.
+    key = dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule="1f1b")
+    return [
+        _one_stage(model, system.gpu.name, key, system.calibration, stage, stage == plan.pp - 1)
+        for stage in range(plan.pp)
+    ]
+
+
+@cache
+def _one_stage(
+    model: ModelSpec, network: str, plan: ParallelPlan, calibration: str | None, stage: int, last: bool
+) -> _StageCosts:
+    gpu = get_gpu(network)
     layer_plan = per_layer_plan(plan)
-    output = output_layer(model, gpu.name, layer_plan, candidate.system.calibration)
+    costs = {}
+    for kind, count in stage_layer_kinds(model, plan, stage).items():
+        # One layer of each kind prices them all: dense layers come first, then MoE ones.
+        index = model.layers - 1 if kind else 0
+        costs[kind] = (_layer_costs_of(model, network, layer_plan, index, calibration), count)
+    per_chunk = 1 / plan.vpp
+    fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
+    bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
+    wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
+    gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
+    if last:  # the output layer, spread over the chunks
+        output = output_layer(model, network, layer_plan, calibration)
+        fwd += per_chunk * output.forward_s
+        bwd += per_chunk * output.input_grad_s
+        wgt += per_chunk * output.weight_grad_s
+        gemm += per_chunk * output.gemm_s
+    dense, expert = stage_params(model, plan, stage)
     dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
-    out = []
-    for stage in range(plan.pp):
-        layers = [(costs[kind], count) for kind, count in stage_layer_kinds(model, plan, stage).items()]
-        per_chunk = 1 / plan.vpp
-        fwd = per_chunk * sum(c.forward_s * n for c, n in layers)
-        bwd = per_chunk * sum(c.backward_s * n for c, n in layers)
-        wgt = per_chunk * sum(c.weight_s * n for c, n in layers)
-        gemm = per_chunk * sum(c.gemm_s * n for c, n in layers)
-        if stage == plan.pp - 1:  # the output layer, spread over the chunks
-            fwd += per_chunk * output.forward_s
-            bwd += per_chunk * output.input_grad_s
-            wgt += per_chunk * output.weight_grad_s
-            gemm += per_chunk * output.gemm_s
-        dense, expert = stage_params(model, plan, stage)
-        grad_sync, gather = 0.0, 0.0
-        for params, shards, stride in ((dense, dense_shards, plan.tp), (expert, expert_shards, plan.tp * plan.ep)):
-            if plan.zero_stage == 3:  # gathered and reduced layer by layer (in _layer_costs)
-                continue
-            if plan.zero_stage >= 1:
-                grad_sync += _collective_s(network, "reduce_scatter", params * GRADIENT_BYTES, shards, stride)
-                gather += _collective_s(network, "all_gather", params * WEIGHT_BYTES, shards, stride)
-            else:
-                grad_sync += _collective_s(network, "all_reduce", params * GRADIENT_BYTES, shards, stride)
-        out.append(
-            _StageCosts(
-                forward_s=fwd,
-                backward_s=bwd,
-                weight_s=wgt,
-                gemm_s=gemm,
-                comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in layers) for k in ("tp", "cp", "ep", "dp")},
-                grad_sync_s=grad_sync,
-                param_gather_s=gather,
-                optimizer_s=adam_step_s(gpu, plan, dense, expert),
-            )
-        )
-    return out
+    grad_sync, gather = 0.0, 0.0
+    for params, shards, stride in ((dense, dense_shards, plan.tp), (expert, expert_shards, plan.tp * plan.ep)):
+        if plan.zero_stage == 3:  # gathered and reduced layer by layer (in _layer_costs_of)
+            continue
+        if plan.zero_stage >= 1:
+            grad_sync += _collective_s(network, "reduce_scatter", params * GRADIENT_BYTES, shards, stride)
+            gather += _collective_s(network, "all_gather", params * WEIGHT_BYTES, shards, stride)
+        else:
+            grad_sync += _collective_s(network, "all_reduce", params * GRADIENT_BYTES, shards, stride)
+    return _StageCosts(
+        forward_s=fwd,
+        backward_s=bwd,
+        weight_s=wgt,
+        gemm_s=gemm,
+        comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp")},
+        grad_sync_s=grad_sync,
+        param_gather_s=gather,
+        optimizer_s=adam_step_s(gpu, plan, dense, expert),
+    )
 
 
 def _send_s(candidate: TrainingCandidate) -> float:
