@@ -175,6 +175,23 @@ def _collective_s(gpu_name: str, op: str, nbytes: float, ranks: int, stride: int
     return float(collective_time_s(op, nbytes, ranks, stride, _network(gpu_name)))
 
 
+# ZeRO-3 moves parameters and gradients in buckets, each collective paying its latency: DeepSpeed's
+# defaults are stage3_prefetch_bucket_size = 5e7 and reduce_bucket_size = 5e8 elements
+# (deepspeed.ai/docs/config-json; recalled, not re-read here).
+ZERO3_GATHER_BUCKET = 50_000_000
+ZERO3_REDUCE_BUCKET = 500_000_000
+
+
+def _bucketed_s(
+    network: str, op: str, elements: float, bucket: int, element_bytes: int, ranks: int, stride: int
+) -> float:
+    """`op` over `elements` values sent as buckets of at most `bucket` elements."""
+    full, rest = divmod(elements, bucket)
+    return full * _collective_s(network, op, bucket * element_bytes, ranks, stride) + _collective_s(
+        network, op, rest * element_bytes, ranks, stride
+    )
+
+
 @dataclass(frozen=True)
 class _LayerCosts:
     """Seconds of one layer for one micro-batch: F, B (input gradient), W (weight gradient),
@@ -215,10 +232,12 @@ def _layer_costs_of(
         ring = (cp - 1) * _collective_s(network, "send_recv", kv, 2, tp)
         fwd_comm["cp"] = max(0.0, ring - attention_fwd)
         bwd_comm["cp"] = max(0.0, 2 * ring - attention_bwd)  # gradients of K and V travel too
-    if plan.zero_stage == 3:  # FSDP: gather the layer's weights before use, prefetched under compute
+    if plan.zero_stage == 3:  # gather the layer's weights before use, prefetched under compute
         layer_params = model.layer_params(layer_index) / tp
-        gather = _collective_s(network, "all_gather", layer_params * WEIGHT_BYTES, plan.dp * cp, tp)
-        scatter = _collective_s(network, "reduce_scatter", layer_params * GRADIENT_BYTES, plan.dp * cp, tp)
+        gather = _bucketed_s(network, "all_gather", layer_params, ZERO3_GATHER_BUCKET, WEIGHT_BYTES, plan.dp * cp, tp)
+        scatter = _bucketed_s(
+            network, "reduce_scatter", layer_params, ZERO3_REDUCE_BUCKET, GRADIENT_BYTES, plan.dp * cp, tp
+        )
         fwd_comm["dp"] = max(0.0, gather - fwd)
         bwd_comm["dp"] = max(0.0, gather + scatter - input_grad - weight_grad)
     if model.is_moe_layer(layer_index) and plan.ep > 1:  # dispatch and combine
