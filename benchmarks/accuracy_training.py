@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from simulators import DseError
 from simulators.analytical import simulate_training
-from simulators.hardware import get_gpu
+from simulators.hardware import get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem, logits_gemm, model_flops
 
@@ -153,11 +153,13 @@ def step_flops(model: ModelSpec, plan: ParallelPlan, convention: str) -> float:
     return flops
 
 
-def evaluate(row: dict[str, str]) -> Outcome:
+def evaluate(row: dict[str, str], compute_fraction: float | None = None) -> Outcome:
+    """The row predicted with `compute_fraction` (default: the fitted one users get)."""
     model = build_model(row)
     plan, assumptions = build_plan(row)
     gpu, num_gpus = get_gpu(row["gpu"]), int(row["num_gpus"])
-    system = TrainingSystem(gpu, num_gpus, memory_reserve_gb=0.0)
+    fraction = sustained_compute_fraction() if compute_fraction is None else compute_fraction
+    system = TrainingSystem(gpu, num_gpus, memory_reserve_gb=0.0, compute_fraction=fraction)
     result = simulate_training(TrainingCandidate(model, system, plan))
     time_s = result.metrics["iteration_time_s"]
     predicted = {

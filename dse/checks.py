@@ -13,7 +13,7 @@ from pathlib import Path
 from dse.errors import CatalogError, DseError, SpecError
 from dse.metrics import TRAINING_METRICS
 from dse.spec import Constraint, Study, knob_values
-from simulators.hardware import GpuSpec, calibration_table, get_gpu
+from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
 from simulators.workload import ep_problem, pp_problem, precision_problem, tp_problem
 
@@ -29,6 +29,7 @@ class ResolvedStudy:
     objectives: tuple[str, ...]  # canonical metric names
     directions: tuple[str, ...]  # "minimize" / "maximize", one per objective
     constraints: tuple[Constraint, ...]  # with canonical metric names
+    compute_fraction: float  # share of modelled kernel speed assumed sustained
 
 
 def resolve_study(study: Study) -> ResolvedStudy:
@@ -51,7 +52,11 @@ def resolve_study(study: Study) -> ResolvedStudy:
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
         for i, c in enumerate(study.constraints)
     )
-    return ResolvedStudy(study, model, gpus, prices, objectives, directions, constraints)
+    # Measured kernel times already include what the fitted fraction stands for.
+    fraction = study.hardware.compute_fraction
+    if fraction is None:
+        fraction = 1.0 if study.hardware.calibration else sustained_compute_fraction()
+    return ResolvedStudy(study, model, gpus, prices, objectives, directions, constraints, fraction)
 
 
 def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:

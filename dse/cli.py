@@ -190,7 +190,15 @@ def _header(resolved, settings) -> str:
         f"{study.training.precision}; {space.size} candidates; objectives: {objectives}\n"
         f"budget {study.budget.trials} trials"
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
-        + f", sampler {study.sampler}, seed {study.seed}; output {settings.out_dir}"
+        + f", sampler {study.sampler}, seed {study.seed}; output {settings.out_dir}\n"
+        f"kernels at {resolved.compute_fraction:.3g} of the modelled speed"
+        + (
+            " (hardware.compute_fraction)"
+            if study.hardware.compute_fraction
+            else " (measured kernel times)"
+            if study.hardware.calibration
+            else " (fitted: simulators/hardware/fitted.yaml)"
+        )
     )
 
 

@@ -100,7 +100,9 @@ class SearchSpace:
             precision=settings.precision,
         )
         hardware = self.resolved.study.hardware
-        system = TrainingSystem(self.gpu(params["gpu"]), n, hardware.memory_reserve_gb, hardware.calibration)
+        system = TrainingSystem(
+            self.gpu(params["gpu"]), n, hardware.memory_reserve_gb, hardware.calibration, self.resolved.compute_fraction
+        )
         return TrainingCandidate(self.resolved.model, system, plan)
 
 

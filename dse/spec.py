@@ -72,6 +72,7 @@ class Hardware(_Frozen):
     memory_reserve_gb: float = Field(default=4.0, ge=0)
     usd_per_gpu_hour: dict[str, float] = {}
     calibration: str | None = None
+    compute_fraction: float | None = Field(default=None, gt=0, le=1)
 
     _unique = field_validator("gpu")(_non_empty_unique)
 

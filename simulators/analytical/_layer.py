@@ -45,6 +45,13 @@ class Block:
     attention_fwd_s: float = 0.0
     attention_bwd_s: float = 0.0
 
+    def slowed(self, fraction: float) -> Block:
+        """The block at `fraction` of its modelled speed (the system's sustained fraction)."""
+        if fraction == 1.0:
+            return self
+        times = {f.name: getattr(self, f.name) / fraction for f in dataclasses.fields(self) if f.name != "name"}
+        return Block(self.name, **times)
+
 
 def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
     """The Adam step streams ADAM_BYTES_PER_PARAM per local parameter through HBM; ZeRO >= 1
@@ -72,10 +79,16 @@ def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
 
 @cache
 def layer_blocks(
-    model: ModelSpec, gpu_name: str, plan: ParallelPlan, layer_index: int, calibration: str | None = None
+    model: ModelSpec,
+    gpu_name: str,
+    plan: ParallelPlan,
+    layer_index: int,
+    calibration: str | None = None,
+    compute_fraction: float = 1.0,
 ) -> tuple[Block, Block]:
     """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers).
-    `calibration` is the path of a table of measured kernel times that overrides the curves."""
+    `calibration` is the path of a table of measured kernel times that overrides the curves;
+    `compute_fraction` the share of the modelled kernel speed a real software stack sustains."""
     gpu = get_gpu(gpu_name)
     table = calibration_table(calibration)
     b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
@@ -132,11 +145,13 @@ def layer_blocks(
                 attention_bwd_s=core_bwd,
             )
         )
-    return blocks[0], blocks[1]
+    return blocks[0].slowed(compute_fraction), blocks[1].slowed(compute_fraction)
 
 
 @cache
-def output_layer(model: ModelSpec, gpu_name: str, plan: ParallelPlan, calibration: str | None = None) -> Block:
+def output_layer(
+    model: ModelSpec, gpu_name: str, plan: ParallelPlan, calibration: str | None = None, compute_fraction: float = 1.0
+) -> Block:
     """The logit GEMM with the final norm and the vocabulary-parallel cross entropy."""
     gpu = get_gpu(gpu_name)
     table = calibration_table(calibration)
@@ -151,7 +166,7 @@ def output_layer(model: ModelSpec, gpu_name: str, plan: ParallelPlan, calibratio
     memory = {"fwd": 0.0, "bwd": 0.0}
     for kernel in layer_memory_kernels(*shape, last_layer=True):
         if kernel.name not in names:  # the final norm and the cross entropy
-            memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes)
-    return Block(
-        "output", forward + memory["fwd"], dgrad + memory["bwd"], wgrad, forward + dgrad + wgrad, memory["fwd"]
-    )
+            memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes, calibration=table)
+    gemm = forward + dgrad + wgrad
+    block = Block("output", forward + memory["fwd"], dgrad + memory["bwd"], wgrad, gemm, memory["fwd"])
+    return block.slowed(compute_fraction)

@@ -206,10 +206,10 @@ class _LayerCosts:
 
 @cache
 def _layer_costs_of(
-    model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None
+    model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None, fraction: float
 ) -> _LayerCosts:
     b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
-    blocks = layer_blocks(model, network, plan, layer_index, calibration)
+    blocks = layer_blocks(model, network, plan, layer_index, calibration, fraction)
     fwd = sum(block.forward_s for block in blocks)
     input_grad = sum(block.input_grad_s for block in blocks)
     weight_grad = sum(block.weight_grad_s for block in blocks)
@@ -263,14 +263,22 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     # Costs per micro-batch do not depend on how many there are: one key for all global batches.
     key = dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule="1f1b")
     return [
-        _one_stage(model, system.gpu.name, key, system.calibration, stage, stage == plan.pp - 1)
+        _one_stage(
+            model, system.gpu.name, key, system.calibration, system.compute_fraction, stage, stage == plan.pp - 1
+        )
         for stage in range(plan.pp)
     ]
 
 
 @cache
 def _one_stage(
-    model: ModelSpec, network: str, plan: ParallelPlan, calibration: str | None, stage: int, last: bool
+    model: ModelSpec,
+    network: str,
+    plan: ParallelPlan,
+    calibration: str | None,
+    fraction: float,
+    stage: int,
+    last: bool,
 ) -> _StageCosts:
     gpu = get_gpu(network)
     layer_plan = per_layer_plan(plan)
@@ -278,14 +286,14 @@ def _one_stage(
     for kind, count in stage_layer_kinds(model, plan, stage).items():
         # One layer of each kind prices them all: dense layers come first, then MoE ones.
         index = model.layers - 1 if kind else 0
-        costs[kind] = (_layer_costs_of(model, network, layer_plan, index, calibration), count)
+        costs[kind] = (_layer_costs_of(model, network, layer_plan, index, calibration, fraction), count)
     per_chunk = 1 / plan.vpp
     fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
     bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
     wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
     gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
     if last:  # the output layer, spread over the chunks
-        output = output_layer(model, network, layer_plan, calibration)
+        output = output_layer(model, network, layer_plan, calibration, fraction)
         fwd += per_chunk * output.forward_s
         bwd += per_chunk * output.input_grad_s
         wgt += per_chunk * output.weight_grad_s

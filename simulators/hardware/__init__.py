@@ -1,7 +1,7 @@
 """Accelerators: the GPU catalogue, its datasheet figures, and kernel times on each GPU."""
 
 from simulators.hardware._compute import attention_time_s, elementwise_time_s, gemm_time_s
-from simulators.hardware._gpu import PRECISIONS, GpuSpec, get_gpu, gpu_catalog
+from simulators.hardware._gpu import PRECISIONS, GpuSpec, get_gpu, gpu_catalog, sustained_compute_fraction
 from simulators.hardware._memory_kernels import MemoryKernel, layer_memory_kernels
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration
 
@@ -18,4 +18,5 @@ __all__ = [
     "gpu_catalog",
     "layer_memory_kernels",
     "load_calibration",
+    "sustained_compute_fraction",
 ]

@@ -7,8 +7,10 @@ and one direction, `nic_gbps` is gigabits per second, everything else is bytes-b
 from __future__ import annotations
 
 from functools import cache
+from importlib import resources
 from typing import Literal, get_args
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulators._registry import Registry, load_catalog
@@ -94,3 +96,10 @@ def gpu_catalog() -> Registry[GpuSpec]:
 def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
     """The GPU called `name`; a CatalogError naming `field` if there is none."""
     return gpu_catalog().lookup(name, field)
+
+
+@cache
+def sustained_compute_fraction() -> float:
+    """The fitted share of modelled kernel speed real stacks sustain (fitted.yaml, with provenance)."""
+    data = yaml.safe_load(resources.files(__package__).joinpath("fitted.yaml").read_text())
+    return float(data["sustained_compute_fraction"]["value"])

@@ -143,12 +143,15 @@ class TrainingSystem:
     num_gpus: int
     memory_reserve_gb: float = 0.0
     calibration: str | None = None  # path of measured kernel times (simulators/hardware/calibration)
+    compute_fraction: float = 1.0  # share of the modelled kernel speed the software stack sustains
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
             raise PlanError(f"num_gpus={self.num_gpus} must be at least 1")
         if self.memory_reserve_gb < 0:
             raise PlanError(f"memory_reserve_gb={self.memory_reserve_gb} must be >= 0")
+        if not 0 < self.compute_fraction <= 1:
+            raise PlanError(f"compute_fraction={self.compute_fraction} must be in (0, 1]")
 
 
 @dataclass(frozen=True)

@@ -155,3 +155,16 @@ def test_a_calibration_table_is_checked_before_any_trial_and_changes_the_answer(
         times.append(outcome.metrics["iteration_time_s"])
     # 32 layers x 8 micro-batches x one forward QKV GEMM at 10 ms: at least 2.5 s more per step.
     assert times[1] - times[0] > 2.5
+
+
+def test_compute_fraction_defaults_to_the_fitted_value_and_can_be_set(write_spec):
+    from simulators.hardware import sustained_compute_fraction
+
+    assert resolve_study(load_study(write_spec())).compute_fraction == sustained_compute_fraction()
+    assert 0.5 < sustained_compute_fraction() <= 1.0
+    spec = write_spec(TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  compute_fraction: 0.9"))
+    assert resolve_study(load_study(spec)).compute_fraction == 0.9
+    message = error_of(
+        write_spec, TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  compute_fraction: 1.5")
+    )
+    assert message.startswith("hardware.compute_fraction: 1.5")

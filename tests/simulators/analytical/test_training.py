@@ -126,3 +126,16 @@ def test_expert_parallel_moe_pays_all_to_all_and_shards_experts():
 def test_dense_then_moe_model_is_priced_layer_by_layer():
     result = run(model="deepseek-v3", num_gpus=256, tp=1, pp=1, dp=256, ep=64, global_batch=256, recompute="full")
     assert result.metrics["iteration_time_s"] > 0 and result.breakdown_s["ep_comm_s"] > 0
+
+
+def test_compute_fraction_slows_every_kernel_and_nothing_else():
+    def single(fraction):
+        system = TrainingSystem(get_gpu("H100-SXM"), 1, 0.0, compute_fraction=fraction)
+        plan = ParallelPlan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=2048)
+        return simulate_training(TrainingCandidate(get_model("llama3-8b"), system, plan))
+
+    full, half = single(1.0), single(0.5)
+    kernels = ("gemm_s", "attention_and_memory_bound_s")
+    assert sum(half.breakdown_s[k] for k in kernels) == pytest.approx(2 * sum(full.breakdown_s[k] for k in kernels))
+    assert half.breakdown_s["optimizer_s"] == full.breakdown_s["optimizer_s"]
+    assert half.memory == full.memory
