@@ -226,48 +226,58 @@ def _front_table(front, resolved) -> Table:
     return table
 
 
+MODEL_COLUMNS = {
+    "layers": "layers",
+    "hidden": "hidden",
+    "ffn_hidden": "ffn",
+    "heads": "heads",
+    "kv_heads": "kv",
+    "vocab": "vocab",
+    "gated_mlp": "gated",
+    "moe_experts": "experts",
+    "max_seq_len": "max seq",
+}
+GPU_COLUMNS = {
+    "bf16_tflops": "bf16",
+    "fp8_tflops": "fp8",
+    "fp4_tflops": "fp4",
+    "hbm_gb": "HBM GB",
+    "hbm_gbytes_per_s": "HBM GB/s",
+    "scaleup_gbytes_per_s": "scale-up GB/s",
+    "scaleup_domain_gpus": "domain",
+    "nic_gbps": "NIC Gb/s",
+    "tdp_w": "TDP W",
+    "usd_per_gpu_hour": "$/GPU-h",
+    "usd_as_of": "as of",
+}
+
+
+def _catalog_table(title: str, entries, columns: dict[str, str], extra: dict | None = None) -> Table:
+    """One row per catalogue entry: its name, `extra` computed columns, then `columns`."""
+    extra = extra or {}
+    table = _table(title, ["name", *extra, *columns.values()])
+    for entry in entries:
+        values = [getattr(entry, c) for c in columns]
+        cells = ["-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+        table.add_row(entry.name, *(f(entry) for f in extra.values()), *cells)
+    return table
+
+
 def _models(args: argparse.Namespace, console: Console) -> int:
     from simulators.models import model_catalog
 
-    columns = {
-        "layers": "layers",
-        "hidden": "hidden",
-        "ffn_hidden": "ffn",
-        "heads": "heads",
-        "kv_heads": "kv",
-        "vocab": "vocab",
-        "gated_mlp": "gated",
-        "max_seq_len": "max seq",
-    }
-    table = _table("Model zoo (params from the shapes, billions)", ["name", "params", *columns.values()])
-    for model in model_catalog().values():
-        table.add_row(model.name, f"{model.total_params / 1e9:.1f}", *(str(getattr(model, c)) for c in columns))
-    console.print(table)
+    params = {"params": lambda m: f"{m.total_params / 1e9:.1f}"}
+    console.print(
+        _catalog_table("Model zoo (params from the shapes, billions)", model_catalog().values(), MODEL_COLUMNS, params)
+    )
     return 0
 
 
 def _gpus(args: argparse.Namespace, console: Console) -> int:
     from simulators.hardware import gpu_catalog
 
-    columns = {
-        "bf16_tflops": "bf16",
-        "fp8_tflops": "fp8",
-        "fp4_tflops": "fp4",
-        "hbm_gb": "HBM GB",
-        "hbm_gbytes_per_s": "HBM GB/s",
-        "scaleup_gbytes_per_s": "scale-up GB/s",
-        "scaleup_domain_gpus": "domain",
-        "nic_gbps": "NIC Gb/s",
-        "tdp_w": "TDP W",
-        "usd_per_gpu_hour": "$/GPU-h",
-    }
-    table = _table(
-        "GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)", ["name", *columns.values(), "as of"]
-    )
-    for gpu in gpu_catalog().values():
-        cells = ("-" if getattr(gpu, c) is None else f"{getattr(gpu, c):g}" for c in columns)
-        table.add_row(gpu.name, *cells, gpu.usd_as_of)
-    console.print(table)
+    title = "GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)"
+    console.print(_catalog_table(title, gpu_catalog().values(), GPU_COLUMNS))
     return 0
 
 

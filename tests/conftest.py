@@ -32,6 +32,24 @@ seed: 7
 """
 
 
+# One candidate of TINY_SPEC: every knob set (8 H100s, tp=pp=1, 8 micro-batches of 1).
+TINY_PARAMS = {
+    "gpu": "H100-SXM",
+    "num_gpus": 8,
+    "tp": 1,
+    "pp": 1,
+    "cp": 1,
+    "ep": 1,
+    "vpp": 1,
+    "micro_batch": 1,
+    "global_batch": 64,
+    "recompute": "none",
+    "schedule": "1f1b",
+    "sequence_parallel": True,
+    "zero_stage": 1,
+}
+
+
 @pytest.fixture
 def write_spec(tmp_path: Path):
     """Write a spec (default: the tiny one) and return its path; `extra` is appended YAML."""

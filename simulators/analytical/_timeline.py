@@ -114,40 +114,86 @@ def _stage_order(s, pp, v, m, schedule, kind, mb, chunk):
 
 
 @numba.njit(cache=True)
+def _ready_ns(k, g, mb, stages, send, f_end, b_end):
+    """When the inputs of operation (k, g, mb) have arrived, or -1 while they are not produced."""
+    if k == _F:
+        if g == 0:
+            return np.int64(0)
+        return np.int64(-1) if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send
+    if g == stages - 1:
+        return np.int64(0)
+    return np.int64(-1) if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send
+
+
+@numba.njit(cache=True)
+def _execute(s, k, g, mb, start, f_ns, b_ns, f_end, b_end, clock):
+    """Run operation (k, g, mb) on stage s from `start`: advance its clock, record its end."""
+    if k == _F:
+        clock[s] = start + f_ns[s]
+        f_end[g, mb] = clock[s]
+    else:
+        clock[s] = start + b_ns[s]
+        b_end[g, mb] = clock[s]
+
+
+@numba.njit(cache=True)
 def _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock):
     """Fixed-order schedules: each operation starts at max(stage free, inputs arrived), whatever
     order the stages are visited in, so sweep the stages, each running until it must wait."""
     ptr = np.zeros(pp, dtype=np.int64)
-    left = 0
-    for s in range(pp):
-        left += count[s]
+    left = count.sum()
     while left > 0:
         progressed = False
         for s in range(pp):
             while ptr[s] < count[s]:
-                k, mb, c = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]]
-                g = c * pp + s
-                ready = np.int64(0)
-                if k == _F and g > 0:
-                    if f_end[g - 1, mb] < 0:
-                        break
-                    ready = f_end[g - 1, mb] + send
-                elif k == _B and g < stages - 1:
-                    if b_end[g + 1, mb] < 0:
-                        break
-                    ready = b_end[g + 1, mb] + send
-                start = max(clock[s], ready)
-                if k == _F:
-                    clock[s] = start + f_ns[s]
-                    f_end[g, mb] = clock[s]
-                else:
-                    clock[s] = start + b_ns[s]
-                    b_end[g, mb] = clock[s]
+                k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
+                ready = _ready_ns(k, g, mb, stages, send, f_end, b_end)
+                if ready < 0:
+                    break
+                _execute(s, k, g, mb, max(clock[s], ready), f_ns, b_ns, f_end, b_end, clock)
                 ptr[s] += 1
                 left -= 1
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked")
+
+
+@numba.njit(cache=True)
+def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_ns, f_end, b_end, clock):
+    """ZB-H1: as 1F1B, but a deferred W fills every stall. The stage with the earliest clock
+    acts first (ties: the lowest index), so the choice of what fills a stall is deterministic."""
+    ptr = np.zeros(pp, dtype=np.int64)
+    pending_w = np.zeros(pp, dtype=np.int64)
+    blocked = np.zeros(pp, dtype=np.bool_)
+    remaining = count.sum()
+    while remaining > 0 or pending_w.sum() > 0:
+        s = -1
+        for t in range(pp):
+            if blocked[t] or (ptr[t] >= count[t] and pending_w[t] == 0):
+                continue
+            if s < 0 or clock[t] < clock[s]:
+                s = t
+        if s < 0:
+            raise RuntimeError("pipeline schedule deadlocked")
+        if ptr[s] >= count[s]:  # only deferred weight gradients left
+            clock[s] += w_ns[s]
+            pending_w[s] -= 1
+            continue
+        k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
+        ready = _ready_ns(k, g, mb, stages, send, f_end, b_end)
+        if (ready < 0 or ready > clock[s]) and pending_w[s] > 0:  # fill the stall with a deferred W
+            clock[s] += w_ns[s]
+            pending_w[s] -= 1
+        elif ready < 0:
+            blocked[s] = True
+            continue
+        else:
+            _execute(s, k, g, mb, max(clock[s], ready), f_ns, b_ns, f_end, b_end, clock)
+            if k == _B:
+                pending_w[s] += 1
+            ptr[s] += 1
+            remaining -= 1
+        blocked[:] = False
 
 
 @numba.njit(cache=True)
@@ -177,64 +223,10 @@ def _simulate_all(
         f_end = np.full((stages, m), -1, dtype=np.int64)
         b_end = np.full((stages, m), -1, dtype=np.int64)
         clock = np.zeros(pp, dtype=np.int64)
-        ptr = np.zeros(pp, dtype=np.int64)
-        pending_w = np.zeros(pp, dtype=np.int64)
-        blocked = np.zeros(pp, dtype=np.bool_)
-        remaining = 0
-        for s in range(pp):
-            remaining += count[s]
-        if schedule != ZB_H1:
+        if schedule == ZB_H1:
+            _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_ns, f_end, b_end, clock)
+        else:
             _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock)
-            remaining = 0
-        while remaining > 0 or pending_w.sum() > 0:
-            # The stage with the earliest clock that can act; ties go to the lowest index.
-            s = -1
-            for t in range(pp):
-                if blocked[t] or (ptr[t] >= count[t] and pending_w[t] == 0):
-                    continue
-                if s < 0 or clock[t] < clock[s]:
-                    s = t
-            if s < 0:
-                raise RuntimeError("pipeline schedule deadlocked")
-            if ptr[s] >= count[s]:  # only deferred weight gradients left
-                clock[s] += w_ns[s]
-                pending_w[s] -= 1
-                continue
-            k, mb, c = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]]
-            g = c * pp + s
-            ready = np.int64(0)
-            known = True
-            if k == _F:
-                if g > 0:
-                    known = f_end[g - 1, mb] >= 0
-                    ready = f_end[g - 1, mb] + send
-            else:
-                if g < stages - 1:
-                    known = b_end[g + 1, mb] >= 0
-                    ready = b_end[g + 1, mb] + send
-            must_wait = (not known) or ready > clock[s]
-            if must_wait and pending_w[s] > 0:  # fill the stall with a deferred W
-                clock[s] += w_ns[s]
-                pending_w[s] -= 1
-                for t in range(pp):
-                    blocked[t] = False
-                continue
-            if not known:
-                blocked[s] = True
-                continue
-            start = max(clock[s], ready)
-            if k == _F:
-                clock[s] = start + f_ns[s]
-                f_end[g, mb] = clock[s]
-            else:
-                clock[s] = start + b_ns[s]
-                b_end[g, mb] = clock[s]
-                if schedule == ZB_H1:
-                    pending_w[s] += 1
-            ptr[s] += 1
-            remaining -= 1
-            for t in range(pp):
-                blocked[t] = False
         last = np.int64(0)
         for s in range(pp):
             stage_end[base + s] = clock[s] / NS_PER_S

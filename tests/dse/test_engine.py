@@ -9,6 +9,7 @@ from dse.errors import SpecError
 from dse.report import write_reports
 from dse.space import KNOBS, SearchSpace, params_key
 from dse.spec import load_study
+from tests.conftest import TINY_PARAMS
 
 
 def search(spec_path, out, on_trial=None, resume=False, storage=None, **overrides):
@@ -152,21 +153,7 @@ def test_resuming_with_the_grid_sampler_enumerates_what_tpe_left(write_spec, tmp
 
 
 def test_plans_that_differ_only_in_knobs_without_effect_are_one_candidate(write_spec):
-    one_stage = {
-        "gpu": "H100-SXM",
-        "num_gpus": 8,
-        "tp": 1,
-        "pp": 1,
-        "cp": 1,
-        "ep": 1,
-        "vpp": 1,
-        "micro_batch": 1,
-        "global_batch": 64,
-        "recompute": "none",
-        "schedule": "1f1b",
-        "sequence_parallel": True,
-        "zero_stage": 1,
-    }
+    one_stage = dict(TINY_PARAMS)
     assert params_key(one_stage) == params_key({**one_stage, "schedule": "zb-h1", "sequence_parallel": False})
     assert params_key(one_stage) != params_key({**one_stage, "pp": 2})
     spec = (

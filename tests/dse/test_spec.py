@@ -5,7 +5,7 @@ import pytest
 from dse.checks import resolve_study
 from dse.errors import DseError
 from dse.spec import load_study
-from tests.conftest import TINY_SPEC
+from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 
 def error_of(write_spec, text):
@@ -133,21 +133,7 @@ def test_a_calibration_table_is_checked_before_any_trial_and_changes_the_answer(
     # than the curve; every other kernel keeps its analytical time.
     slow = tmp_path / "slow.csv"
     slow.write_text(header + "H100-SXM,gemm,bf16,4096,6144,4096,1,,,,,,,,0.01,test: a deliberately slow kernel\n")
-    params = {
-        "gpu": "H100-SXM",
-        "num_gpus": 8,
-        "tp": 1,
-        "pp": 1,
-        "cp": 1,
-        "ep": 1,
-        "vpp": 1,
-        "micro_batch": 1,
-        "global_batch": 64,
-        "recompute": "none",
-        "schedule": "1f1b",
-        "sequence_parallel": True,
-        "zero_stage": 1,
-    }
+    params = dict(TINY_PARAMS)
     times = []
     for extra in ("", f"  calibration: {slow}"):
         spec = write_spec(TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n" + extra))

@@ -6,6 +6,7 @@ from pathlib import Path
 import pytest
 
 from dse.cli import main
+from tests.conftest import TINY_PARAMS
 
 REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "simai"
 GPT13B = REFERENCE / "workloads" / "generated"
@@ -64,21 +65,7 @@ def test_exported_candidate_reads_back_and_carries_the_models_compute(write_spec
     # Compute in the file = the model's busy time (F + B + W of every layer and micro-batch) plus
     # the optimizer, up to nanosecond rounding per row.
     space = SearchSpace.from_study(resolve_study(load_study(spec)))
-    params = {
-        "gpu": "H100-SXM",
-        "num_gpus": 16,
-        "tp": 2,
-        "pp": 1,
-        "cp": 1,
-        "ep": 1,
-        "vpp": 1,
-        "micro_batch": 1,
-        "global_batch": 64,
-        "recompute": "none",
-        "schedule": "1f1b",
-        "sequence_parallel": True,
-        "zero_stage": 1,
-    }
+    params = {**TINY_PARAMS, "num_gpus": 16, "tp": 2}
     result = simulate_training(space.candidate(params))
     compute = sum(op.compute_s for op in simai_operations(workload))
     assert compute == pytest.approx(
