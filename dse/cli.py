@@ -51,11 +51,15 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
     search.set_defaults(handler=_search)
 
-    simulate = commands.add_parser("simulate", help="evaluate one candidate and show its full breakdown")
-    simulate.add_argument("spec", type=Path, help="study spec (YAML)")
-    simulate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
-    simulate.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
-    simulate.add_argument("--out", type=Path, metavar="DIR", help="the study's output directory (for --config)")
+    candidate = argparse.ArgumentParser(add_help=False)  # how simulate and export name one candidate
+    candidate.add_argument("spec", type=Path, help="study spec (YAML)")
+    candidate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
+    candidate.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
+    candidate.add_argument("--study", type=Path, metavar="DIR", help="the study's output directory (for --config)")
+
+    simulate = commands.add_parser(
+        "simulate", parents=[candidate], help="evaluate one candidate and show its full breakdown"
+    )
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
     simulate.set_defaults(handler=_simulate)
 
@@ -67,10 +71,9 @@ def _parser() -> argparse.ArgumentParser:
     imported.add_argument("--json", action="store_true", help="print one JSON object")
     imported.set_defaults(handler=_workload_import)
 
-    exported = workload_commands.add_parser("export", help="write one candidate as a SimAI/AICB workload file")
-    exported.add_argument("spec", type=Path, help="study spec (YAML)")
-    exported.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
-    exported.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
+    exported = workload_commands.add_parser(
+        "export", parents=[candidate], help="write one candidate as a SimAI/AICB workload file"
+    )
     exported.add_argument("--format", choices=["simai"], default="simai", help="file format (simai)")
     exported.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the workload")
     exported.set_defaults(handler=_workload_export)
@@ -128,7 +131,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from dse.space import SearchSpace
     from dse.spec import load_study
 
-    study = load_study(args.spec, output=str(args.out) if args.out else None)
+    study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     report = simulate_params(space, candidate_params(space, args.set, args.config))
     if args.json:
@@ -171,7 +174,8 @@ def _workload_export(args: argparse.Namespace, console: Console) -> int:
     from simulators.analytical import simai_workload_of
     from simulators.workload import write_simai_workload
 
-    space = SearchSpace.from_study(resolve_study(load_study(args.spec)))
+    study = load_study(args.spec, output=str(args.study) if args.study else None)
+    space = SearchSpace.from_study(resolve_study(study))
     params = candidate_params(space, args.set, args.config)
     workload = simai_workload_of(space.candidate(params))
     write_simai_workload(workload, args.out)

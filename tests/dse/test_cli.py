@@ -118,5 +118,5 @@ def test_simulate_an_impossible_plan_reports_why(write_spec, capsys):
 
 
 def test_simulate_best_needs_a_finished_study(write_spec, tmp_path, capsys):
-    assert main(["simulate", str(write_spec()), "--config", "best", "--out", str(tmp_path / "none")]) == 2
+    assert main(["simulate", str(write_spec()), "--config", "best", "--study", str(tmp_path / "none")]) == 2
     assert "pareto.csv does not exist" in capsys.readouterr().err
