@@ -12,7 +12,7 @@ from dse.checks import ResolvedStudy
 from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.metrics import TRAINING_METRICS
 from dse.pareto import pareto_mask
-from dse.space import KNOBS
+from dse.space import KNOBS, canonical_params
 
 
 def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
@@ -23,7 +23,7 @@ def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
         if trial.user_attrs.get(INTERRUPTED_ATTR) or OUTCOME_ATTR not in trial.user_attrs:
             continue
         record = trial.user_attrs[OUTCOME_ATTR]
-        params = trial.params
+        params = canonical_params(trial.params)
         split = params["tp"] * params["pp"] * params["cp"]
         constraints = trial.constraints
         row = {

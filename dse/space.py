@@ -112,13 +112,21 @@ def _distribution(knob: Any) -> BaseDistribution:
     return CategoricalDistribution(list(knob))
 
 
-def params_key(params: Mapping[str, Any]) -> tuple:
-    """A hashable identity of the plan the params describe: params that differ only in knobs
-    with no effect (the schedule of a one-stage pipeline, sequence parallelism without tensor
-    parallelism) give the same key, so the plan is simulated once and listed once."""
+def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params with knobs that have no effect set to one value: the schedule of a one-stage
+    pipeline, sequence parallelism without tensor parallelism, ZeRO without data parallelism."""
     canonical = dict(params)
     if canonical["pp"] == 1:
         canonical["schedule"] = "1f1b"
     if canonical["tp"] == 1:
         canonical["sequence_parallel"] = True
+    if canonical["num_gpus"] == canonical["tp"] * canonical["pp"]:  # dp * cp == 1: nothing to shard over
+        canonical["zero_stage"] = 0
+    return canonical
+
+
+def params_key(params: Mapping[str, Any]) -> tuple:
+    """A hashable identity of the plan the params describe: params that differ only in knobs
+    with no effect give the same key, so the plan is simulated once and listed once."""
+    canonical = canonical_params(params)
     return tuple((name, canonical[name]) for name in KNOBS)
