@@ -77,6 +77,22 @@ def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
     return dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
 
 
+def _context_parallel_attention_s(gpu: GpuSpec, attention: dict, local_seq: int, cp: int, phase: str) -> float:
+    """One rank's causal attention over its `local_seq` tokens of a sequence split cp ways.
+
+    Load-balanced ring attention (Megatron/Transformer Engine): a rank holds two chunks of
+    local_seq/2 tokens, attends causally to its own pair, then in each of the cp-1 ring steps
+    either all its queries meet half the arriving keys or half its queries meet all of them: a
+    local_seq x local_seq/2 product without mask. So the kernels are smaller than one long
+    sequence's, and their efficiency is priced at the size they run at.
+    """
+    own = attention_time_s(gpu, seq_q=local_seq, seq_kv=local_seq, causal=True, phase=phase, **attention)
+    if cp == 1:
+        return own
+    ring = attention_time_s(gpu, seq_q=local_seq, seq_kv=local_seq // 2, causal=False, phase=phase, **attention)
+    return own + (cp - 1) * ring
+
+
 @cache
 def layer_blocks(
     model: ModelSpec,
@@ -93,21 +109,19 @@ def layer_blocks(
     table = calibration_table(calibration)
     b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
     gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep)
-    # Attention runs in bf16 under fp8 training (Transformer Engine's default). With context
-    # parallelism each rank does 1/cp of the whole causal sequence's attention (load-balanced).
+    # Attention runs in bf16 under fp8 training (Transformer Engine's default).
     attention = dict(
         batch=b,
         heads=model.heads // tp,
-        seq_q=plan.seq_len,
-        seq_kv=plan.seq_len,
         head_dim=model.d_head,
-        causal=True,
         precision="bf16" if precision in ("fp8", "fp4") else precision,
         kv_heads=max(1, model.kv_heads // tp),
         kernel="flash" if plan.flash_attention and gpu.attention_fwd_efficiency else "unfused",
+        calibration=table,
     )
-    attention_fwd = attention_time_s(gpu, phase="fwd", calibration=table, **attention) / cp
-    attention_bwd = attention_time_s(gpu, phase="bwd", calibration=table, **attention) / cp
+    attention_fwd, attention_bwd = (
+        _context_parallel_attention_s(gpu, attention, s, cp, phase) for phase in ("fwd", "bwd")
+    )
     moe = model.is_moe_layer(layer_index)
     width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
     kernels = layer_memory_kernels(

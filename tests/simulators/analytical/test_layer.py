@@ -40,3 +40,12 @@ def test_per_layer_plan_keeps_only_what_a_layer_depends_on():
     b = per_layer_plan(plan(pp=1, global_batch=16, dp=8))
     assert a == b
     assert per_layer_plan(plan(micro_batch=1)) != b
+
+
+def test_context_parallel_ranks_share_the_attention_at_smaller_kernel_sizes():
+    model = get_model("llama3-8b")
+    one = layer_blocks(model, "H100-SXM", per_layer_plan(plan(tp=1, dp=8, global_batch=16, seq_len=8192)), 0)[0]
+    two = layer_blocks(model, "H100-SXM", per_layer_plan(plan(tp=1, cp=2, dp=4, global_batch=8, seq_len=8192)), 0)[0]
+    # Half the causal work each, but in smaller kernels: a little more than half the time.
+    assert 0.5 * one.attention_fwd_s < two.attention_fwd_s < 0.6 * one.attention_fwd_s
+    assert 0.5 * one.attention_bwd_s < two.attention_bwd_s < 0.6 * one.attention_bwd_s
