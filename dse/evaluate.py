@@ -62,7 +62,7 @@ class Evaluator:
                 violated["plan_valid"] = 1.0
                 outcomes[i] = Outcome(constraints=violated, reason=str(exc))
         try:
-            results = simulate_training_batch([c for _, c in valid])
+            results = simulate_training_batch([c for _, c in valid], breakdown=False)
         except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
             results = [_simulate_one(c) for _, c in valid]
         for (i, candidate), result in zip(valid, results):
@@ -100,6 +100,6 @@ class Evaluator:
 
 def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:
     try:
-        return simulate_training_batch([candidate])[0]
+        return simulate_training_batch([candidate], breakdown=False)[0]
     except Exception as exc:  # a simulator bug must not end the study: record it
         return Outcome(error=f"{type(exc).__name__}: {exc}")

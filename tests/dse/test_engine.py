@@ -81,10 +81,10 @@ def test_failing_simulation_is_recorded_and_the_study_goes_on(write_spec, tmp_pa
 
     real = dse.evaluate.simulate_training_batch
 
-    def flaky(candidates):
+    def flaky(candidates, **kwargs):
         if any(c.plan.tp == 2 for c in candidates):
             raise RuntimeError("boom")
-        return real(candidates)
+        return real(candidates, **kwargs)
 
     monkeypatch.setattr(dse.evaluate, "simulate_training_batch", flaky)
     summary, trials, front = search(write_spec(), tmp_path / "out")
