@@ -15,7 +15,7 @@ from dse.metrics import TRAINING_METRICS
 from dse.spec import Constraint, Study, knob_values
 from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
-from simulators.workload import ep_problem, pp_problem, precision_problem, tp_problem
+from simulators.workload import ep_problem, etp_problem, pp_problem, precision_problem, tp_problem
 
 
 @dataclass(frozen=True)
@@ -71,6 +71,7 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
         ("search.tp", tps, tp_problem),
         ("search.pp", pps, pp_problem),
         ("search.ep", knob_values(search.ep), ep_problem),
+        ("search.etp", knob_values(search.etp), etp_problem),
     ):
         for value in values:
             if problem := rule(model, value):

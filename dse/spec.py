@@ -99,6 +99,7 @@ class TrainingSearch(_Frozen):
     pp: IntKnob = [1, 2, 4, 8]
     cp: IntKnob = [1]
     ep: IntKnob = [1]
+    etp: IntKnob = [1]
     vpp: IntKnob = [1]
     micro_batch: IntKnob = [1, 2]
     global_batch: IntKnob = [1024]
@@ -107,7 +108,7 @@ class TrainingSearch(_Frozen):
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
 
-    @field_validator("tp", "pp", "cp", "ep", "vpp", "micro_batch", "global_batch", "sequence_parallel")
+    @field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "sequence_parallel")
     @classmethod
     def _lists(cls, knob: Any) -> Any:
         if isinstance(knob, list):

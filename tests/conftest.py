@@ -40,6 +40,7 @@ TINY_PARAMS = {
     "pp": 1,
     "cp": 1,
     "ep": 1,
+    "etp": 1,
     "vpp": 1,
     "micro_batch": 1,
     "global_batch": 64,

@@ -55,9 +55,8 @@ class Block:
 
 def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
     """The Adam step streams ADAM_BYTES_PER_PARAM per local parameter through HBM; ZeRO >= 1
-    leaves each rank its shard (dense over dp*cp ranks, experts over dp*cp/ep)."""
-    shards = plan.dp * plan.cp
-    local = dense / shards + expert / (shards // plan.ep) if plan.zero_stage >= 1 else dense + expert
+    leaves each rank its shard (dense over dp*cp ranks, experts over expert_dp)."""
+    local = dense / (plan.dp * plan.cp) + expert / plan.expert_dp if plan.zero_stage >= 1 else dense + expert
     return local * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9)
 
 
@@ -108,7 +107,7 @@ def layer_blocks(
     gpu = get_gpu(gpu_name)
     table = calibration_table(calibration)
     b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
-    gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep)
+    gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep, etp=plan.etp)
     # Attention runs in bf16 under fp8 training (Transformer Engine's default).
     attention = dict(
         batch=b,

@@ -251,9 +251,15 @@ def _layer_costs_of(
         )
         fwd_comm["dp"] = max(0.0, gather - fwd)
         bwd_comm["dp"] = max(0.0, gather + scatter - input_grad - weight_grad)
-    if model.is_moe_layer(layer_index) and plan.ep > 1:  # dispatch and combine
+    if model.is_moe_layer(layer_index) and plan.ep * plan.etp > 1:  # dispatch and combine
         routed = ep_dispatch_bytes(model, plan)
-        fwd_comm["ep"] = bwd_comm["ep"] = 2 * _collective_s(network, "all_to_all", routed, plan.ep, tp)
+        # Expert ranks are laid out etp innermost, then ep (Megatron-Core's expert rank order).
+        a2a = 2 * _collective_s(network, "all_to_all", routed, plan.ep, plan.etp)
+        # Expert tensor parallelism gathers the routed tokens and reduce-scatters the outputs.
+        etp_comm = _collective_s(network, "all_gather", routed * plan.etp, plan.etp, 1) + _collective_s(
+            network, "reduce_scatter", routed * plan.etp, plan.etp, 1
+        )
+        fwd_comm["ep"] = bwd_comm["ep"] = a2a + etp_comm
     # Full recomputation reruns the forward (and its communication) before the backward;
     # selective reruns the norms and the MLP activation, memory-bound kernels.
     full = plan.recompute == "full"
@@ -310,9 +316,9 @@ def _one_stage(
         wgt += per_chunk * output.weight_grad_s
         gemm += per_chunk * output.gemm_s
     dense, expert = stage_params(model, plan, stage)
-    dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
     grad_sync, gather = 0.0, 0.0
-    for params, shards, stride in ((dense, dense_shards, plan.tp), (expert, expert_shards, plan.tp * plan.ep)):
+    groups = ((dense, plan.dp * plan.cp, plan.tp), (expert, plan.expert_dp, plan.ep * plan.etp))
+    for params, shards, stride in groups:
         if plan.zero_stage == 3:  # gathered and reduced layer by layer (in _layer_costs_of)
             continue
         if plan.zero_stage >= 1:

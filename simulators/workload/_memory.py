@@ -69,8 +69,7 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[floa
     """(dense, expert) parameters one GPU of pipeline stage `stage` holds.
 
     Attention, dense and shared-expert MLPs, embeddings are split over tp (norms and the router
-    are replicated); routed experts are split over ep, each expert whole (expert tensor
-    parallelism 1, Megatron's recommendation for fine-grained MoE).
+    are replicated); routed experts are split over ep, and each expert's MLP over etp.
     """
     h, tp = model.hidden, plan.tp
     kinds = stage_layer_kinds(model, plan, stage)
@@ -80,7 +79,7 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[floa
     if True in kinds:
         shared = model.mlp_matrices * h * model.shared_experts_ffn_hidden / tp
         dense += kinds[True] * (attention + model.router_params + shared)
-        expert = kinds[True] * model.moe_experts // plan.ep * model.expert_params
+        expert = kinds[True] * model.moe_experts // plan.ep * model.expert_params / plan.etp
     first, last = stage == 0, stage == plan.pp - 1
     if first:
         dense += model.embedding_params / tp
@@ -142,13 +141,13 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: flo
 
     The last stage keeps its in-flight chunks plus the logits. Full recomputation keeps only each
     layer's input, plus one layer's activations while it is recomputed. ZeRO shards dense
-    parameters' state over dp*cp ranks and experts' over the dp*cp/ep ranks holding a replica.
+    parameters' state over dp*cp ranks and experts' over the expert_dp ranks holding a replica.
     """
     layer_input = plan.seq_len // plan.cp * plan.micro_batch * model.hidden * ACTIVATION_BYTES
     if plan.sequence_parallel:
         layer_input /= plan.tp
     logits = LOGIT_BYTES * plan.seq_len // plan.cp * plan.micro_batch * -(-model.vocab // plan.tp)
-    dense_shards, expert_shards = plan.dp * plan.cp, plan.dp * plan.cp // plan.ep
+    dense_shards, expert_shards = plan.dp * plan.cp, plan.expert_dp
 
     def sharded(dense: float, expert: float, bytes_per_param: int, stage_from: int) -> float:
         if plan.zero_stage < stage_from:

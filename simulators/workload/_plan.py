@@ -55,6 +55,16 @@ def ep_problem(model: ModelSpec, ep: int) -> str | None:
     return None
 
 
+def etp_problem(model: ModelSpec, etp: int) -> str | None:
+    """Why `etp` ranks cannot split each expert's MLP, or None."""
+    if etp > 1 and not model.moe_experts:
+        return f"etp={etp} needs a mixture-of-experts model; {model.name} is dense (allowed: 1)"
+    if model.moe_experts and model.moe_ffn_hidden % etp:
+        allowed = ", ".join(map(str, divisors(model.moe_ffn_hidden)))
+        return f"{etp} does not divide moe_ffn_hidden={model.moe_ffn_hidden} of {model.name}; allowed: {allowed}"
+    return None
+
+
 def precision_problem(gpu: GpuSpec, precision: str) -> str | None:
     """Why `gpu` cannot run GEMMs in `precision`, or None."""
     if gpu.peak_tflops(precision) is None:
@@ -66,8 +76,9 @@ def precision_problem(gpu: GpuSpec, precision: str) -> str | None:
 class ParallelPlan:
     """How one training step is split over GPUs (Megatron vocabulary; batches in sequences).
 
-    GPUs = tp * cp * pp * dp. Expert parallelism is carved out of the dp * cp ranks (it does not
-    multiply the GPU count); `vpp` model chunks per stage with schedule 1f1b is interleaved
+    GPUs = tp * cp * pp * dp. Expert parallelism ep and expert tensor parallelism etp are folded
+    onto the tp * cp * dp ranks of a stage (Megatron-Core's parallel folding; they do not multiply
+    the GPU count); `vpp` model chunks per stage with schedule 1f1b is interleaved
     1F1B. ZeRO stages shard over the dp ranks: 1 optimizer states (Megatron's distributed
     optimizer), 2 also gradients, 3 also weights (FSDP).
     """
@@ -80,6 +91,7 @@ class ParallelPlan:
     seq_len: int
     cp: int = 1
     ep: int = 1
+    etp: int = 1
     vpp: int = 1
     recompute: str = "none"
     sequence_parallel: bool = True
@@ -89,7 +101,7 @@ class ParallelPlan:
     flash_attention: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("tp", "pp", "dp", "cp", "ep", "vpp", "micro_batch", "global_batch", "seq_len"):
+        for name in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise PlanError(f"{name}={value!r} must be a positive integer")
@@ -100,9 +112,10 @@ class ParallelPlan:
             raise PlanError(
                 f"global_batch={self.global_batch} is not a multiple of dp*micro_batch={self.dp}*{self.micro_batch}"
             )
-        if (self.dp * self.cp) % self.ep:
+        if (self.tp * self.cp * self.dp) % (self.ep * self.etp):
             raise PlanError(
-                f"ep={self.ep} does not divide dp*cp={self.dp}*{self.cp}: experts are spread over those ranks"
+                f"ep*etp={self.ep}*{self.etp} does not divide tp*cp*dp={self.tp}*{self.cp}*{self.dp}: "
+                f"expert ranks are folded onto the attention ranks of a stage"
             )
         if self.cp > 1 and self.seq_len % (2 * self.cp):
             raise PlanError(
@@ -115,6 +128,11 @@ class ParallelPlan:
                 raise PlanError(
                     f"interleaved 1F1B needs microbatches={self.microbatches} to be a multiple of pp={self.pp}"
                 )
+
+    @property
+    def expert_dp(self) -> int:
+        """Ranks holding the same experts (Megatron-Core's expert data parallelism)."""
+        return self.tp * self.cp * self.dp // (self.ep * self.etp)
 
     @property
     def world_size(self) -> int:
@@ -166,11 +184,14 @@ class TrainingCandidate:
         plan, model = self.plan, self.model
         if plan.world_size != self.system.num_gpus:
             raise PlanError(
-                f"tp*pp*dp={plan.tp}*{plan.pp}*{plan.dp}={plan.world_size} differs from num_gpus={self.system.num_gpus}"
+                f"tp*cp*pp*dp={plan.tp}*{plan.cp}*{plan.pp}*{plan.dp}={plan.world_size} "
+                f"differs from num_gpus={self.system.num_gpus}"
             )
         for problem in (
             tp_problem(model, plan.tp),
-            pp_problem(model, plan.pp),
+            pp_problem(model, plan.pp * plan.vpp),
+            ep_problem(model, plan.ep),
+            etp_problem(model, plan.etp),
             precision_problem(self.system.gpu, plan.precision),
         ):
             if problem:

@@ -139,3 +139,19 @@ def test_compute_fraction_slows_every_kernel_and_nothing_else():
     assert sum(half.breakdown_s[k] for k in kernels) == pytest.approx(2 * sum(full.breakdown_s[k] for k in kernels))
     assert half.breakdown_s["optimizer_s"] == full.breakdown_s["optimizer_s"]
     assert half.memory == full.memory
+
+
+def test_expert_tensor_parallelism_splits_experts_and_pays_its_collectives():
+    base = dict(model="mixtral-8x7b", num_gpus=64, tp=2, pp=4, dp=8, ep=4, global_batch=64)
+    whole, split = run(**base, etp=1), run(**base, etp=2)
+    assert split.memory.weights_bytes < whole.memory.weights_bytes
+    assert split.breakdown_s["ep_comm_s"] > whole.breakdown_s["ep_comm_s"]
+
+
+def test_expert_ranks_must_fold_onto_the_stage():
+    from simulators._errors import PlanError
+
+    with pytest.raises(PlanError, match=r"ep\*etp=8\*2 does not divide tp\*cp\*dp=2\*1\*4"):
+        ParallelPlan(tp=2, pp=1, dp=4, ep=8, etp=2, micro_batch=1, global_batch=8, seq_len=4096)
+    with pytest.raises(PlanError, match="etp=2 needs a mixture-of-experts model"):
+        run(num_gpus=8, tp=2, dp=4, etp=2, global_batch=8)
