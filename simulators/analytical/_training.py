@@ -227,7 +227,7 @@ def _layer_costs_of(
     attention_fwd, attention_bwd = blocks[0].attention_fwd_s, blocks[0].attention_bwd_s
     memory_fwd = sum(block.memory_fwd_s for block in blocks)
     gemm = sum(block.gemm_s for block in blocks)
-    gemm_fwd = gemm - sum(b.gemm_s - (b.forward_s - b.memory_fwd_s - b.attention_fwd_s) for b in blocks)
+    gemm_fwd = sum(block.forward_s - block.memory_fwd_s - block.attention_fwd_s for block in blocks)
 
     activation = tp_activation_bytes(model, plan)
     if plan.sequence_parallel:  # all-gather before, reduce-scatter after each block
