@@ -12,6 +12,7 @@ token), no dropout, GQA and gated MLPs; context parallelism splits the sequence.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from simulators.models import ModelSpec
 from simulators.workload._plan import ParallelPlan
@@ -136,6 +137,7 @@ def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:
     return min(pp - stage, m)
 
 
+@cache
 def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: float) -> MemoryBreakdown:
     """Peak memory of the worse of the first and last pipeline stage.
 

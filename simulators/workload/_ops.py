@@ -25,6 +25,7 @@ token more than others, so the FLOPs stay exact.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from simulators._errors import PlanError
 from simulators.models import ModelSpec
@@ -186,6 +187,7 @@ def logits_gemm(model: ModelSpec, micro_batch: int, seq_len: int, tp: int) -> Ge
     return Gemm("logits", micro_batch * seq_len, -(-model.vocab // tp), model.hidden)
 
 
+@cache
 def model_flops(model: ModelSpec, global_batch: int, seq_len: int) -> int:
     """Model FLOPs of one training step: forward plus backward (2x forward), no recomputation.
 
