@@ -145,6 +145,23 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
     console.print(table)
+    collectives = _table(
+        "Collectives per step (nccl-tests conventions: bytes per rank, busbw in GB/s)",
+        ["collective", "op", "bytes", "ranks", "stride", "per step", "algorithm", "time_s", "busbw"],
+    )
+    for use in report.get("collectives", []):
+        collectives.add_row(
+            use["name"],
+            use["op"],
+            f"{use['nbytes']:.4g}",
+            str(use["ranks"]),
+            str(use["stride"]),
+            str(use["count_per_step"]),
+            use["algorithm"],
+            f"{use['time_s']:.3g}",
+            f"{use['busbw_gbytes_per_s']:.4g}",
+        )
+    console.print(collectives)
     return 0
 
 

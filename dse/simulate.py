@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,7 +12,7 @@ from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator
 from dse.space import KNOBS, SearchSpace
-from simulators.analytical import simulate_training
+from simulators.analytical import plan_collectives, simulate_training
 
 
 def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str | None) -> dict[str, Any]:
@@ -41,7 +42,8 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
         report["error"] = outcome.error
     if not outcome.metrics:  # the plan cannot run: no numbers to show
         return report
-    result = simulate_training(space.candidate(params))
+    candidate = space.candidate(params)
+    result = simulate_training(candidate)
     memory = result.memory
     report["metrics"] = dict(outcome.metrics)
     report["breakdown_s"] = dict(result.breakdown_s)
@@ -53,6 +55,7 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
         "reserve": memory.reserve_bytes / 1e9,
         "total": memory.total_gb,
     }
+    report["collectives"] = [dataclasses.asdict(use) for use in plan_collectives(candidate)]
     return report
 
 

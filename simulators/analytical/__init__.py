@@ -1,6 +1,14 @@
 """Analytical simulators: cost models and event timelines fast enough for every candidate."""
 
+from simulators.analytical._collectives_report import CollectiveUse, plan_collectives
 from simulators.analytical._simai_export import simai_workload_of
 from simulators.analytical._training import TrainingResult, simulate_training, simulate_training_batch
 
-__all__ = ["TrainingResult", "simai_workload_of", "simulate_training", "simulate_training_batch"]
+__all__ = [
+    "CollectiveUse",
+    "plan_collectives",
+    "TrainingResult",
+    "simai_workload_of",
+    "simulate_training",
+    "simulate_training_batch",
+]

@@ -100,6 +100,13 @@ def test_simulate_prints_one_json_object_whose_breakdown_adds_up(write_spec, cap
     total = sum(report["breakdown_s"].values())
     assert total == pytest.approx(report["metrics"]["iteration_time_s"], rel=1e-9)
     assert report["memory_gb"]["total"] == pytest.approx(report["metrics"]["memory_gb_per_gpu"])
+    # nccl-tests conventions: busbw = bytes / time * (n-1)/n for all-gather and reduce-scatter.
+    uses = {use["name"]: use for use in report["collectives"]}
+    gather = uses["tp all_gather"]
+    assert gather["ranks"] == 2 and gather["nbytes"] == 1 * 4096 * 4096 * 2
+    expected = gather["nbytes"] / gather["time_s"] / 1e9 * (2 - 1) / 2
+    assert gather["busbw_gbytes_per_s"] == pytest.approx(expected)
+    assert "pp send" in uses and "dp gradient reduce-scatter" in uses
 
 
 def test_simulate_refuses_to_pick_a_knob_value_silently(write_spec, capsys):
