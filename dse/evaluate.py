@@ -44,7 +44,10 @@ class Evaluator:
 
     @property
     def constraint_names(self) -> tuple[str, ...]:
-        user = tuple(f"{c.metric}_{'max' if c.max is not None else 'min'}" for c in self.space.resolved.constraints)
+        user = tuple(
+            f"constraints[{i}]:{c.metric}_{'max' if c.max is not None else 'min'}"
+            for i, c in enumerate(self.space.resolved.constraints)
+        )
         return ("plan_valid", "memory_fits", *user)
 
     def evaluate(self, params: Mapping[str, Any]) -> Outcome:

@@ -165,3 +165,19 @@ def test_plans_that_differ_only_in_knobs_without_effect_are_one_candidate(write_
     assert space.size == 96
     # pp=1 plans (half of the 96) do not depend on the schedule: 24 + 48 distinct plans.
     assert len(space.grid()) == 72
+
+
+def test_user_constraints_make_candidates_infeasible_with_their_reason(write_spec, tmp_path):
+    extra = "constraints:\n  - {metric: usd_per_hour, max: 30}\n  - {metric: usd_per_hour, min: 10}\n"
+    summary, trials, front = search(write_spec(extra=extra), tmp_path / "out")
+    sixteen = trials[(trials["num_gpus"] == 16) & (trials["state"] == "complete") & trials["usd_per_hour"].notna()]
+    assert len(sixteen) and not sixteen["feasible"].any()  # 16 H100s cost 47.84 $/h > 30
+    assert sixteen["reason"].str.contains("usd_per_hour=47.84 is above max 30").all()
+    assert (front["num_gpus"] == 8).all()
+    stored = summary.study.get_trials(deepcopy=False)[0].constraints
+    assert set(stored) == {
+        "plan_valid",
+        "memory_fits",
+        "constraints[0]:usd_per_hour_max",
+        "constraints[1]:usd_per_hour_min",
+    }
