@@ -78,6 +78,12 @@ def _parser() -> argparse.ArgumentParser:
     exported.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the workload")
     exported.set_defaults(handler=_workload_export)
 
+    listed = workload_commands.add_parser(
+        "ops", parents=[candidate], help="list one candidate's operations per layer and phase (FLOPs, bytes)"
+    )
+    listed.add_argument("--csv", type=Path, metavar="FILE", help="write every operation to FILE")
+    listed.set_defaults(handler=_workload_ops)
+
     models = commands.add_parser("models", help="list the model zoo")
     models.set_defaults(handler=_models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
@@ -197,6 +203,42 @@ def _workload_export(args: argparse.Namespace, console: Console) -> int:
     workload = simai_workload_of(space.candidate(params))
     write_simai_workload(workload, args.out)
     console.print(f"wrote {args.out}: {len(workload.layers)} rows, {workload.header.ga} micro-batches of {params}")
+    return 0
+
+
+def _workload_ops(args: argparse.Namespace, console: Console) -> int:
+    import dataclasses
+
+    import pandas as pd
+
+    from dse.checks import resolve_study
+    from dse.simulate import candidate_params
+    from dse.space import SearchSpace
+    from dse.spec import load_study
+    from simulators.workload import step_operations, training_memory
+
+    study = load_study(args.spec, output=str(args.study) if args.study else None)
+    space = SearchSpace.from_study(resolve_study(study))
+    candidate = space.candidate(candidate_params(space, args.set, args.config))
+    ops = pd.DataFrame([dataclasses.asdict(op) for op in step_operations(candidate)])
+    if args.csv:
+        ops.to_csv(args.csv, index=False)
+    summary = ops.groupby(["phase", "kind"], sort=False).agg(
+        count=("name", "size"), flops=("flops", "sum"), nbytes=("nbytes", "sum")
+    )
+    table = _table(
+        "One micro-batch through the first stage, and the step (per GPU)", ["phase", "kind", "count", "TFLOP", "GB"]
+    )
+    for (phase, kind), row in summary.iterrows():
+        table.add_row(phase, kind, str(int(row["count"])), f"{row['flops'] / 1e12:.4g}", f"{row['nbytes'] / 1e9:.4g}")
+    console.print(table)
+    memory = training_memory(candidate.model, candidate.plan, candidate.system.memory_reserve_gb)
+    console.print(
+        f"memory per GPU: weights {memory.weights_bytes / 1e9:.2f} GB, gradients {memory.gradients_bytes / 1e9:.2f}, "
+        f"optimizer {memory.optimizer_bytes / 1e9:.2f}, activations {memory.activations_bytes / 1e9:.2f}, "
+        f"reserve {memory.reserve_bytes / 1e9:.2f}: {memory.total_gb:.2f} GB"
+        + (f"\nwrote {len(ops)} operations to {args.csv}" if args.csv else "")
+    )
     return 0
 
 

@@ -23,9 +23,8 @@ from simulators.hardware import (
 )
 from simulators.models import ModelSpec
 from simulators.workload import ParallelPlan, layer_forward_gemms, logits_gemm
-from simulators.workload._memory import ACTIVATION_BYTES
+from simulators.workload._memory import ACTIVATION_BYTES, ADAM_BYTES_PER_PARAM
 
-ADAM_BYTES_PER_PARAM = 30  # read grad, master, m, v (4 each); write master, m, v (4 each), bf16 weight (2)
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
 MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp")
 

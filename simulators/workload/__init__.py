@@ -41,8 +41,11 @@ from simulators.workload._simai_view import (
     simai_workload_from_layers,
     simai_workload_time_s,
 )
+from simulators.workload._step import Operation, step_operations
 
 __all__ = [
+    "Operation",
+    "step_operations",
     "RECOMPUTE_MODES",
     "SCHEDULES",
     "ZERO_STAGES",

@@ -22,6 +22,7 @@ GRADIENT_BYTES = 4
 OPTIMIZER_BYTES = 12
 ACTIVATION_BYTES = 2
 LOGIT_BYTES = 2 + 4  # bf16 logits kept for backward + fp32 copy for the cross-entropy
+ADAM_BYTES_PER_PARAM = 30  # the Adam step reads grad, master, m, v (4 each), writes master, m, v, bf16 weight
 
 
 @dataclass(frozen=True)

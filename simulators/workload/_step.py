@@ -1,0 +1,171 @@
+"""The operations of one training step on one GPU, as a workload generator lists them (AICB's
+role): per layer and phase (fwd, bwd_input, bwd_weight) the GEMMs with their shapes, the
+attention kernels, the memory-bound kernels and the collectives with their group and bytes, then
+the step-level data-parallel collectives, pipeline sends and the optimizer. FLOPs and bytes only:
+`dse simulate` prices them; this is the inventory a user can check or feed elsewhere.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulators.hardware import layer_memory_kernels
+from simulators.workload._memory import (
+    ACTIVATION_BYTES,
+    ADAM_BYTES_PER_PARAM,
+    GRADIENT_BYTES,
+    WEIGHT_BYTES,
+    stage_layers,
+    stage_params,
+)
+from simulators.workload._ops import layer_forward_gemms, logits_gemm
+from simulators.workload._plan import TrainingCandidate
+
+PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5}
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One operation of one micro-batch (or of the whole step where `scope` is "step")."""
+
+    scope: str  # "layer 0" ... "output", or "step"
+    phase: str  # fwd, bwd_input, bwd_weight, optimizer
+    kind: str  # gemm, attention, memory, collective
+    name: str
+    shape: str  # "m x n x k" (times batch) for GEMMs; "b x heads x s_q x s_kv x d" for attention
+    flops: float
+    nbytes: float
+    group: str = ""  # tp, cp, ep, dp, pp for collectives
+    ranks: int = 1
+
+
+def step_operations(candidate: TrainingCandidate) -> list[Operation]:
+    """Every operation of one micro-batch through the first pipeline stage, then the step's own."""
+    model, plan = candidate.model, candidate.plan
+    b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
+    in_bytes = PRECISION_BYTES[plan.precision]
+    ops: list[Operation] = []
+    for index in stage_layers(model, plan, 0):
+        scope = f"layer {index}"
+        for g in layer_forward_gemms(model, b, s, tp, layer_index=index, ep=plan.ep, etp=plan.etp):
+            if g.causal:  # attention core: FlashAttention's fused kernels, backward ~ 2x forward
+                shape = f"{b} x {model.heads // tp} x {s} x {s * cp} x {model.d_head}"
+                ops.append(Operation(scope, "fwd", "attention", g.name, shape, g.executed_flops * cp, 0.0))
+                ops.append(Operation(scope, "bwd_input", "attention", g.name, shape, 2 * g.executed_flops * cp, 0.0))
+                continue
+            for phase, (m, n, k) in (
+                ("fwd", (g.m, g.n, g.k)),
+                ("bwd_input", (g.m, g.k, g.n)),
+                ("bwd_weight", (g.k, g.n, g.m)),
+            ):
+                nbytes = g.batch * ((m * k + k * n) * in_bytes + m * n * ACTIVATION_BYTES)
+                shape = f"{m} x {n} x {k}" + (f" (x{g.batch})" if g.batch > 1 else "")
+                ops.append(Operation(scope, phase, "gemm", g.name, shape, g.flops, nbytes))
+        moe = model.is_moe_layer(index)
+        width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
+        kernels = layer_memory_kernels(
+            b * s,
+            model.hidden,
+            width / tp,
+            model.heads // tp,
+            max(1, model.kv_heads // tp),
+            model.d_head,
+            -(-model.vocab // tp),
+            plan.precision,
+            gated=model.gated_mlp,
+            norm_tokens=b * s // tp if plan.sequence_parallel else None,
+        )
+        for kernel in kernels:
+            phase = "fwd" if kernel.phase == "fwd" else "bwd_input"
+            ops.append(Operation(scope, phase, "memory", kernel.name, "", 0.0, float(kernel.nbytes)))
+        ops += _layer_collectives(candidate, scope, moe)
+    if plan.pp == 1:  # the first stage is also the last: it holds the output layer
+        g = logits_gemm(model, b, s, tp)
+        ops.append(Operation("output", "fwd", "gemm", "logits", f"{g.m} x {g.n} x {g.k}", g.flops, 0.0))
+        ops.append(Operation("output", "bwd_input", "gemm", "logits", f"{g.m} x {g.k} x {g.n}", g.flops, 0.0))
+        ops.append(Operation("output", "bwd_weight", "gemm", "logits", f"{g.k} x {g.n} x {g.m}", g.flops, 0.0))
+    return ops + _step_level(candidate)
+
+
+def _layer_collectives(candidate: TrainingCandidate, scope: str, moe: bool) -> list[Operation]:
+    model, plan = candidate.model, candidate.plan
+    tokens = plan.micro_batch * (plan.seq_len // plan.cp)
+    activation = tokens * model.hidden * ACTIVATION_BYTES
+    ops = []
+    for phase in ("fwd", "bwd_input"):
+        if plan.tp > 1:
+            names = ("all_gather", "reduce_scatter") if plan.sequence_parallel else ("all_reduce",)
+            for block in ("attention", "mlp"):
+                for op in names:
+                    ops.append(
+                        Operation(scope, phase, "collective", f"{block} {op}", "", 0.0, activation, "tp", plan.tp)
+                    )
+        if plan.cp > 1:
+            kv = 2 * tokens * model.kv_width // plan.tp * ACTIVATION_BYTES
+            steps = (plan.cp - 1) * (2 if phase == "bwd_input" else 1)
+            for _ in range(steps):
+                ops.append(Operation(scope, phase, "collective", "kv ring send_recv", "", 0.0, kv, "cp", plan.cp))
+        if moe and plan.ep > 1:
+            routed = tokens // plan.tp * model.moe_top_k * model.hidden * ACTIVATION_BYTES
+            for name in ("dispatch all_to_all", "combine all_to_all"):
+                ops.append(Operation(scope, phase, "collective", name, "", 0.0, routed, "ep", plan.ep))
+    return ops
+
+
+def _step_level(candidate: TrainingCandidate) -> list[Operation]:
+    model, plan = candidate.model, candidate.plan
+    dense, expert = stage_params(model, plan, 0)
+    dp = plan.dp * plan.cp
+    ops = []
+    for params, group, ranks in ((dense, "dp", dp), (expert, "dp_ep", plan.expert_dp)):
+        if not params or ranks == 1:
+            continue
+        if plan.zero_stage >= 1:
+            ops.append(
+                Operation(
+                    "step",
+                    "bwd_weight",
+                    "collective",
+                    "gradient reduce_scatter",
+                    "",
+                    0.0,
+                    params * GRADIENT_BYTES,
+                    group,
+                    ranks,
+                )
+            )
+            ops.append(
+                Operation(
+                    "step",
+                    "optimizer",
+                    "collective",
+                    "parameter all_gather",
+                    "",
+                    0.0,
+                    params * WEIGHT_BYTES,
+                    group,
+                    ranks,
+                )
+            )
+        else:
+            ops.append(
+                Operation(
+                    "step",
+                    "bwd_weight",
+                    "collective",
+                    "gradient all_reduce",
+                    "",
+                    0.0,
+                    params * GRADIENT_BYTES,
+                    group,
+                    ranks,
+                )
+            )
+    if plan.pp > 1:
+        boundary = plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
+        boundary /= plan.tp if plan.sequence_parallel else 1
+        for phase in ("fwd", "bwd_input"):
+            ops.append(Operation("step", phase, "collective", "stage send_recv", "", 0.0, boundary, "pp", 2))
+    local = dense / dp + expert / plan.expert_dp if plan.zero_stage >= 1 else dense + expert
+    ops.append(Operation("step", "optimizer", "memory", "adam", "", 0.0, local * ADAM_BYTES_PER_PARAM))
+    return ops
