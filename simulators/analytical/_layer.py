@@ -22,7 +22,7 @@ from simulators.hardware import (
     layer_memory_kernels,
 )
 from simulators.models import ModelSpec
-from simulators.workload import ParallelPlan, layer_forward_gemms, logits_gemm
+from simulators.workload import ParallelPlan, layer_forward_gemms, layer_kernels, logits_gemm
 from simulators.workload._memory import ACTIVATION_BYTES, ADAM_BYTES_PER_PARAM
 
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
@@ -121,19 +121,7 @@ def layer_blocks(
         _context_parallel_attention_s(gpu, attention, s, cp, phase) for phase in ("fwd", "bwd")
     )
     moe = model.is_moe_layer(layer_index)
-    width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
-    kernels = layer_memory_kernels(
-        b * s,
-        model.hidden,
-        width / tp,
-        model.heads // tp,
-        max(1, model.kv_heads // tp),
-        model.d_head,
-        -(-model.vocab // tp),
-        precision,
-        gated=model.gated_mlp,
-        norm_tokens=b * s // tp if plan.sequence_parallel else None,
-    )
+    kernels = layer_kernels(model, plan, layer_index)
     blocks = []
     for name, is_mlp in (("attention", False), ("moe" if moe else "mlp", True)):
         mine = [g for g in gemms if not g.causal and g.name.startswith(MLP_GEMMS) == is_mlp]

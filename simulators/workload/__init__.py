@@ -41,11 +41,12 @@ from simulators.workload._simai_view import (
     simai_workload_from_layers,
     simai_workload_time_s,
 )
-from simulators.workload._step import Operation, step_operations
+from simulators.workload._step import Operation, layer_kernels, step_operations
 
 __all__ = [
     "Operation",
     "step_operations",
+    "layer_kernels",
     "RECOMPUTE_MODES",
     "SCHEDULES",
     "ZERO_STAGES",

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulators.hardware import layer_memory_kernels
+from simulators.hardware import MemoryKernel, layer_memory_kernels
+from simulators.models import ModelSpec
 from simulators.workload._memory import (
     ACTIVATION_BYTES,
     ADAM_BYTES_PER_PARAM,
@@ -19,7 +20,7 @@ from simulators.workload._memory import (
     stage_params,
 )
 from simulators.workload._ops import layer_forward_gemms, logits_gemm
-from simulators.workload._plan import TrainingCandidate
+from simulators.workload._plan import ParallelPlan, TrainingCandidate
 
 PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5}
 
@@ -62,19 +63,7 @@ def step_operations(candidate: TrainingCandidate) -> list[Operation]:
                 shape = f"{m} x {n} x {k}" + (f" (x{g.batch})" if g.batch > 1 else "")
                 ops.append(Operation(scope, phase, "gemm", g.name, shape, g.flops, nbytes))
         moe = model.is_moe_layer(index)
-        width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
-        kernels = layer_memory_kernels(
-            b * s,
-            model.hidden,
-            width / tp,
-            model.heads // tp,
-            max(1, model.kv_heads // tp),
-            model.d_head,
-            -(-model.vocab // tp),
-            plan.precision,
-            gated=model.gated_mlp,
-            norm_tokens=b * s // tp if plan.sequence_parallel else None,
-        )
+        kernels = layer_kernels(model, plan, index)
         for kernel in kernels:
             phase = "fwd" if kernel.phase == "fwd" else "bwd_input"
             ops.append(Operation(scope, phase, "memory", kernel.name, "", 0.0, float(kernel.nbytes)))
@@ -85,6 +74,26 @@ def step_operations(candidate: TrainingCandidate) -> list[Operation]:
         ops.append(Operation("output", "bwd_input", "gemm", "logits", f"{g.m} x {g.k} x {g.n}", g.flops, 0.0))
         ops.append(Operation("output", "bwd_weight", "gemm", "logits", f"{g.k} x {g.n} x {g.m}", g.flops, 0.0))
     return ops + _step_level(candidate)
+
+
+def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tuple[MemoryKernel, ...]:
+    """The memory-bound kernels of layer `layer_index` for one micro-batch on one GPU of `plan`
+    (an MoE layer's MLP width is its top_k experts plus shared experts, per routed token)."""
+    b, s, tp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp
+    moe = model.is_moe_layer(layer_index)
+    width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
+    return layer_memory_kernels(
+        b * s,
+        model.hidden,
+        width / tp,
+        model.heads // tp,
+        max(1, model.kv_heads // tp),
+        model.d_head,
+        -(-model.vocab // tp),
+        plan.precision,
+        gated=model.gated_mlp,
+        norm_tokens=b * s // tp if plan.sequence_parallel else None,
+    )
 
 
 def _layer_collectives(candidate: TrainingCandidate, scope: str, moe: bool) -> list[Operation]:
