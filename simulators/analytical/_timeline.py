@@ -114,48 +114,48 @@ def _stage_order(s, pp, v, m, schedule, kind, mb, chunk):
 
 
 @numba.njit(cache=True)
-def _ready_ns(k, g, mb, stages, send, f_end, b_end):
-    """When the inputs of operation (k, g, mb) have arrived, or -1 while they are not produced."""
-    if k == _F:
-        if g == 0:
-            return np.int64(0)
-        return np.int64(-1) if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send
-    if g == stages - 1:
-        return np.int64(0)
-    return np.int64(-1) if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send
-
-
-@numba.njit(cache=True)
-def _execute(s, k, g, mb, start, f_ns, b_ns, f_end, b_end, clock):
-    """Run operation (k, g, mb) on stage s from `start`: advance its clock, record its end."""
-    if k == _F:
-        clock[s] = start + f_ns[s]
-        f_end[g, mb] = clock[s]
-    else:
-        clock[s] = start + b_ns[s]
-        b_end[g, mb] = clock[s]
-
-
-@numba.njit(cache=True)
 def _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock):
     """Fixed-order schedules: each operation starts at max(stage free, inputs arrived), whatever
-    order the stages are visited in, so sweep the stages, each running until it must wait."""
+    order the stages are visited in. A stage runs until it must wait; finishing an operation
+    wakes only the stage that consumes its output, so each operation is looked at about once."""
     ptr = np.zeros(pp, dtype=np.int64)
+    waiting = np.empty(pp, dtype=np.int64)  # stages to visit (a stack, each stage at most once)
+    queued = np.ones(pp, dtype=np.bool_)
+    for s in range(pp):
+        waiting[s] = pp - 1 - s
+    top = pp
     left = count.sum()
-    while left > 0:
-        progressed = False
-        for s in range(pp):
-            while ptr[s] < count[s]:
-                k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
-                ready = _ready_ns(k, g, mb, stages, send, f_end, b_end)
-                if ready < 0:
-                    break
-                _execute(s, k, g, mb, max(clock[s], ready), f_ns, b_ns, f_end, b_end, clock)
-                ptr[s] += 1
-                left -= 1
-                progressed = True
-        if not progressed:
-            raise RuntimeError("pipeline schedule deadlocked")
+    while top > 0:
+        top -= 1
+        s = waiting[top]
+        queued[s] = False
+        while ptr[s] < count[s]:
+            k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
+            # Inputs: the previous virtual stage's F, or the next one's B, plus one transfer.
+            # (Written out here and in _run_zero_bubble: Numba calls with array arguments cost
+            # more than the rest of an event, 6x in benchmarks/training_speed.py.)
+            if k == _F:
+                ready = 0 if g == 0 else (-1 if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send)
+            else:
+                ready = 0 if g == stages - 1 else (-1 if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send)
+            if ready < 0:
+                break
+            clock[s] = max(clock[s], ready) + (f_ns[s] if k == _F else b_ns[s])
+            if k == _F:
+                f_end[g, mb] = clock[s]
+            else:
+                b_end[g, mb] = clock[s]
+            ptr[s] += 1
+            left -= 1
+            consumer = g + 1 if k == _F else g - 1  # the virtual stage that waits for this output
+            if 0 <= consumer < stages:
+                t = consumer % pp
+                if t != s and not queued[t]:
+                    queued[t] = True
+                    waiting[top] = t
+                    top += 1
+    if left > 0:
+        raise RuntimeError("pipeline schedule deadlocked")
 
 
 @numba.njit(cache=True)
@@ -180,7 +180,10 @@ def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_n
             pending_w[s] -= 1
             continue
         k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
-        ready = _ready_ns(k, g, mb, stages, send, f_end, b_end)
+        if k == _F:
+            ready = 0 if g == 0 else (-1 if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send)
+        else:
+            ready = 0 if g == stages - 1 else (-1 if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send)
         if (ready < 0 or ready > clock[s]) and pending_w[s] > 0:  # fill the stall with a deferred W
             clock[s] += w_ns[s]
             pending_w[s] -= 1
@@ -188,8 +191,11 @@ def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_n
             blocked[s] = True
             continue
         else:
-            _execute(s, k, g, mb, max(clock[s], ready), f_ns, b_ns, f_end, b_end, clock)
-            if k == _B:
+            clock[s] = max(clock[s], ready) + (f_ns[s] if k == _F else b_ns[s])
+            if k == _F:
+                f_end[g, mb] = clock[s]
+            else:
+                b_end[g, mb] = clock[s]
                 pending_w[s] += 1
             ptr[s] += 1
             remaining -= 1
