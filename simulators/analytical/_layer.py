@@ -69,6 +69,7 @@ def ep_dispatch_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
     return plan.micro_batch * (plan.seq_len // plan.cp) // plan.tp * model.moe_top_k * model.hidden * ACTIVATION_BYTES
 
 
+@cache
 def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
     """The plan with what a layer's cost does not depend on (pipeline shape, batch size)
     normalised, so memoised layer costs are shared across candidates."""

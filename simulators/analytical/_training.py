@@ -277,14 +277,20 @@ def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
     """Per-stage costs of one micro-batch through one model chunk (the stage's layers averaged
     over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
     model, plan, system = candidate.model, candidate.plan, candidate.system
-    # Costs per micro-batch do not depend on how many there are: one key for all global batches.
-    key = dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule="1f1b")
+    key = _per_stage_plan(plan)
     return [
         _one_stage(
             model, system.gpu.name, key, system.calibration, system.compute_fraction, stage, stage == plan.pp - 1
         )
         for stage in range(plan.pp)
     ]
+
+
+@cache
+def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
+    """Costs per micro-batch do not depend on how many there are, nor on the schedule: one key
+    for every global batch and schedule."""
+    return dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule="1f1b")
 
 
 @cache
