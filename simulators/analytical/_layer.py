@@ -71,9 +71,15 @@ def ep_dispatch_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
 
 @cache
 def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
-    """The plan with what a layer's cost does not depend on (pipeline shape, batch size)
-    normalised, so memoised layer costs are shared across candidates."""
-    return dataclasses.replace(plan, pp=1, vpp=1, schedule="1f1b", global_batch=plan.micro_batch * plan.dp)
+    """The plan with what a layer's cost does not depend on normalised (pipeline shape, batch
+    size; the data-parallel degree and ZeRO stage unless ZeRO-3 gathers per layer or experts
+    fold onto the data-parallel ranks), so memoised layer costs are shared across candidates."""
+    zero3, experts = plan.zero_stage == 3, plan.ep * plan.etp > 1
+    dp = plan.dp if zero3 or experts else 1
+    zero = plan.zero_stage if zero3 else 1
+    return dataclasses.replace(
+        plan, pp=1, vpp=1, schedule="1f1b", dp=dp, zero_stage=zero, global_batch=plan.micro_batch * dp
+    )
 
 
 def _context_parallel_attention_s(gpu: GpuSpec, attention: dict, local_seq: int, cp: int, phase: str) -> float:
