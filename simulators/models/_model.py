@@ -66,6 +66,11 @@ class ModelSpec(BaseModel):
     v_head_dim: int | None = Field(default=None, ge=1)
     source: str = "given inline in the study spec"
 
+    def __hash__(self) -> int:
+        """Hash of a few fields: consistent with equality (equal models share them) and cheap,
+        since memoised cost functions look models up once per candidate."""
+        return hash((self.name, self.layers, self.hidden, self.ffn_hidden, self.heads))
+
     @model_validator(mode="after")
     def _shapes_agree(self) -> ModelSpec:
         if self.heads % self.kv_heads:
