@@ -57,7 +57,7 @@ def test_mfu_equals_hfu_without_recompute_and_is_lower_with_it():
     assert full.metrics["mfu"] < plain.metrics["mfu"]
     # Recompute adds one forward to three passes: about a third more layer time.
     ratio = full.breakdown_s["gemm_s"] / plain.breakdown_s["gemm_s"]
-    assert 1.25 < ratio < 1.34
+    assert ratio == pytest.approx(1.295, abs=0.045)  # between 1.25 and 1.34
 
 
 def test_pipeline_bubble_is_about_pp_minus_one_over_m_and_interleaving_divides_it():
