@@ -19,6 +19,9 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
+from typing import NamedTuple
+
+import numpy as np
 
 from simulators.analytical._layer import (
     adam_step_s,
@@ -99,29 +102,58 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     without_sends = [None] * len(candidates)
     if breakdown:
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
-    results, offset = [], 0
-    for i, candidate in enumerate(candidates):
-        per = stages[i]
-        ends = stage_end[offset : offset + len(per)]
-        offset += len(per)
-        results.append(_result(candidate, per, ends, with_sends[i], without_sends[i]))
-    return results
+    step = _step_times(stages, plans, stage_end)
+    return [
+        _result(c, stages[i][step.slowest[i]], with_sends[i], without_sends[i], *(float(a[i]) for a in step[1:]))
+        for i, c in enumerate(candidates)
+    ]
 
 
-def _result(candidate, stages, stage_end, makespan_s, makespan_no_send_s) -> TrainingResult:
+class _StepTimes(NamedTuple):
+    """Per candidate: the busiest stage (index within the candidate), and seconds for the
+    pipeline with its exposed gradient reduction, the exposed parameter gather, the optimizer."""
+
+    slowest: np.ndarray
+    pipeline_s: np.ndarray
+    gather_exposed_s: np.ndarray
+    optimizer_s: np.ndarray
+
+
+def _step_times(stages: list[list[_StageCosts]], plans: list[ParallelPlan], stage_end: np.ndarray) -> _StepTimes:
+    """What the step adds around the pipelines, over all candidates' stages at once."""
+    flat = [s for per in stages for s in per]
+    counts = np.array([len(per) for per in stages])
+    starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
+    owner = np.repeat(np.arange(len(stages)), counts)
+    vpp = np.repeat([p.vpp for p in plans], counts)
+    fwd, bwd, wgt, sync, gather, adam = (
+        np.array([getattr(s, name) for s in flat])
+        for name in ("forward_s", "backward_s", "weight_s", "grad_sync_s", "param_gather_s", "optimizer_s")
+    )
+    # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
+    finish = stage_end + np.maximum(0.0, sync - (bwd + wgt) * vpp)
+    busy = fwd + bwd + wgt
+    busiest = busy == np.repeat(np.maximum.reduceat(busy, starts), counts)
+    _, first = np.unique(owner[busiest], return_index=True)
+    slowest = np.flatnonzero(busiest)[first]
+    # The sharded optimizer's parameter all-gather overlaps the next step's first forward.
+    gather_exposed = np.maximum(0.0, gather[slowest] - fwd[slowest] * vpp[slowest])
+    return _StepTimes(
+        slowest - starts,
+        np.maximum.reduceat(finish, starts),
+        gather_exposed,
+        np.maximum.reduceat(adam, starts),
+    )
+
+
+def _result(
+    candidate, slowest, makespan_s, makespan_no_send_s, pipeline_s, gather_exposed_s, optimizer_s
+) -> TrainingResult:
     model, plan, system = candidate.model, candidate.plan, candidate.system
     gpu = system.gpu
-    # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
-    window = [(s.backward_s + s.weight_s) * plan.vpp for s in stages]
-    finish = [end + max(0.0, s.grad_sync_s - w) for end, s, w in zip(stage_end, stages, window)]
-    # The breakdown is told from the busiest stage: its work, and the rest of the makespan idle.
-    slowest = max(stages, key=lambda s: s.forward_s + s.backward_s + s.weight_s)
-    pipeline_s = max(finish)
     dp_exposed_s = pipeline_s - makespan_s
-    gather_exposed_s = max(0.0, slowest.param_gather_s - slowest.forward_s * plan.vpp)
-    optimizer_s = max(s.optimizer_s for s in stages)
     iteration_s = pipeline_s + gather_exposed_s + optimizer_s
-
+    # The breakdown is told from the busiest stage: its work, and the rest of the makespan idle.
     work = plan.microbatches * plan.vpp
     busy_s = work * (slowest.forward_s + slowest.backward_s + slowest.weight_s)
     comm = {k: work * v for k, v in slowest.comm_s.items()}
