@@ -119,7 +119,7 @@ class _StepTimes(NamedTuple):
     optimizer_s: np.ndarray
 
 
-def _step_times(stages: list[list[_StageCosts]], plans: list[ParallelPlan], stage_end: np.ndarray) -> _StepTimes:
+def _step_times(stages: list[tuple[_StageCosts, ...]], plans: list[ParallelPlan], stage_end: np.ndarray) -> _StepTimes:
     """What the step adds around the pipelines, over all candidates' stages at once."""
     flat = [s for per in stages for s in per]
     counts = np.array([len(per) for per in stages])
@@ -156,7 +156,7 @@ def _result(
     # The breakdown is told from the busiest stage: its work, and the rest of the makespan idle.
     work = plan.microbatches * plan.vpp
     busy_s = work * (slowest.forward_s + slowest.backward_s + slowest.weight_s)
-    comm = {k: work * v for k, v in slowest.comm_s.items()}
+    comm = {k: work * v for k, v in slowest.comm_s.items()} if makespan_no_send_s is not None else {}
     breakdown = (
         None
         if makespan_no_send_s is None
@@ -305,17 +305,21 @@ def _layer_costs_of(
     )
 
 
-def _stage_costs(candidate: TrainingCandidate) -> list[_StageCosts]:
+def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
     """Per-stage costs of one micro-batch through one model chunk (the stage's layers averaged
     over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
-    model, plan, system = candidate.model, candidate.plan, candidate.system
-    key = _per_stage_plan(plan)
-    return [
-        _one_stage(
-            model, system.gpu.name, key, system.calibration, system.compute_fraction, stage, stage == plan.pp - 1
-        )
-        for stage in range(plan.pp)
-    ]
+    system = candidate.system
+    plan = _per_stage_plan(candidate.plan)
+    return _all_stages(candidate.model, system.gpu.name, plan, system.calibration, system.compute_fraction)
+
+
+@cache
+def _all_stages(
+    model: ModelSpec, network: str, plan: ParallelPlan, calibration: str | None, fraction: float
+) -> tuple[_StageCosts, ...]:
+    return tuple(
+        _one_stage(model, network, plan, calibration, fraction, stage, stage == plan.pp - 1) for stage in range(plan.pp)
+    )
 
 
 @cache
