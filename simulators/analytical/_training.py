@@ -18,8 +18,8 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
-from typing import NamedTuple
+from functools import cache, cached_property
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
@@ -73,6 +73,20 @@ class _StageCosts:
     param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
     optimizer_s: float
 
+    TIMES: ClassVar[tuple[str, ...]] = (
+        "forward_s",
+        "backward_s",
+        "weight_s",
+        "grad_sync_s",
+        "param_gather_s",
+        "optimizer_s",
+    )
+
+    @cached_property
+    def times(self) -> tuple[float, ...]:
+        """The TIMES fields in order (stage costs are memoised, so this is built once)."""
+        return tuple(getattr(self, name) for name in self.TIMES)
+
 
 def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
     """Time, throughput, utilisation and memory of one training step of `candidate`."""
@@ -87,22 +101,22 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     breakdown=False and gets `breakdown_s=None` at half the cost."""
     stages = [_stage_costs(c) for c in candidates]
     plans = [c.plan for c in candidates]
-    flat = [s for per in stages for s in per]
+    times = np.array([stage.times for per in stages for stage in per]).reshape(-1, len(_StageCosts.TIMES))
     common = dict(
         pp=[p.pp for p in plans],
         chunks=[p.vpp for p in plans],
         microbatches=[p.microbatches for p in plans],
         schedule=[SCHEDULES[p.pipeline_schedule] for p in plans],
-        forward_s=[s.forward_s for s in flat],
-        backward_s=[s.backward_s for s in flat],
-        weight_s=[s.weight_s for s in flat],
+        forward_s=times[:, 0],
+        backward_s=times[:, 1],
+        weight_s=times[:, 2],
     )
     sends = [_send_s(c) for c in candidates]
     with_sends, stage_end = simulate_pipelines(make_pipeline_batch(send_s=sends, **common))
     without_sends = [None] * len(candidates)
     if breakdown:
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
-    step = _step_times(stages, plans, stage_end)
+    step = _step_times(stages, plans, times, stage_end)
     return [
         _result(c, stages[i][step.slowest[i]], with_sends[i], without_sends[i], *(float(a[i]) for a in step[1:]))
         for i, c in enumerate(candidates)
@@ -119,17 +133,16 @@ class _StepTimes(NamedTuple):
     optimizer_s: np.ndarray
 
 
-def _step_times(stages: list[tuple[_StageCosts, ...]], plans: list[ParallelPlan], stage_end: np.ndarray) -> _StepTimes:
-    """What the step adds around the pipelines, over all candidates' stages at once."""
-    flat = [s for per in stages for s in per]
+def _step_times(
+    stages: list[tuple[_StageCosts, ...]], plans: list[ParallelPlan], times: np.ndarray, stage_end: np.ndarray
+) -> _StepTimes:
+    """What the step adds around the pipelines, over all candidates' stages at once; `times`
+    holds each stage's `_StageCosts.TIMES` in a row."""
     counts = np.array([len(per) for per in stages])
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     owner = np.repeat(np.arange(len(stages)), counts)
     vpp = np.repeat([p.vpp for p in plans], counts)
-    fwd, bwd, wgt, sync, gather, adam = (
-        np.array([getattr(s, name) for s in flat])
-        for name in ("forward_s", "backward_s", "weight_s", "grad_sync_s", "param_gather_s", "optimizer_s")
-    )
+    fwd, bwd, wgt, sync, gather, adam = times.T
     # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
     finish = stage_end + np.maximum(0.0, sync - (bwd + wgt) * vpp)
     busy = fwd + bwd + wgt
