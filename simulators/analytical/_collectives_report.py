@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from simulators.analytical._layer import ep_dispatch_bytes, tp_activation_bytes
 from simulators.hardware import get_gpu
 from simulators.network import Network, bus_bandwidth_gbytes_per_s, choose_algorithm
-from simulators.workload import TrainingCandidate, stage_params
+from simulators.workload import TrainingCandidate, stage_layer_kinds, stage_params
 from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
 
 
@@ -36,8 +36,8 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
     """The distinct collectives of the candidate's step (groups of one rank are left out)."""
     model, plan = candidate.model, candidate.plan
     network = Network.from_gpu(get_gpu(candidate.system.gpu.name))
-    layers = model.layers // plan.pp
-    passes = plan.microbatches * layers
+    kinds = stage_layer_kinds(model, plan, 0)
+    passes = plan.microbatches * sum(kinds.values())
     dense, expert = stage_params(model, plan, 0)
     uses = []
     tp_ops = ("all_gather", "reduce_scatter") if plan.sequence_parallel else ("all_reduce",)
@@ -46,7 +46,7 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
     kv = 2 * plan.micro_batch * (plan.seq_len // plan.cp) * model.kv_width // plan.tp * ACTIVATION_BYTES
     uses.append(("cp ring step", "send_recv", kv, 2 if plan.cp > 1 else 1, plan.tp, 3 * (plan.cp - 1) * passes))
     if model.is_moe:
-        moe_passes = plan.microbatches * model.moe_layers // plan.pp
+        moe_passes = plan.microbatches * kinds.get(True, 0)
         uses.append(
             ("ep dispatch/combine", "all_to_all", ep_dispatch_bytes(model, plan), plan.ep, plan.etp, 4 * moe_passes)
         )

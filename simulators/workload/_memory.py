@@ -50,20 +50,41 @@ class MemoryBreakdown:
         return self.total_bytes / 1e9
 
 
+def virtual_stage_bounds(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
+    """First layer of each of the pp*vpp virtual stages, and the layer count at the end.
+
+    Equal shares when they divide; otherwise (no interleaving) the first and last stages, then
+    the second and second-to-last, ... hold one layer fewer than the others."""
+    count = plan.pp * plan.vpp
+    base, extra = divmod(model.layers, count)
+    outside_in = [i for pair in zip(range(count), range(count - 1, -1, -1)) for i in pair]
+    light = set(outside_in[: count - extra]) if extra else set(range(count))
+    sizes = [base if i in light else base + 1 for i in range(count)]
+    bounds = [0]
+    for size in sizes:
+        bounds.append(bounds[-1] + size)
+    return tuple(bounds)
+
+
 def stage_layers(model: ModelSpec, plan: ParallelPlan, stage: int) -> list[int]:
     """Layer indices on pipeline stage `stage`: chunk c holds virtual stage c*pp + stage."""
-    per_chunk = model.layers // (plan.pp * plan.vpp)
-    return [(chunk * plan.pp + stage) * per_chunk + i for chunk in range(plan.vpp) for i in range(per_chunk)]
+    bounds = virtual_stage_bounds(model, plan)
+    return [
+        i
+        for chunk in range(plan.vpp)
+        for i in range(bounds[chunk * plan.pp + stage], bounds[chunk * plan.pp + stage + 1])
+    ]
 
 
 def stage_layer_kinds(model: ModelSpec, plan: ParallelPlan, stage: int) -> dict[bool, int]:
     """How many dense (False) and MoE (True) layers pipeline stage `stage` holds."""
-    per_chunk = model.layers // (plan.pp * plan.vpp)
-    dense = 0
+    bounds = virtual_stage_bounds(model, plan)
+    dense_end = model.layers - model.moe_layers
+    dense = total = 0
     for chunk in range(plan.vpp):
-        start = (chunk * plan.pp + stage) * per_chunk
-        dense += max(0, min(start + per_chunk, model.layers - model.moe_layers) - start)
-    total = per_chunk * plan.vpp
+        start, end = bounds[chunk * plan.pp + stage], bounds[chunk * plan.pp + stage + 1]
+        total += end - start
+        dense += max(0, min(end, dense_end) - start)
     return {kind: count for kind, count in ((False, dense), (True, total - dense)) if count}
 
 

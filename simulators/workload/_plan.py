@@ -36,11 +36,20 @@ def tp_problem(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def pp_problem(model: ModelSpec, stages: int) -> str | None:
-    """Why `stages` (pp, or pp*vpp virtual stages) cannot hold equal shares of the layers, or None."""
-    if model.layers % stages:
+def pp_problem(model: ModelSpec, pp: int, vpp: int = 1) -> str | None:
+    """Why `pp` stages of `vpp` chunks cannot hold `model`'s layers, or None.
+
+    Without interleaving, stages may hold unequal numbers of layers (the first and last get the
+    fewer, as Megatron's --decoder-first/last-pipeline-num-layers allow); interleaved chunks must
+    be equal."""
+    if pp > model.layers:
+        return f"{pp} stages exceed layers={model.layers} of {model.name}; allowed: 1 to {model.layers}"
+    if vpp > 1 and model.layers % (pp * vpp):
         allowed = ", ".join(map(str, divisors(model.layers)))
-        return f"{stages} does not divide layers={model.layers} of {model.name}; allowed: {allowed}"
+        return (
+            f"pp*vpp={pp}*{vpp} does not divide layers={model.layers} of {model.name}; interleaved chunks "
+            f"must be equal (pp*vpp allowed: {allowed})"
+        )
     return None
 
 
@@ -189,7 +198,7 @@ class TrainingCandidate:
             )
         for problem in (
             tp_problem(model, plan.tp),
-            pp_problem(model, plan.pp * plan.vpp),
+            pp_problem(model, plan.pp, plan.vpp),
             ep_problem(model, plan.ep),
             etp_problem(model, plan.etp),
             precision_problem(self.system.gpu, plan.precision),

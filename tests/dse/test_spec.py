@@ -31,7 +31,7 @@ def replace(*pairs):
         (replace("model: llama3-8b", "model: llama3-8"), "model: 'llama3-8'", "did you mean 'llama3-8b'"),
         (replace("gpu: [H100-SXM]", "gpu: [H100-SXM, H300]"), "hardware.gpu[1]: 'H300'", "allowed: V100-32GB"),
         (replace("tp: [1, 2, 4]", "tp: [1, 3]"), "search.tp: 3 does not divide kv_heads=8", "allowed: 1, 2, 4, 8"),
-        (replace("pp: [1, 2]", "pp: [1, 5]"), "search.pp: 5 does not divide layers=32", "allowed: 1, 2, 4, 8, 16, 32"),
+        (replace("pp: [1, 2]", "pp: [1, 64]"), "search.pp: 64 stages exceed layers=32", "allowed: 1 to 32"),
         (replace("pp: [1, 2]", "pp: [1, 32]"), "search.pp: 32", "leaves no whole data-parallel degree"),
         (
             replace("num_gpus: [8, 16]", "num_gpus: [6, 16]", "tp: [1, 2, 4]", "tp: [2, 4]", "pp: [1, 2]", "pp: [2]"),

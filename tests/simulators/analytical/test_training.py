@@ -155,3 +155,9 @@ def test_expert_ranks_must_fold_onto_the_stage():
         ParallelPlan(tp=2, pp=1, dp=4, ep=8, etp=2, micro_batch=1, global_batch=8, seq_len=4096)
     with pytest.raises(PlanError, match="etp=2 needs a mixture-of-experts model"):
         run(num_gpus=8, tp=2, dp=4, etp=2, global_batch=8)
+
+
+def test_deepseek_v3_runs_on_an_uneven_pipeline():
+    result = run(model="deepseek-v3", num_gpus=512, tp=1, pp=16, dp=32, ep=32, global_batch=512, recompute="full")
+    assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
+    assert result.breakdown_s["pipeline_bubble_s"] > 0

@@ -76,3 +76,15 @@ def test_stage_layer_kinds_count_the_layers_of_each_stage(pp, vpp):
         assert kinds.get(True, 0) == sum(model.is_moe_layer(i) for i in layers)
         assert sum(kinds.values()) == len(layers)
     assert sorted(seen) == list(range(24))
+
+
+def test_uneven_pipelines_give_the_first_and_last_stages_fewer_layers():
+    from simulators.workload import stage_layer_kinds, stage_layers
+
+    model = get_model("deepseek-v3")  # 61 layers: 3 dense, then 58 MoE
+    plan_ = ParallelPlan(tp=1, pp=16, dp=1, micro_batch=1, global_batch=16, seq_len=4096)
+    sizes = [len(stage_layers(model, plan_, s)) for s in range(16)]
+    assert sizes == [3, 3] + [4] * 13 + [3]
+    assert sorted(i for s in range(16) for i in stage_layers(model, plan_, s)) == list(range(61))
+    assert stage_layer_kinds(model, plan_, 0) == {False: 3}
+    assert stage_layer_kinds(model, plan_, 1) == {True: 3}

@@ -19,7 +19,8 @@ def candidate(model="llama3-8b", num_gpus=8, **plan):
     "kwargs,message",
     [
         (dict(tp=16, dp=1, num_gpus=16), "16 does not divide kv_heads=8"),
-        (dict(pp=4, vpp=3, dp=2, global_batch=8), "12 does not divide layers=32"),
+        (dict(pp=4, vpp=3, dp=2, global_batch=8), "pp*vpp=4*3 does not divide layers=32"),
+        (dict(pp=64, dp=1, num_gpus=64, global_batch=64), "64 stages exceed layers=32"),
         (dict(ep=2), "ep=2 needs a mixture-of-experts model"),
         (dict(model="mixtral-8x7b", ep=16, num_gpus=16), "16 does not divide moe_experts=8"),
         (dict(model="mixtral-8x7b", etp=3, num_gpus=24, global_batch=24), "3 does not divide moe_ffn_hidden=14336"),
