@@ -38,6 +38,9 @@ def test_trials_csv_has_every_trial_with_params_metrics_and_feasibility(write_sp
     assert infeasible["reason"].notna().all()
     assert (tmp_path / "out" / "study.journal").exists()
     assert not front.empty and len(front) <= trials["feasible"].sum()
+    parts = front[[c for c in front.columns if c.startswith("breakdown_")]]
+    assert {"breakdown_gemm_s", "breakdown_pipeline_bubble_s", "breakdown_dp_comm_s"} <= set(parts.columns)
+    assert parts.sum(axis=1).to_numpy() == pytest.approx(front["iteration_time_s"].to_numpy(), rel=1e-9)
 
 
 def test_identical_candidates_are_simulated_once(write_spec, tmp_path):
