@@ -164,9 +164,10 @@ def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_n
     acts first (ties: the lowest index), so the choice of what fills a stall is deterministic."""
     ptr = np.zeros(pp, dtype=np.int64)
     pending_w = np.zeros(pp, dtype=np.int64)
-    blocked = np.zeros(pp, dtype=np.bool_)
+    blocked = np.zeros(pp, dtype=np.bool_)  # waiting for an input: only its producer clears it
     remaining = count.sum()
-    while remaining > 0 or pending_w.sum() > 0:
+    deferred = 0
+    while remaining > 0 or deferred > 0:
         s = -1
         for t in range(pp):
             if blocked[t] or (ptr[t] >= count[t] and pending_w[t] == 0):
@@ -178,6 +179,7 @@ def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_n
         if ptr[s] >= count[s]:  # only deferred weight gradients left
             clock[s] += w_ns[s]
             pending_w[s] -= 1
+            deferred -= 1
             continue
         k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
         if k == _F:
@@ -187,9 +189,9 @@ def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_n
         if (ready < 0 or ready > clock[s]) and pending_w[s] > 0:  # fill the stall with a deferred W
             clock[s] += w_ns[s]
             pending_w[s] -= 1
+            deferred -= 1
         elif ready < 0:
             blocked[s] = True
-            continue
         else:
             clock[s] = max(clock[s], ready) + (f_ns[s] if k == _F else b_ns[s])
             if k == _F:
@@ -197,9 +199,12 @@ def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_n
             else:
                 b_end[g, mb] = clock[s]
                 pending_w[s] += 1
+                deferred += 1
             ptr[s] += 1
             remaining -= 1
-        blocked[:] = False
+            consumer = g + 1 if k == _F else g - 1  # the virtual stage that waits for this output
+            if 0 <= consumer < stages:
+                blocked[consumer % pp] = False
 
 
 @numba.njit(cache=True)
