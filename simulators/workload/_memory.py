@@ -165,7 +165,8 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: flo
 
     The last stage keeps its in-flight chunks plus the logits. Full recomputation keeps only each
     layer's input, plus one layer's activations while it is recomputed. ZeRO shards dense
-    parameters' state over dp*cp ranks and experts' over the expert_dp ranks holding a replica.
+    parameters' state over dp*cp ranks and experts' over the expert_dp ranks holding a replica;
+    ZeRO-3 also holds the gathered weights of the layer in use and of the next.
     """
     layer_input = plan.seq_len // plan.cp * plan.micro_batch * model.hidden * ACTIVATION_BYTES
     if plan.sequence_parallel:
@@ -180,6 +181,10 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: flo
 
     full = {moe: layer_activation_bytes(model, plan, moe) for moe in {False, model.is_moe}}
 
+    # ZeRO-3 holds the layer in use and the one prefetched behind it in full (bf16).
+    largest_layer = max(model.layer_params(first) for first, _ in model.layer_runs) / plan.tp
+    gathered = 2 * largest_layer * WEIGHT_BYTES if plan.zero_stage == 3 else 0.0
+
     def stage(index: int) -> MemoryBreakdown:
         kinds = stage_layer_kinds(model, plan, index)
         if plan.recompute == "full":
@@ -188,7 +193,7 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: flo
             chunk, working = sum(n * full[k] for k, n in kinds.items()) / plan.vpp, 0.0
         dense, expert = stage_params(model, plan, index)
         return MemoryBreakdown(
-            weights_bytes=sharded(dense, expert, WEIGHT_BYTES, 3),
+            weights_bytes=sharded(dense, expert, WEIGHT_BYTES, 3) + gathered,
             gradients_bytes=sharded(dense, expert, GRADIENT_BYTES, 2),
             optimizer_bytes=sharded(dense, expert, OPTIMIZER_BYTES, 1),
             activations_bytes=in_flight_chunks(plan, index) * chunk

@@ -88,3 +88,12 @@ def test_uneven_pipelines_give_the_first_and_last_stages_fewer_layers():
     assert sorted(i for s in range(16) for i in stage_layers(model, plan_, s)) == list(range(61))
     assert stage_layer_kinds(model, plan_, 0) == {False: 3}
     assert stage_layer_kinds(model, plan_, 1) == {True: 3}
+
+
+def test_zero3_shards_weights_but_holds_two_gathered_layers():
+    model = get_model("llama3-8b")
+    one = training_memory(model, plan(zero_stage=1), 0.0)
+    three = training_memory(model, plan(zero_stage=3), 0.0)
+    layer = model.layer_params(0) * 2  # bf16, tp=1
+    assert three.weights_bytes == pytest.approx(one.weights_bytes / 8 + 2 * layer)
+    assert three.gradients_bytes == pytest.approx(one.gradients_bytes / 8)
