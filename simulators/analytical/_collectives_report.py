@@ -10,11 +10,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulators.analytical._layer import ep_dispatch_bytes, tp_activation_bytes
 from simulators.hardware import get_gpu
 from simulators.network import Network, bus_bandwidth_gbytes_per_s, choose_algorithm
-from simulators.workload import TrainingCandidate, stage_layer_kinds, stage_params
-from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
+from simulators.workload import (
+    TrainingCandidate,
+    cp_kv_bytes,
+    ep_dispatch_bytes,
+    pipeline_send_bytes,
+    stage_layer_kinds,
+    stage_params,
+    tp_activation_bytes,
+)
+from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
 
 
 @dataclass(frozen=True)
@@ -43,7 +50,7 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
     tp_ops = ("all_gather", "reduce_scatter") if plan.sequence_parallel else ("all_reduce",)
     for op in tp_ops:
         uses.append((f"tp {op}", op, tp_activation_bytes(model, plan), plan.tp, 1, 4 * passes))
-    kv = 2 * plan.micro_batch * (plan.seq_len // plan.cp) * model.kv_width // plan.tp * ACTIVATION_BYTES
+    kv = cp_kv_bytes(model, plan)
     uses.append(("cp ring step", "send_recv", kv, 2 if plan.cp > 1 else 1, plan.tp, 3 * (plan.cp - 1) * passes))
     if model.is_moe:
         moe_passes = plan.microbatches * kinds.get(True, 0)
@@ -68,9 +75,7 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
                 1,
             )
         )
-    boundary = plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
-    if plan.sequence_parallel:
-        boundary //= plan.tp
+    boundary = pipeline_send_bytes(model, plan)
     uses.append(
         (
             "pp send",

@@ -22,8 +22,8 @@ from simulators.hardware import (
     layer_memory_kernels,
 )
 from simulators.models import ModelSpec
-from simulators.workload import ParallelPlan, layer_forward_gemms, layer_kernels, logits_gemm
-from simulators.workload._memory import ACTIVATION_BYTES, ADAM_BYTES_PER_PARAM
+from simulators.workload import ParallelPlan, layer_forward_gemms, layer_kernels, logits_gemm, optimizer_local_params
+from simulators.workload._memory import ADAM_BYTES_PER_PARAM
 
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
 MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp")
@@ -55,18 +55,7 @@ class Block:
 def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
     """The Adam step streams ADAM_BYTES_PER_PARAM per local parameter through HBM; ZeRO >= 1
     leaves each rank its shard (dense over dp*cp ranks, experts over expert_dp)."""
-    local = dense / (plan.dp * plan.cp) + expert / plan.expert_dp if plan.zero_stage >= 1 else dense + expert
-    return local * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9)
-
-
-def tp_activation_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
-    """The activation a tensor-parallel collective moves per block: b * s/cp * h in bf16."""
-    return plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
-
-
-def ep_dispatch_bytes(model: ModelSpec, plan: ParallelPlan) -> int:
-    """Tokens one rank sends to the experts (and gets back): its share of b * s/cp, top_k times."""
-    return plan.micro_batch * (plan.seq_len // plan.cp) // plan.tp * model.moe_top_k * model.hidden * ACTIVATION_BYTES
+    return optimizer_local_params(plan, dense, expert) * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9)
 
 
 @cache

@@ -11,22 +11,18 @@ data-parallel ones in the header.
 
 from __future__ import annotations
 
-from simulators.analytical._layer import (
-    adam_step_s,
-    ep_dispatch_bytes,
-    layer_blocks,
-    output_layer,
-    per_layer_plan,
-    tp_activation_bytes,
-)
+from simulators.analytical._layer import adam_step_s, layer_blocks, output_layer, per_layer_plan
 from simulators.workload import (
     SimAIWorkload,
     TrainingCandidate,
+    ep_dispatch_bytes,
+    pipeline_send_bytes,
     simai_workload_from_layers,
     stage_layers,
     stage_params,
+    tp_activation_bytes,
 )
-from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
+from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
 
 
 def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
@@ -78,9 +74,6 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
             }
         )
     rows += layer_rows * plan.microbatches
-    boundary = plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
-    if plan.sequence_parallel:
-        boundary //= plan.tp
     return simai_workload_from_layers(
         tp=plan.tp,
         ep=plan.ep,
@@ -88,6 +81,6 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
         vpp=plan.vpp,
         ga=plan.microbatches,
         all_gpus=system.num_gpus,
-        pp_comm_bytes=int(boundary) if plan.pp > 1 else 0,
+        pp_comm_bytes=pipeline_send_bytes(model, plan) if plan.pp > 1 else 0,
         layers=rows,
     )

@@ -23,14 +23,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from simulators.analytical._layer import (
-    adam_step_s,
-    ep_dispatch_bytes,
-    layer_blocks,
-    output_layer,
-    per_layer_plan,
-    tp_activation_bytes,
-)
+from simulators.analytical._layer import adam_step_s, layer_blocks, output_layer, per_layer_plan
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
@@ -39,12 +32,16 @@ from simulators.workload import (
     MemoryBreakdown,
     ParallelPlan,
     TrainingCandidate,
+    cp_kv_bytes,
+    ep_dispatch_bytes,
     model_flops,
+    pipeline_send_bytes,
     stage_layer_kinds,
     stage_params,
+    tp_activation_bytes,
     training_memory,
 )
-from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
+from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
 
 
 @dataclass(frozen=True)
@@ -264,7 +261,7 @@ class _LayerCosts:
 def _layer_costs_of(
     model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None, fraction: float
 ) -> _LayerCosts:
-    b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
+    tp, cp = plan.tp, plan.cp
     blocks = layer_blocks(model, network, plan, layer_index, calibration, fraction)
     fwd = sum(block.forward_s for block in blocks)
     input_grad = sum(block.input_grad_s for block in blocks)
@@ -284,8 +281,7 @@ def _layer_costs_of(
     fwd_comm = {"tp": 2 * tp_block, "cp": 0.0, "ep": 0.0, "dp": 0.0}  # attention and MLP blocks
     bwd_comm = dict(fwd_comm)
     if cp > 1:  # K and V chunks pass round the ring under the attention compute
-        kv = 2 * b * s * model.kv_width // tp * ACTIVATION_BYTES
-        ring = (cp - 1) * _collective_s(network, "send_recv", kv, 2, tp)
+        ring = (cp - 1) * _collective_s(network, "send_recv", cp_kv_bytes(model, plan), 2, tp)
         fwd_comm["cp"] = max(0.0, ring - attention_fwd)
         bwd_comm["cp"] = max(0.0, 2 * ring - attention_bwd)  # gradients of K and V travel too
     if plan.zero_stage == 3:  # gather the layer's weights before use, prefetched under compute
@@ -396,8 +392,5 @@ def _one_stage(
 def _send_s(candidate: TrainingCandidate) -> float:
     """One activation (or its gradient) crossing a pipeline-stage boundary."""
     model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
-    nbytes = plan.micro_batch * plan.seq_len // plan.cp * model.hidden * ACTIVATION_BYTES
-    if plan.sequence_parallel:
-        nbytes /= plan.tp
     stride = plan.tp * plan.cp * plan.dp
-    return _collective_s(gpu.name, "send_recv", nbytes, 2 if plan.pp > 1 else 1, stride)
+    return _collective_s(gpu.name, "send_recv", pipeline_send_bytes(model, plan), 2 if plan.pp > 1 else 1, stride)

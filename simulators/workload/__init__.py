@@ -8,6 +8,13 @@ from simulators.workload._memory import (
     stage_params,
     training_memory,
 )
+from simulators.workload._messages import (
+    cp_kv_bytes,
+    ep_dispatch_bytes,
+    optimizer_local_params,
+    pipeline_send_bytes,
+    tp_activation_bytes,
+)
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops
 from simulators.workload._plan import (
     RECOMPUTE_MODES,
@@ -44,6 +51,11 @@ from simulators.workload._simai_view import (
 from simulators.workload._step import Operation, layer_kernels, step_operations
 
 __all__ = [
+    "cp_kv_bytes",
+    "ep_dispatch_bytes",
+    "optimizer_local_params",
+    "pipeline_send_bytes",
+    "tp_activation_bytes",
     "Operation",
     "step_operations",
     "layer_kernels",

@@ -19,6 +19,13 @@ from simulators.workload._memory import (
     stage_layers,
     stage_params,
 )
+from simulators.workload._messages import (
+    cp_kv_bytes,
+    ep_dispatch_bytes,
+    optimizer_local_params,
+    pipeline_send_bytes,
+    tp_activation_bytes,
+)
 from simulators.workload._ops import layer_forward_gemms, logits_gemm
 from simulators.workload._plan import ParallelPlan, TrainingCandidate
 
@@ -98,8 +105,7 @@ def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tup
 
 def _layer_collectives(candidate: TrainingCandidate, scope: str, moe: bool) -> list[Operation]:
     model, plan = candidate.model, candidate.plan
-    tokens = plan.micro_batch * (plan.seq_len // plan.cp)
-    activation = tokens * model.hidden * ACTIVATION_BYTES
+    activation = tp_activation_bytes(model, plan)
     ops = []
     for phase in ("fwd", "bwd_input"):
         if plan.tp > 1:
@@ -110,12 +116,12 @@ def _layer_collectives(candidate: TrainingCandidate, scope: str, moe: bool) -> l
                         Operation(scope, phase, "collective", f"{block} {op}", "", 0.0, activation, "tp", plan.tp)
                     )
         if plan.cp > 1:
-            kv = 2 * tokens * model.kv_width // plan.tp * ACTIVATION_BYTES
+            kv = cp_kv_bytes(model, plan)
             steps = (plan.cp - 1) * (2 if phase == "bwd_input" else 1)
             for _ in range(steps):
                 ops.append(Operation(scope, phase, "collective", "kv ring send_recv", "", 0.0, kv, "cp", plan.cp))
         if moe and plan.ep > 1:
-            routed = tokens // plan.tp * model.moe_top_k * model.hidden * ACTIVATION_BYTES
+            routed = ep_dispatch_bytes(model, plan)
             for name in ("dispatch all_to_all", "combine all_to_all"):
                 ops.append(Operation(scope, phase, "collective", name, "", 0.0, routed, "ep", plan.ep))
     return ops
@@ -171,10 +177,9 @@ def _step_level(candidate: TrainingCandidate) -> list[Operation]:
                 )
             )
     if plan.pp > 1:
-        boundary = plan.micro_batch * (plan.seq_len // plan.cp) * model.hidden * ACTIVATION_BYTES
-        boundary /= plan.tp if plan.sequence_parallel else 1
+        boundary = pipeline_send_bytes(model, plan)
         for phase in ("fwd", "bwd_input"):
             ops.append(Operation("step", phase, "collective", "stage send_recv", "", 0.0, boundary, "pp", 2))
-    local = dense / dp + expert / plan.expert_dp if plan.zero_stage >= 1 else dense + expert
+    local = optimizer_local_params(plan, dense, expert)
     ops.append(Operation("step", "optimizer", "memory", "adam", "", 0.0, local * ADAM_BYTES_PER_PARAM))
     return ops
