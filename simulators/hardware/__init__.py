@@ -1,6 +1,6 @@
 """Accelerators: the GPU catalogue, its datasheet figures, and kernel times on each GPU."""
 
-from simulators.hardware._compute import attention_time_s, elementwise_time_s, gemm_time_s
+from simulators.hardware._compute import attention_time_s, elementwise_time_s, gemm_bytes, gemm_time_s
 from simulators.hardware._gpu import PRECISIONS, GpuSpec, get_gpu, gpu_catalog, sustained_compute_fraction
 from simulators.hardware._memory_kernels import MemoryKernel, layer_memory_kernels
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration
@@ -13,6 +13,7 @@ __all__ = [
     "attention_time_s",
     "calibration_table",
     "elementwise_time_s",
+    "gemm_bytes",
     "gemm_time_s",
     "get_gpu",
     "gpu_catalog",

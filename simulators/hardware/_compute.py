@@ -192,6 +192,12 @@ def causal_fraction(seq_q, seq_kv):
     return np.where(sq <= skv, 1.0 - sq / (2.0 * skv), skv / (2.0 * sq))
 
 
+def gemm_bytes(m, n, k, batch=1, precision: str = "bf16"):
+    """HBM bytes of `batch` (m x k) @ (k x n) products: both inputs read in `precision`, the
+    16-bit output written once."""
+    return batch * ((m * k + k * n) * INPUT_BYTES[precision] + m * n * OUTPUT_BYTES)
+
+
 def _gemm_model_s(gpu: GpuSpec, peak_flops: float, precision: str, m, n, k, batch) -> np.ndarray:
     tiling = GEMM_TILING[gpu.architecture]
     in_bytes = INPUT_BYTES[precision]
@@ -201,8 +207,7 @@ def _gemm_model_s(gpu: GpuSpec, peak_flops: float, precision: str, m, n, k, batc
     sm_flops = peak_flops * gpu.gemm_efficiency_for(precision) / gpu.sm_count
     iteration_s = 2.0 * tiling.tile_m * tiling.tile_n * k_tile / sm_flops
     compute_s = waves * (np.ceil(k / k_tile) + tiling.fill_iterations) * iteration_s
-    nbytes = batch * ((m * k + k * n) * in_bytes + m * n * OUTPUT_BYTES)
-    return np.maximum(compute_s, _stream_s(gpu, nbytes)) + LAUNCH_OVERHEAD_S
+    return np.maximum(compute_s, _stream_s(gpu, gemm_bytes(m, n, k, batch, precision))) + LAUNCH_OVERHEAD_S
 
 
 def _flash_s(gpu: GpuSpec, precision: str, phase: str, causal: bool, b, h, sq, skv, d, hkv) -> np.ndarray:

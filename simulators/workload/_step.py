@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulators.hardware import MemoryKernel, layer_memory_kernels
+from simulators.hardware import MemoryKernel, gemm_bytes, layer_memory_kernels
 from simulators.models import ModelSpec
 from simulators.workload._memory import (
-    ACTIVATION_BYTES,
     ADAM_BYTES_PER_PARAM,
     GRADIENT_BYTES,
     WEIGHT_BYTES,
@@ -28,8 +27,6 @@ from simulators.workload._messages import (
 )
 from simulators.workload._ops import layer_forward_gemms, logits_gemm
 from simulators.workload._plan import ParallelPlan, TrainingCandidate
-
-PRECISION_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5}
 
 
 @dataclass(frozen=True)
@@ -51,7 +48,6 @@ def step_operations(candidate: TrainingCandidate) -> list[Operation]:
     """Every operation of one micro-batch through the first pipeline stage, then the step's own."""
     model, plan = candidate.model, candidate.plan
     b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
-    in_bytes = PRECISION_BYTES[plan.precision]
     ops: list[Operation] = []
     for index in stage_layers(model, plan, 0):
         scope = f"layer {index}"
@@ -66,7 +62,7 @@ def step_operations(candidate: TrainingCandidate) -> list[Operation]:
                 ("bwd_input", (g.m, g.k, g.n)),
                 ("bwd_weight", (g.k, g.n, g.m)),
             ):
-                nbytes = g.batch * ((m * k + k * n) * in_bytes + m * n * ACTIVATION_BYTES)
+                nbytes = gemm_bytes(m, n, k, g.batch, plan.precision)
                 shape = f"{m} x {n} x {k}" + (f" (x{g.batch})" if g.batch > 1 else "")
                 ops.append(Operation(scope, phase, "gemm", g.name, shape, g.flops, nbytes))
         moe = model.is_moe_layer(index)
