@@ -9,10 +9,13 @@ from simulators.workload._memory import (
     training_memory,
 )
 from simulators.workload._messages import (
+    Collective,
     cp_kv_bytes,
     ep_dispatch_bytes,
+    layer_collectives,
     optimizer_local_params,
     pipeline_send_bytes,
+    step_collectives,
     tp_activation_bytes,
 )
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops
@@ -51,6 +54,9 @@ from simulators.workload._simai_view import (
 from simulators.workload._step import Operation, layer_kernels, step_operations
 
 __all__ = [
+    "Collective",
+    "layer_collectives",
+    "step_collectives",
     "cp_kv_bytes",
     "ep_dispatch_bytes",
     "optimizer_local_params",

@@ -11,20 +11,8 @@ from dataclasses import dataclass
 
 from simulators.hardware import MemoryKernel, gemm_bytes, layer_memory_kernels
 from simulators.models import ModelSpec
-from simulators.workload._memory import (
-    ADAM_BYTES_PER_PARAM,
-    GRADIENT_BYTES,
-    WEIGHT_BYTES,
-    stage_layers,
-    stage_params,
-)
-from simulators.workload._messages import (
-    cp_kv_bytes,
-    ep_dispatch_bytes,
-    optimizer_local_params,
-    pipeline_send_bytes,
-    tp_activation_bytes,
-)
+from simulators.workload._memory import ADAM_BYTES_PER_PARAM, stage_layers, stage_params
+from simulators.workload._messages import Collective, layer_collectives, optimizer_local_params, step_collectives
 from simulators.workload._ops import layer_forward_gemms, logits_gemm
 from simulators.workload._plan import ParallelPlan, TrainingCandidate
 
@@ -33,14 +21,14 @@ from simulators.workload._plan import ParallelPlan, TrainingCandidate
 class Operation:
     """One operation of one micro-batch (or of the whole step where `scope` is "step")."""
 
-    scope: str  # "layer 0" ... "output", or "step"
+    scope: str  # "layer 0" ... "output", "boundary" (pipeline sends), or "step"
     phase: str  # fwd, bwd_input, bwd_weight, optimizer
     kind: str  # gemm, attention, memory, collective
     name: str
     shape: str  # "m x n x k" (times batch) for GEMMs; "b x heads x s_q x s_kv x d" for attention
     flops: float
     nbytes: float
-    group: str = ""  # tp, cp, ep, dp, pp for collectives
+    group: str = ""  # tp, cp, ep, etp, dp, dp_ep, pp for collectives
     ranks: int = 1
 
 
@@ -65,12 +53,11 @@ def step_operations(candidate: TrainingCandidate) -> list[Operation]:
                 nbytes = gemm_bytes(m, n, k, g.batch, plan.precision)
                 shape = f"{m} x {n} x {k}" + (f" (x{g.batch})" if g.batch > 1 else "")
                 ops.append(Operation(scope, phase, "gemm", g.name, shape, g.flops, nbytes))
-        moe = model.is_moe_layer(index)
         kernels = layer_kernels(model, plan, index)
         for kernel in kernels:
             phase = "fwd" if kernel.phase == "fwd" else "bwd_input"
             ops.append(Operation(scope, phase, "memory", kernel.name, "", 0.0, float(kernel.nbytes)))
-        ops += _layer_collectives(candidate, scope, moe)
+        ops += _as_operations(scope, layer_collectives(model, plan, index))
     if plan.pp == 1:  # the first stage is also the last: it holds the output layer
         g = logits_gemm(model, b, s, tp)
         ops.append(Operation("output", "fwd", "gemm", "logits", f"{g.m} x {g.n} x {g.k}", g.flops, 0.0))
@@ -99,83 +86,25 @@ def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tup
     )
 
 
-def _layer_collectives(candidate: TrainingCandidate, scope: str, moe: bool) -> list[Operation]:
-    model, plan = candidate.model, candidate.plan
-    activation = tp_activation_bytes(model, plan)
-    ops = []
-    for phase in ("fwd", "bwd_input"):
-        if plan.tp > 1:
-            names = ("all_gather", "reduce_scatter") if plan.sequence_parallel else ("all_reduce",)
-            for block in ("attention", "mlp"):
-                for op in names:
-                    ops.append(
-                        Operation(scope, phase, "collective", f"{block} {op}", "", 0.0, activation, "tp", plan.tp)
-                    )
-        if plan.cp > 1:
-            kv = cp_kv_bytes(model, plan)
-            steps = (plan.cp - 1) * (2 if phase == "bwd_input" else 1)
-            for _ in range(steps):
-                ops.append(Operation(scope, phase, "collective", "kv ring send_recv", "", 0.0, kv, "cp", plan.cp))
-        if moe and plan.ep > 1:
-            routed = ep_dispatch_bytes(model, plan)
-            for name in ("dispatch all_to_all", "combine all_to_all"):
-                ops.append(Operation(scope, phase, "collective", name, "", 0.0, routed, "ep", plan.ep))
-    return ops
+def _as_operations(scope: str, collectives: list[Collective]) -> list[Operation]:
+    return [Operation(scope, c.phase, "collective", c.name, "", 0.0, c.nbytes, c.group, c.ranks) for c in collectives]
 
 
 def _step_level(candidate: TrainingCandidate) -> list[Operation]:
     model, plan = candidate.model, candidate.plan
     dense, expert = stage_params(model, plan, 0)
-    dp = plan.dp * plan.cp
-    ops = []
-    for params, group, ranks in ((dense, "dp", dp), (expert, "dp_ep", plan.expert_dp)):
-        if not params or ranks == 1:
-            continue
-        if plan.zero_stage >= 1:
-            ops.append(
-                Operation(
-                    "step",
-                    "bwd_weight",
-                    "collective",
-                    "gradient reduce_scatter",
-                    "",
-                    0.0,
-                    params * GRADIENT_BYTES,
-                    group,
-                    ranks,
-                )
-            )
-            ops.append(
-                Operation(
-                    "step",
-                    "optimizer",
-                    "collective",
-                    "parameter all_gather",
-                    "",
-                    0.0,
-                    params * WEIGHT_BYTES,
-                    group,
-                    ranks,
-                )
-            )
-        else:
-            ops.append(
-                Operation(
-                    "step",
-                    "bwd_weight",
-                    "collective",
-                    "gradient all_reduce",
-                    "",
-                    0.0,
-                    params * GRADIENT_BYTES,
-                    group,
-                    ranks,
-                )
-            )
-    if plan.pp > 1:
-        boundary = pipeline_send_bytes(model, plan)
-        for phase in ("fwd", "bwd_input"):
-            ops.append(Operation("step", phase, "collective", "stage send_recv", "", 0.0, boundary, "pp", 2))
-    local = optimizer_local_params(plan, dense, expert)
-    ops.append(Operation("step", "optimizer", "memory", "adam", "", 0.0, local * ADAM_BYTES_PER_PARAM))
+    collectives = step_collectives(model, plan, dense, expert)
+    ops = _as_operations("step", [c for c in collectives if c.per == "step"])
+    ops += _as_operations("boundary", [c for c in collectives if c.per != "step"])
+    ops.append(
+        Operation(
+            "step",
+            "optimizer",
+            "memory",
+            "adam",
+            "",
+            0.0,
+            optimizer_local_params(plan, dense, expert) * ADAM_BYTES_PER_PARAM,
+        )
+    )
     return ops

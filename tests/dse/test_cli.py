@@ -106,7 +106,7 @@ def test_simulate_prints_one_json_object_whose_breakdown_adds_up(write_spec, cap
     assert gather["ranks"] == 2 and gather["nbytes"] == 1 * 4096 * 4096 * 2
     expected = gather["nbytes"] / gather["time_s"] / 1e9 * (2 - 1) / 2
     assert gather["busbw_gbytes_per_s"] == pytest.approx(expected)
-    assert "pp send" in uses and "dp gradient reduce-scatter" in uses
+    assert "pp send_recv" in uses and "dp reduce_scatter" in uses
 
 
 def test_simulate_refuses_to_pick_a_knob_value_silently(write_spec, capsys):
