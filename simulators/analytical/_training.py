@@ -16,6 +16,7 @@ The pipeline itself is simulated event by event (`_timeline`), not taken from a 
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -29,16 +30,15 @@ from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
+    Collective,
     MemoryBreakdown,
     ParallelPlan,
     TrainingCandidate,
-    cp_kv_bytes,
-    ep_dispatch_bytes,
+    layer_collectives,
     model_flops,
     pipeline_send_bytes,
     stage_layer_kinds,
     stage_params,
-    tp_activation_bytes,
     training_memory,
 )
 from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
@@ -235,13 +235,15 @@ ZERO3_GATHER_BUCKET = 50_000_000
 ZERO3_REDUCE_BUCKET = 500_000_000
 
 
-def _bucketed_s(
-    network: str, op: str, elements: float, bucket: int, element_bytes: int, ranks: int, stride: int
-) -> float:
-    """`op` over `elements` values sent as buckets of at most `bucket` elements."""
-    full, rest = divmod(elements, bucket)
-    return full * _collective_s(network, op, bucket * element_bytes, ranks, stride) + _collective_s(
-        network, op, rest * element_bytes, ranks, stride
+def _priced(network: str, c: Collective) -> float:
+    """Seconds for one collective of the inventory; per-layer data-parallel traffic (ZeRO-3)
+    moves in DeepSpeed's buckets, each paying the collective's latency."""
+    if c.group != "dp" or c.per != "micro-batch":
+        return _collective_s(network, c.op, c.nbytes, c.ranks, c.stride)
+    bucket_bytes = ZERO3_GATHER_BUCKET * WEIGHT_BYTES if c.op == "all_gather" else ZERO3_REDUCE_BUCKET * GRADIENT_BYTES
+    full, rest = divmod(c.nbytes, bucket_bytes)
+    return full * _collective_s(network, c.op, bucket_bytes, c.ranks, c.stride) + _collective_s(
+        network, c.op, rest, c.ranks, c.stride
     )
 
 
@@ -261,7 +263,6 @@ class _LayerCosts:
 def _layer_costs_of(
     model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None, fraction: float
 ) -> _LayerCosts:
-    tp, cp = plan.tp, plan.cp
     blocks = layer_blocks(model, network, plan, layer_index, calibration, fraction)
     fwd = sum(block.forward_s for block in blocks)
     input_grad = sum(block.input_grad_s for block in blocks)
@@ -271,36 +272,25 @@ def _layer_costs_of(
     gemm = sum(block.gemm_s for block in blocks)
     gemm_fwd = sum(block.forward_s - block.memory_fwd_s - block.attention_fwd_s for block in blocks)
 
-    activation = tp_activation_bytes(model, plan)
-    if plan.sequence_parallel:  # all-gather before, reduce-scatter after each block
-        tp_block = _collective_s(network, "all_gather", activation, tp, 1) + _collective_s(
-            network, "reduce_scatter", activation, tp, 1
-        )
-    else:
-        tp_block = _collective_s(network, "all_reduce", activation, tp, 1)
-    fwd_comm = {"tp": 2 * tp_block, "cp": 0.0, "ep": 0.0, "dp": 0.0}  # attention and MLP blocks
-    bwd_comm = dict(fwd_comm)
-    if cp > 1:  # K and V chunks pass round the ring under the attention compute
-        ring = (cp - 1) * _collective_s(network, "send_recv", cp_kv_bytes(model, plan), 2, tp)
-        fwd_comm["cp"] = max(0.0, ring - attention_fwd)
-        bwd_comm["cp"] = max(0.0, 2 * ring - attention_bwd)  # gradients of K and V travel too
-    if plan.zero_stage == 3:  # gather the layer's weights before use, prefetched under compute
-        layer_params = model.layer_params(layer_index) / tp
-        gather = _bucketed_s(network, "all_gather", layer_params, ZERO3_GATHER_BUCKET, WEIGHT_BYTES, plan.dp * cp, tp)
-        scatter = _bucketed_s(
-            network, "reduce_scatter", layer_params, ZERO3_REDUCE_BUCKET, GRADIENT_BYTES, plan.dp * cp, tp
-        )
-        fwd_comm["dp"] = max(0.0, gather - fwd)
-        bwd_comm["dp"] = max(0.0, gather + scatter - input_grad - weight_grad)
-    if model.is_moe_layer(layer_index) and plan.ep * plan.etp > 1:  # dispatch and combine
-        routed = ep_dispatch_bytes(model, plan)
-        # Expert ranks are laid out etp innermost, then ep (Megatron-Core's expert rank order).
-        a2a = 2 * _collective_s(network, "all_to_all", routed, plan.ep, plan.etp)
-        # Expert tensor parallelism gathers the routed tokens and reduce-scatters the outputs.
-        etp_comm = _collective_s(network, "all_gather", routed * plan.etp, plan.etp, 1) + _collective_s(
-            network, "reduce_scatter", routed * plan.etp, plan.etp, 1
-        )
-        fwd_comm["ep"] = bwd_comm["ep"] = a2a + etp_comm
+    # The layer's collectives (simulators.workload.layer_collectives) priced per phase and group.
+    spent: dict[tuple[str, str], float] = defaultdict(float)
+    for c in layer_collectives(model, plan, layer_index):
+        spent[c.phase, c.group] += _priced(network, c)
+    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed. The
+    # context-parallel ring runs under the attention kernel; ZeRO-3 gathers are prefetched under
+    # the previous layer's compute.
+    fwd_comm = {
+        "tp": spent["fwd", "tp"],
+        "cp": max(0.0, spent["fwd", "cp"] - attention_fwd),
+        "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
+        "dp": max(0.0, spent["fwd", "dp"] - fwd),
+    }
+    bwd_comm = {
+        "tp": spent["bwd_input", "tp"],
+        "cp": max(0.0, spent["bwd_input", "cp"] - attention_bwd),
+        "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
+        "dp": max(0.0, spent["bwd_input", "dp"] + spent["bwd_weight", "dp"] - input_grad - weight_grad),
+    }
     # Full recomputation reruns the forward (and its communication) before the backward;
     # selective reruns the norms and the MLP activation, memory-bound kernels.
     full = plan.recompute == "full"
