@@ -12,7 +12,7 @@ from dse.checks import ResolvedStudy
 from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.metrics import TRAINING_METRICS
 from dse.pareto import pareto_mask
-from dse.space import KNOBS, SearchSpace, canonical_params
+from dse.space import KNOBS, SearchSpace, canonical_params, params_of_row
 from simulators.analytical import simulate_training_batch
 
 
@@ -63,10 +63,7 @@ def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame
     if front.empty:
         return front
     space = SearchSpace.from_study(resolved)
-    candidates = [
-        space.candidate({k: row[k].item() if hasattr(row[k], "item") else row[k] for k in KNOBS})
-        for _, row in front.iterrows()
-    ]
+    candidates = [space.candidate(params_of_row(row)) for _, row in front.iterrows()]
     parts = pd.DataFrame([result.breakdown_s for result in simulate_training_batch(candidates)], index=front.index)
     return pd.concat([front, parts.add_prefix("breakdown_")], axis=1)
 

@@ -11,7 +11,7 @@ import pandas as pd
 from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator
-from dse.space import KNOBS, SearchSpace
+from dse.space import KNOBS, SearchSpace, params_of_row
 from simulators.analytical import plan_collectives, simulate_training
 
 
@@ -69,7 +69,7 @@ def _best_params(resolved: ResolvedStudy, config: str) -> dict[str, Any]:
     if front.empty:
         raise SpecError(f"--config: {path} holds no feasible candidate")
     row = front.iloc[0]
-    return {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in KNOBS if k in row}
+    return params_of_row(row)
 
 
 def _parse(name: str, text: str, examples: tuple) -> Any:

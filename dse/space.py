@@ -114,6 +114,11 @@ def _distribution(knob: Any) -> BaseDistribution:
     return CategoricalDistribution(list(knob))
 
 
+def params_of_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The knob values of a trials/pareto table row, as plain Python values (not numpy's)."""
+    return {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in KNOBS if k in row}
+
+
 def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """The params with knobs that have no effect set to one value: the schedule of a one-stage
     pipeline, sequence parallelism without tensor parallelism, ZeRO without data parallelism."""
