@@ -72,6 +72,9 @@ def _best_params(resolved: ResolvedStudy, config: str) -> dict[str, Any]:
     return params_of_row(row)
 
 
+_KIND_NAMES = {int: "an integer", bool: "true or false", str: "a name"}
+
+
 def _parse(name: str, text: str, examples: tuple) -> Any:
     kind = type(examples[0])
     try:
@@ -81,4 +84,4 @@ def _parse(name: str, text: str, examples: tuple) -> Any:
             return text.lower() == "true"
         return kind(text)
     except ValueError:
-        raise SpecError(f"--set: {name}={text!r} is not a {kind.__name__}; e.g. {name}={examples[0]}") from None
+        raise SpecError(f"--set: {name}={text!r} is not {_KIND_NAMES.get(kind, kind.__name__)}; e.g. {name}={examples[0]}") from None
