@@ -84,4 +84,5 @@ def _parse(name: str, text: str, examples: tuple) -> Any:
             return text.lower() == "true"
         return kind(text)
     except ValueError:
-        raise SpecError(f"--set: {name}={text!r} is not {_KIND_NAMES.get(kind, kind.__name__)}; e.g. {name}={examples[0]}") from None
+        expected = _KIND_NAMES.get(kind, kind.__name__)
+        raise SpecError(f"--set: {name}={text!r} is not {expected}; e.g. {name}={examples[0]}") from None
