@@ -123,6 +123,11 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
         assumptions.append("ep given; experts spread over dp*cp ranks")
     if not row["vpp"]:
         assumptions.append("vpp not stated; assumed 1")
+    # DeepSpeed of the time put data-parallel traffic on the critical path: its `overlap_comm`
+    # defaults to false (deepspeed.ai/docs/config-json), and ZeRO-3's parameter all-gather
+    # synchronised the device before each gather (DeepSpeed PR #1188, June 2021: "the async
+    # version is not async at all, because each all_gather calls torch.cuda.synchronize()").
+    deepspeed = "DeepSpeed" in row["notes"]
     plan = ParallelPlan(
         tp=tp,
         pp=pp,
@@ -139,6 +144,8 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
         # FlashAttention appeared in 2022: runs published before it computed attention unfused.
         flash_attention=not any(year in row["source"] for year in ("2019", "2020", "2021")),
         precision=precision,
+        overlap_grad_reduce=not deepspeed,
+        overlap_param_gather=not deepspeed,
     )
     return plan, assumptions
 

@@ -100,6 +100,8 @@ class SearchSpace:
             sequence_parallel=params["sequence_parallel"] and tp > 1,
             zero_stage=params["zero_stage"],
             precision=settings.precision,
+            overlap_grad_reduce=settings.overlap_grad_reduce,
+            overlap_param_gather=settings.overlap_param_gather,
         )
         hardware = self.resolved.study.hardware
         system = TrainingSystem(

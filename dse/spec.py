@@ -64,6 +64,8 @@ class TrainingSettings(_Frozen):
     seq_len: int = Field(default=4096, ge=1)
     precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
     train_tokens: float | None = Field(default=None, gt=0)
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
 
 
 class Hardware(_Frozen):

@@ -19,7 +19,6 @@ from simulators.workload import (
     TrainingCandidate,
     layer_collectives,
     stage_layers,
-    stage_params,
     step_collectives,
 )
 
@@ -44,11 +43,10 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
     from the same inventory `dse workload ops` lists (simulators.workload.layer_collectives)."""
     model, plan = candidate.model, candidate.plan
     network = Network.from_gpu(get_gpu(candidate.system.gpu.name))
-    dense, expert = stage_params(model, plan, 0)
     counts: Counter = Counter()
     for index in stage_layers(model, plan, 0):
         counts.update(_key(c) for c in layer_collectives(model, plan, index) for _ in range(plan.microbatches))
-    for c in step_collectives(model, plan, dense, expert):
+    for c in step_collectives(model, plan):
         counts[_key(c)] += 1 if c.per == "step" else plan.microbatches
     out = []
     for (group, op, nbytes, ranks, stride), count in counts.items():

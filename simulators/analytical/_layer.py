@@ -67,7 +67,16 @@ def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
     dp = plan.dp if zero3 or experts else 1
     zero = plan.zero_stage if zero3 else 1
     return dataclasses.replace(
-        plan, pp=1, vpp=1, schedule="1f1b", dp=dp, zero_stage=zero, global_batch=plan.micro_batch * dp
+        plan,
+        pp=1,
+        vpp=1,
+        schedule="1f1b",
+        dp=dp,
+        zero_stage=zero,
+        global_batch=plan.micro_batch * dp,
+        # Only ZeRO-3 moves data-parallel traffic inside a layer.
+        overlap_grad_reduce=plan.overlap_grad_reduce or not zero3,
+        overlap_param_gather=plan.overlap_param_gather or not zero3,
     )
 
 

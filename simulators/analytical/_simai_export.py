@@ -1,12 +1,12 @@
 """A training candidate as a SimAI/AICB workload file: one GPU of the first pipeline stage.
 
 Rows follow AICB's layout (FORMAT.md in ../shared/reference/simai): the data-parallel gradient
-and parameter collectives and the optimizer step first, then every micro-batch unrolled, each
-layer as an attention row and an MLP (or MoE) row whose compute times come from `layer_blocks`
-(the same numbers the training model sums), and the output layer where rank 0 holds it. A row
-carries one collective per column, so an MoE block with both tensor- and expert-parallel
-traffic gets a second, compute-free row. SimAI has no context parallelism: cp ranks count as
-data-parallel ones in the header.
+and parameter collectives of the step (`step_collectives`) and the optimizer step first, then
+every micro-batch unrolled, each layer as an attention row and an MLP (or MoE) row whose
+compute times come from `layer_blocks` (the same numbers the training model sums), and the
+output layer where rank 0 holds it. A row carries one collective per column, so an MoE block
+with both tensor- and expert-parallel traffic gets a second, compute-free row. SimAI has no
+context parallelism: cp ranks count as data-parallel ones in the header.
 """
 
 from __future__ import annotations
@@ -20,9 +20,9 @@ from simulators.workload import (
     simai_workload_from_layers,
     stage_layers,
     stage_params,
+    step_collectives,
     tp_activation_bytes,
 )
-from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
 
 
 def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
@@ -31,17 +31,11 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
     gpu = system.gpu
     layer_plan = per_layer_plan(plan)
     dense, expert = stage_params(model, plan, 0)
-    rows: list[dict] = []
-    for name, params, group in (("grads", dense, "dp"), ("expert_grads", expert, "dp_ep")):
-        if not params:
-            continue
-        if plan.zero_stage >= 1:
-            rows.append(
-                {"name": f"{name}_reduce_scatter", "wg_comm": ("reduce_scatter", group, int(params * GRADIENT_BYTES))}
-            )
-            rows.append({"name": f"{name}_all_gather", "wg_comm": ("all_gather", group, int(params * WEIGHT_BYTES))})
-        else:
-            rows.append({"name": f"{name}_all_reduce", "wg_comm": ("all_reduce", group, int(params * GRADIENT_BYTES))})
+    rows: list[dict] = [
+        {"name": f"{c.group}_{c.op}", "wg_comm": (c.op, c.group, int(c.nbytes))}
+        for c in step_collectives(model, plan)
+        if c.per == "step"
+    ]
     rows.append({"name": "optimizer", "wg_compute_s": adam_step_s(gpu, plan, dense, expert)})
 
     tp_comm = ("all_reduce", "tp", tp_activation_bytes(model, plan)) if plan.tp > 1 else None

@@ -9,7 +9,9 @@ plan; communication runs on its own stream, so it costs time only where nothing 
 - pipeline sends delay the next stage only (the timeline adds them to the dependency);
 - data-parallel gradient reduction overlaps the last micro-batch's backward, bucket by
   bucket; the parameter all-gather of a sharded optimizer overlaps the next step's first
-  forward (ZeRO-3 gathers per layer, prefetched under the previous layer's compute).
+  forward (ZeRO-3 gathers per layer, prefetched under the previous layer's compute);
+  a plan whose framework does not overlap them (`overlap_grad_reduce`,
+  `overlap_param_gather` False) pays them in full.
 The pipeline itself is simulated event by event (`_timeline`), not taken from a formula.
 """
 
@@ -39,6 +41,7 @@ from simulators.workload import (
     pipeline_send_bytes,
     stage_layer_kinds,
     stage_params,
+    step_collectives,
     training_memory,
 )
 from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
@@ -140,14 +143,18 @@ def _step_times(
     owner = np.repeat(np.arange(len(stages)), counts)
     vpp = np.repeat([p.vpp for p in plans], counts)
     fwd, bwd, wgt, sync, gather, adam = times.T
+    overlap_reduce = np.repeat([p.overlap_grad_reduce for p in plans], counts)
+    overlap_gather = np.repeat([p.overlap_param_gather for p in plans], counts)
     # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
-    finish = stage_end + np.maximum(0.0, sync - (bwd + wgt) * vpp)
+    finish = stage_end + np.where(overlap_reduce, np.maximum(0.0, sync - (bwd + wgt) * vpp), sync)
     busy = fwd + bwd + wgt
     busiest = busy == np.repeat(np.maximum.reduceat(busy, starts), counts)
     _, first = np.unique(owner[busiest], return_index=True)
     slowest = np.flatnonzero(busiest)[first]
     # The sharded optimizer's parameter all-gather overlaps the next step's first forward.
-    gather_exposed = np.maximum(0.0, gather[slowest] - fwd[slowest] * vpp[slowest])
+    gather_exposed = np.where(
+        overlap_gather[slowest], np.maximum(0.0, gather[slowest] - fwd[slowest] * vpp[slowest]), gather[slowest]
+    )
     return _StepTimes(
         slowest - starts,
         np.maximum.reduceat(finish, starts),
@@ -283,13 +290,19 @@ def _layer_costs_of(
         "tp": spent["fwd", "tp"],
         "cp": max(0.0, spent["fwd", "cp"] - attention_fwd),
         "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
-        "dp": max(0.0, spent["fwd", "dp"] - fwd),
+        "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
     }
     bwd_comm = {
         "tp": spent["bwd_input", "tp"],
         "cp": max(0.0, spent["bwd_input", "cp"] - attention_bwd),
         "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
-        "dp": max(0.0, spent["bwd_input", "dp"] + spent["bwd_weight", "dp"] - input_grad - weight_grad),
+        "dp": _exposed_together(
+            (
+                (spent["bwd_input", "dp"], plan.overlap_param_gather),
+                (spent["bwd_weight", "dp"], plan.overlap_grad_reduce),
+            ),
+            input_grad + weight_grad,
+        ),
     }
     # Full recomputation reruns the forward (and its communication) before the backward;
     # selective reruns the norms and the MLP activation, memory-bound kernels.
@@ -302,6 +315,19 @@ def _layer_costs_of(
         gemm_s=gemm + (gemm_fwd if full else 0.0),
         comm_s={k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm},
     )
+
+
+def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:
+    """Communication time left on the critical path: what `compute_s` does not hide, or all of
+    it where the framework does not overlap it."""
+    return max(0.0, comm_s - compute_s) if overlapped else comm_s
+
+
+def _exposed_together(parts: Sequence[tuple[float, bool]], compute_s: float) -> float:
+    """Several transfers under one stretch of compute: the overlapped ones share what it hides."""
+    serial = sum(comm_s for comm_s, overlapped in parts if not overlapped)
+    hidden = sum(comm_s for comm_s, overlapped in parts if overlapped)
+    return serial + _exposed(hidden, compute_s, True)
 
 
 def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
@@ -356,17 +382,10 @@ def _one_stage(
         bwd += per_chunk * output.input_grad_s
         wgt += per_chunk * output.weight_grad_s
         gemm += per_chunk * output.gemm_s
+    step = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
+    grad_sync = sum(_priced(network, c) for c in step if c.phase == "bwd_weight")
+    gather = sum(_priced(network, c) for c in step if c.phase == "optimizer")
     dense, expert = stage_params(model, plan, stage)
-    grad_sync, gather = 0.0, 0.0
-    groups = ((dense, plan.dp * plan.cp, plan.tp), (expert, plan.expert_dp, plan.ep * plan.etp))
-    for params, shards, stride in groups:
-        if plan.zero_stage == 3:  # gathered and reduced layer by layer (in _layer_costs_of)
-            continue
-        if plan.zero_stage >= 1:
-            grad_sync += _collective_s(network, "reduce_scatter", params * GRADIENT_BYTES, shards, stride)
-            gather += _collective_s(network, "all_gather", params * WEIGHT_BYTES, shards, stride)
-        else:
-            grad_sync += _collective_s(network, "all_reduce", params * GRADIENT_BYTES, shards, stride)
     return _StageCosts(
         forward_s=fwd,
         backward_s=bwd,

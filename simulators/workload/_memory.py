@@ -103,16 +103,21 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[floa
         shared = model.mlp_matrices * h * model.shared_experts_ffn_hidden / tp
         dense += kinds[True] * (attention + model.router_params + shared)
         expert = kinds[True] * model.moe_experts // plan.ep * model.expert_params / plan.etp
+    return dense + stage_edge_params(model, plan, stage), expert
+
+
+def stage_edge_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> float:
+    """Parameters one GPU of `stage` holds outside the transformer layers: the embedding on
+    the first stage, the final norm and output layer on the last (split over tp)."""
     first, last = stage == 0, stage == plan.pp - 1
-    if first:
-        dense += model.embedding_params / tp
+    edge = model.embedding_params / plan.tp if first else 0.0
     if last:
-        dense += h  # final norm
+        edge += model.hidden  # final norm
         if not model.tied_embeddings:
-            dense += model.output_params / tp
+            edge += model.output_params / plan.tp
         elif not first:
-            dense += model.embedding_params / tp  # tied copy kept on the last stage
-    return dense, expert
+            edge += model.embedding_params / plan.tp  # tied copy kept on the last stage
+    return edge
 
 
 def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, moe: bool = False) -> float:

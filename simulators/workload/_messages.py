@@ -7,7 +7,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from simulators.models import ModelSpec
-from simulators.workload._memory import ACTIVATION_BYTES, GRADIENT_BYTES, WEIGHT_BYTES
+from simulators.workload._memory import (
+    ACTIVATION_BYTES,
+    GRADIENT_BYTES,
+    WEIGHT_BYTES,
+    stage_edge_params,
+    stage_params,
+)
 from simulators.workload._plan import ParallelPlan
 
 
@@ -93,13 +99,18 @@ def layer_collectives(model: ModelSpec, plan: ParallelPlan, layer_index: int) ->
     return out
 
 
-def step_collectives(model: ModelSpec, plan: ParallelPlan, dense: float, expert: float) -> list[Collective]:
-    """The step's data-parallel collectives over a stage's `dense` and `expert` parameters
-    (ZeRO-3 moves them layer by layer instead), and the pipeline sends per micro-batch."""
+def step_collectives(model: ModelSpec, plan: ParallelPlan, stage: int = 0) -> list[Collective]:
+    """The step's data-parallel collectives over the parameters of pipeline stage `stage`, and
+    the pipeline sends per micro-batch. ZeRO-3 moves the layers' parameters layer by layer
+    (`layer_collectives`); the embedding and output layer still move once per step."""
+    if plan.zero_stage == 3:
+        dense, expert = stage_edge_params(model, plan, stage), 0.0
+    else:
+        dense, expert = stage_params(model, plan, stage)
     out = []
     groups = (("dp", dense, plan.dp * plan.cp, plan.tp), ("dp_ep", expert, plan.expert_dp, plan.ep * plan.etp))
     for group, params, ranks, stride in groups:
-        if not params or ranks == 1 or plan.zero_stage == 3:
+        if not params or ranks == 1:
             continue
         if plan.zero_stage >= 1:
             out.append(

@@ -108,6 +108,11 @@ class ParallelPlan:
     schedule: str = "1f1b"
     precision: str = "bf16"
     flash_attention: bool = True
+    # Whether the framework runs data-parallel traffic under compute (Megatron's
+    # --overlap-grad-reduce / --overlap-param-gather, FSDP prefetch); False puts it on the
+    # critical path, as DeepSpeed's defaults did (overlap_comm false; ZeRO-3 gathers synchronous).
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len"):

@@ -93,7 +93,7 @@ def _as_operations(scope: str, collectives: list[Collective]) -> list[Operation]
 def _step_level(candidate: TrainingCandidate) -> list[Operation]:
     model, plan = candidate.model, candidate.plan
     dense, expert = stage_params(model, plan, 0)
-    collectives = step_collectives(model, plan, dense, expert)
+    collectives = step_collectives(model, plan)
     ops = _as_operations("step", [c for c in collectives if c.per == "step"])
     ops += _as_operations("boundary", [c for c in collectives if c.per != "step"])
     ops.append(

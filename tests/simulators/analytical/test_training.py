@@ -161,3 +161,45 @@ def test_deepseek_v3_runs_on_an_uneven_pipeline():
     result = run(model="deepseek-v3", num_gpus=512, tp=1, pp=16, dp=32, ep=32, global_batch=512, recompute="full")
     assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
     assert result.breakdown_s["pipeline_bubble_s"] > 0
+
+
+def test_gradient_reduction_and_gather_not_overlapped_are_paid_in_full():
+    """ZeRO-1 on one stage: without overlap the step grows by exactly the gradient
+    reduce-scatter (fp32) and the weight all-gather (bf16) of every parameter, priced by hand."""
+    from simulators.network import Network, collective_time_s
+
+    base = dict(num_gpus=8, dp=8, global_batch=16, zero_stage=1)
+    hidden = run(**base)
+    serial = run(**base, overlap_grad_reduce=False, overlap_param_gather=False)
+    params, network = get_model("llama3-8b").total_params, Network.from_gpu(get_gpu("H100-SXM"))
+    by_hand = collective_time_s("reduce_scatter", params * 4, 8, 1, network) + collective_time_s(
+        "all_gather", params * 2, 8, 1, network
+    )
+    assert serial.breakdown_s["dp_comm_s"] == pytest.approx(float(by_hand), rel=1e-6)
+    compute = ("gemm_s", "attention_and_memory_bound_s")
+    assert all(serial.breakdown_s[k] == hidden.breakdown_s[k] for k in compute)
+    assert hidden.breakdown_s["dp_comm_s"] < serial.breakdown_s["dp_comm_s"]
+
+
+def test_zero3_without_overlap_pays_every_gather_and_reduction_of_every_layer():
+    """ZeRO-3 moves each layer's weights in (forward, and again for the backward) and its
+    gradients out, in DeepSpeed-sized buckets; nothing hidden means all of it is exposed."""
+    from simulators.network import Network, collective_time_s
+
+    model, network = get_model("llama3-8b"), Network.from_gpu(get_gpu("H100-SXM"))
+    base = dict(num_gpus=16, dp=16, global_batch=16, zero_stage=3, seq_len=2048)
+    hidden = run(**base)
+    serial = run(**base, overlap_grad_reduce=False, overlap_param_gather=False)
+
+    def bucketed(op, nbytes, bucket_bytes):
+        full, rest = divmod(nbytes, bucket_bytes)
+        return full * collective_time_s(op, bucket_bytes, 16, 1, network) + collective_time_s(op, rest, 16, 1, network)
+
+    layer_params = (model.total_params - 2 * model.vocab * model.hidden - model.hidden) / model.layers
+    per_layer = 2 * bucketed("all_gather", layer_params * 2, 50_000_000 * 2) + bucketed(
+        "reduce_scatter", layer_params * 4, 500_000_000 * 4
+    )
+    layers_only = serial.breakdown_s["dp_comm_s"] - hidden.breakdown_s["dp_comm_s"]
+    assert serial.breakdown_s["dp_comm_s"] >= model.layers * float(per_layer) * 0.999
+    assert layers_only > 0
+    assert sum(serial.breakdown_s.values()) == pytest.approx(serial.metrics["iteration_time_s"], rel=1e-9)
