@@ -85,36 +85,45 @@ def simulate_pipelines(batch: PipelineBatch) -> tuple[np.ndarray, np.ndarray]:
 
 
 @numba.njit(cache=True)
-def _stage_order(s, pp, v, m, schedule, kind, mb, chunk):
-    """Fill the F/B operation order of stage s; returns the number of operations."""
-    total = m * v
+def _warmup(s, pp, v, m, schedule):
+    """Forwards stage s runs before its first backward."""
     if schedule == GPIPE:
-        warm = m
-    elif schedule == INTERLEAVED:
-        warm = min((pp - s - 1) * 2 + (v - 1) * pp, total)
-    else:
-        warm = min(pp - s - 1, total)
-    n = 0
-    fwd = 0
-    bwd = 0
-    while fwd < warm:
-        kind[n], mb[n], chunk[n] = _F, (fwd // (pp * v)) * pp + fwd % pp, (fwd // pp) % v
-        n += 1
-        fwd += 1
-    while fwd < total or bwd < total:
-        if fwd < total:
-            kind[n], mb[n], chunk[n] = _F, (fwd // (pp * v)) * pp + fwd % pp, (fwd // pp) % v
-            n += 1
-            fwd += 1
-        if bwd < total and (schedule != GPIPE or fwd == total):
-            kind[n], mb[n], chunk[n] = _B, (bwd // (pp * v)) * pp + bwd % pp, v - 1 - (bwd // pp) % v
-            n += 1
-            bwd += 1
-    return n
+        return m
+    if schedule == INTERLEAVED:
+        return min((pp - s - 1) * 2 + (v - 1) * pp, m * v)
+    return min(pp - s - 1, m * v)
 
 
 @numba.njit(cache=True)
-def _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock):
+def _operation(j, warm, total):
+    """(kind, n) of the j-th operation of a stage: its n-th forward or backward. A stage warms
+    up with `warm` forwards, alternates forward and backward until the forwards run out, then
+    drains the backwards. Decoded from j rather than stored: the order is pure arithmetic."""
+    steady = total - warm  # forward/backward pairs after the warm-up
+    if j < warm:
+        return _F, j
+    r = j - warm
+    if r < 2 * steady:
+        return (_F, warm + r // 2) if r % 2 == 0 else (_B, r // 2)
+    return _B, r - steady
+
+
+@numba.njit(cache=True)
+def _numbering(pp, v, m):
+    """Micro-batch and chunk of the n-th forward of every stage (the n-th backward runs the
+    same micro-batch on the mirrored chunk v - 1 - chunk): micro-batches go through the chunks
+    in groups of pp (Megatron's interleaved order; with one chunk, n is the micro-batch)."""
+    total = m * v
+    mb_of = np.empty(total, dtype=np.int64)
+    chunk_of = np.empty(total, dtype=np.int64)
+    for n in range(total):
+        mb_of[n] = (n // (pp * v)) * pp + n % pp
+        chunk_of[n] = (n // pp) % v
+    return mb_of, chunk_of
+
+
+@numba.njit(cache=True)
+def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock):
     """Fixed-order schedules: each operation starts at max(stage free, inputs arrived), whatever
     order the stages are visited in. A stage runs until it must wait; finishing an operation
     wakes only the stage that consumes its output, so each operation is looked at about once."""
@@ -124,13 +133,15 @@ def _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end,
     for s in range(pp):
         waiting[s] = pp - 1 - s
     top = pp
-    left = count.sum()
+    count = 2 * m * v  # operations per stage
+    left = count * pp
     while top > 0:
         top -= 1
         s = waiting[top]
         queued[s] = False
-        while ptr[s] < count[s]:
-            k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
+        while ptr[s] < count:
+            k, n = _operation(ptr[s], warm[s], m * v)
+            mb, g = mb_of[n], (chunk_of[n] if k == _F else v - 1 - chunk_of[n]) * pp + s
             # Inputs: the previous virtual stage's F, or the next one's B, plus one transfer.
             # (Written out here and in _run_zero_bubble: Numba calls with array arguments cost
             # more than the rest of an event, 6x in benchmarks/training_speed.py.)
@@ -159,40 +170,48 @@ def _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end,
 
 
 @numba.njit(cache=True)
-def _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_ns, f_end, b_end, clock):
+def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, w_ns, f_end, b_end, clock):
     """ZB-H1: as 1F1B, but a deferred W fills every stall. The stage with the earliest clock
     acts first (ties: the lowest index), so the choice of what fills a stall is deterministic."""
     ptr = np.zeros(pp, dtype=np.int64)
     pending_w = np.zeros(pp, dtype=np.int64)
     blocked = np.zeros(pp, dtype=np.bool_)  # waiting for an input: only its producer clears it
-    remaining = count.sum()
+    count = 2 * m * v  # operations per stage
+    remaining = count * pp
     deferred = 0
     while remaining > 0 or deferred > 0:
         s = -1
         for t in range(pp):
-            if blocked[t] or (ptr[t] >= count[t] and pending_w[t] == 0):
+            if blocked[t] or (ptr[t] >= count and pending_w[t] == 0):
                 continue
             if s < 0 or clock[t] < clock[s]:
                 s = t
         if s < 0:
             raise RuntimeError("pipeline schedule deadlocked")
-        if ptr[s] >= count[s]:  # only deferred weight gradients left
-            clock[s] += w_ns[s]
-            pending_w[s] -= 1
-            deferred -= 1
+        if ptr[s] >= count:  # only deferred weight gradients left: nothing waits for them
+            clock[s] += pending_w[s] * w_ns[s]
+            deferred -= pending_w[s]
+            pending_w[s] = 0
             continue
-        k, mb, g = kind[s, ptr[s]], mbs[s, ptr[s]], chunks[s, ptr[s]] * pp + s
+        k, n = _operation(ptr[s], warm[s], m * v)
+        mb, g = mb_of[n], (chunk_of[n] if k == _F else v - 1 - chunk_of[n]) * pp + s
         if k == _F:
             ready = 0 if g == 0 else (-1 if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send)
         else:
             ready = 0 if g == stages - 1 else (-1 if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send)
-        if (ready < 0 or ready > clock[s]) and pending_w[s] > 0:  # fill the stall with a deferred W
+        if ready < 0 and pending_w[s] > 0:  # input not produced yet: fill with one deferred W
             clock[s] += w_ns[s]
             pending_w[s] -= 1
             deferred -= 1
         elif ready < 0:
             blocked[s] = True
         else:
+            # The input arrives at a known time: fill the wait with deferred Ws (what other
+            # stages do meanwhile cannot change it), then run the operation.
+            while ready > clock[s] and pending_w[s] > 0:
+                clock[s] += w_ns[s]
+                pending_w[s] -= 1
+                deferred -= 1
             clock[s] = max(clock[s], ready) + (f_ns[s] if k == _F else b_ns[s])
             if k == _F:
                 f_end[g, mb] = clock[s]
@@ -215,16 +234,13 @@ def _simulate_all(
         pp, v, m, schedule = pp_all[i], v_all[i], m_all[i], sched_all[i]
         base = offset[i]
         send = np.int64(round(send_all[i] * NS_PER_S)) if pp > 1 else np.int64(0)
-        n_ops = 2 * m * v
-        kind = np.empty((pp, n_ops), dtype=np.int64)
-        mbs = np.empty((pp, n_ops), dtype=np.int64)
-        chunks = np.empty((pp, n_ops), dtype=np.int64)
-        count = np.empty(pp, dtype=np.int64)
+        warm = np.empty(pp, dtype=np.int64)
+        mb_of, chunk_of = _numbering(pp, v, m)
         f_ns = np.empty(pp, dtype=np.int64)
         b_ns = np.empty(pp, dtype=np.int64)
         w_ns = np.empty(pp, dtype=np.int64)
         for s in range(pp):
-            count[s] = _stage_order(s, pp, v, m, schedule, kind[s], mbs[s], chunks[s])
+            warm[s] = _warmup(s, pp, v, m, schedule)
             f_ns[s] = round(fwd_s[base + s] * NS_PER_S)
             b_ns[s] = round(bwd_s[base + s] * NS_PER_S)
             w_ns[s] = round(wgt_s[base + s] * NS_PER_S)
@@ -235,9 +251,9 @@ def _simulate_all(
         b_end = np.full((stages, m), -1, dtype=np.int64)
         clock = np.zeros(pp, dtype=np.int64)
         if schedule == ZB_H1:
-            _run_zero_bubble(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, w_ns, f_end, b_end, clock)
+            _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, w_ns, f_end, b_end, clock)
         else:
-            _run_in_order(pp, stages, send, kind, mbs, chunks, count, f_ns, b_ns, f_end, b_end, clock)
+            _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock)
         last = np.int64(0)
         for s in range(pp):
             stage_end[base + s] = clock[s] / NS_PER_S

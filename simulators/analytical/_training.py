@@ -28,7 +28,7 @@ import numpy as np
 
 from simulators.analytical._layer import adam_step_s, layer_blocks, output_layer, per_layer_plan
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
-from simulators.hardware import get_gpu
+from simulators.hardware import GpuSpec, get_gpu
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
@@ -56,8 +56,20 @@ class TrainingResult:
     metrics: Mapping[str, float]
     breakdown_s: Mapping[str, float] | None
     memory: MemoryBreakdown
-    feasible: bool
-    infeasible_reason: str | None = None
+    gpu: GpuSpec
+
+    @property
+    def feasible(self) -> bool:
+        return self.memory.total_bytes <= self.gpu.hbm_bytes
+
+    @property
+    def infeasible_reason(self) -> str | None:
+        """Why the candidate cannot run (formatted on demand: most results are never asked)."""
+        if self.feasible:
+            return None
+        memory, gpu = self.memory, self.gpu
+        capacity = f"{gpu.hbm_bytes / 1e9:.1f} GB ({gpu.hbm_gb:g} GiB)"
+        return f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity}"
 
 
 @dataclass(frozen=True)
@@ -117,10 +129,42 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     if breakdown:
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
     step = _step_times(stages, plans, times, stage_end)
-    return [
-        _result(c, stages[i][step.slowest[i]], with_sends[i], without_sends[i], *(float(a[i]) for a in step[1:]))
+    iteration_s = step.pipeline_s + step.gather_exposed_s + step.optimizer_s
+    memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gb) for c in candidates]
+    metrics = _metrics(candidates, iteration_s, memories)
+    breakdowns = [
+        _breakdown(c, stages[i][step.slowest[i]], with_sends[i], without_sends[i], step, i) if breakdown else None
         for i, c in enumerate(candidates)
     ]
+    return [
+        TrainingResult(m, b, memory, c.system.gpu) for c, m, b, memory in zip(candidates, metrics, breakdowns, memories)
+    ]
+
+
+def _metrics(
+    candidates: Sequence[TrainingCandidate], iteration_s: np.ndarray, memories: list[MemoryBreakdown]
+) -> list[dict[str, float]]:
+    """The metrics of every candidate, computed as arrays."""
+    plans = [c.plan for c in candidates]
+    gpus = np.array([c.system.num_gpus for c in candidates], dtype=np.float64)
+    tokens = np.array([p.tokens_per_step for p in plans], dtype=np.float64)
+    useful = np.array([model_flops(c.model, p.global_batch, p.seq_len) for c, p in zip(candidates, plans)], float)
+    # Full recomputation reruns the forward of the layers (not of the logit layer).
+    logits = np.array([2 * p.tokens_per_step * c.model.hidden * c.model.vocab for c, p in zip(candidates, plans)])
+    recompute = np.where([p.recompute == "full" for p in plans], useful / 3 - logits, 0.0)
+    peak = np.array([c.system.gpu.peak_tflops(p.precision) * 1e12 for c, p in zip(candidates, plans)])
+    gpu_seconds = iteration_s * gpus
+    tokens_per_s = tokens / iteration_s
+    columns = {
+        "iteration_time_s": iteration_s,
+        "tokens_per_s": tokens_per_s,
+        "tokens_per_s_per_gpu": tokens_per_s / gpus,
+        "mfu": useful / (gpu_seconds * peak),
+        "hfu": (useful + recompute) / (gpu_seconds * peak),
+        "memory_gb_per_gpu": np.array([m.total_gb for m in memories]),
+    }
+    names = list(columns)
+    return [dict(zip(names, row)) for row in zip(*(column.tolist() for column in columns.values()))]
 
 
 class _StepTimes(NamedTuple):
@@ -163,60 +207,32 @@ def _step_times(
     )
 
 
-def _result(
-    candidate, slowest, makespan_s, makespan_no_send_s, pipeline_s, gather_exposed_s, optimizer_s
-) -> TrainingResult:
-    model, plan, system = candidate.model, candidate.plan, candidate.system
-    gpu = system.gpu
-    dp_exposed_s = pipeline_s - makespan_s
-    iteration_s = pipeline_s + gather_exposed_s + optimizer_s
-    # The breakdown is told from the busiest stage: its work, and the rest of the makespan idle.
+def _breakdown(
+    candidate: TrainingCandidate,
+    slowest: _StageCosts,
+    makespan_s: float,
+    makespan_no_send_s: float,
+    step: _StepTimes,
+    i: int,
+) -> dict[str, float]:
+    """Where the step's time goes, told from the busiest stage: its work, and the rest of the
+    makespan idle (bubble) or waiting for sends; adds up to the iteration time."""
+    plan = candidate.plan
     work = plan.microbatches * plan.vpp
     busy_s = work * (slowest.forward_s + slowest.backward_s + slowest.weight_s)
-    comm = {k: work * v for k, v in slowest.comm_s.items()} if makespan_no_send_s is not None else {}
-    breakdown = (
-        None
-        if makespan_no_send_s is None
-        else {
-            "gemm_s": work * slowest.gemm_s,
-            "attention_and_memory_bound_s": busy_s - work * slowest.gemm_s - sum(comm.values()),
-            "tp_comm_s": comm["tp"],
-            "cp_comm_s": comm["cp"],
-            "ep_comm_s": comm["ep"],
-            "pipeline_bubble_s": makespan_no_send_s - busy_s,
-            "pp_comm_s": makespan_s - makespan_no_send_s,
-            "dp_comm_s": comm["dp"] + dp_exposed_s + gather_exposed_s,
-            "optimizer_s": optimizer_s,
-        }
-    )
-    peak_flops = gpu.peak_tflops(plan.precision) * 1e12
-    useful_flops = model_flops(model, plan.global_batch, plan.seq_len)
-    recompute_flops = (
-        useful_flops / 3 - 2 * plan.tokens_per_step * model.hidden * model.vocab if plan.recompute == "full" else 0.0
-    )
-    gpu_seconds = iteration_s * system.num_gpus
-    memory = training_memory(model, plan, system.memory_reserve_gb)
-    feasible = memory.total_bytes <= gpu.hbm_bytes
-    reason = (
-        None
-        if feasible
-        else f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {gpu.hbm_bytes / 1e9:.1f} GB ({gpu.hbm_gb:g} GiB)"
-    )
-    tokens_per_s = plan.tokens_per_step / iteration_s
-    return TrainingResult(
-        metrics={
-            "iteration_time_s": iteration_s,
-            "tokens_per_s": tokens_per_s,
-            "tokens_per_s_per_gpu": tokens_per_s / system.num_gpus,
-            "mfu": useful_flops / (gpu_seconds * peak_flops),
-            "hfu": (useful_flops + recompute_flops) / (gpu_seconds * peak_flops),
-            "memory_gb_per_gpu": memory.total_gb,
-        },
-        breakdown_s=breakdown,
-        memory=memory,
-        feasible=feasible,
-        infeasible_reason=reason,
-    )
+    comm = {k: work * v for k, v in slowest.comm_s.items()}
+    dp_exposed_s = float(step.pipeline_s[i]) - makespan_s
+    return {
+        "gemm_s": work * slowest.gemm_s,
+        "attention_and_memory_bound_s": busy_s - work * slowest.gemm_s - sum(comm.values()),
+        "tp_comm_s": comm["tp"],
+        "cp_comm_s": comm["cp"],
+        "ep_comm_s": comm["ep"],
+        "pipeline_bubble_s": float(makespan_no_send_s) - busy_s,
+        "pp_comm_s": makespan_s - float(makespan_no_send_s),
+        "dp_comm_s": comm["dp"] + dp_exposed_s + float(step.gather_exposed_s[i]),
+        "optimizer_s": float(step.optimizer_s[i]),
+    }
 
 
 @cache

@@ -55,8 +55,12 @@ def virtual_stage_bounds(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...
 
     Equal shares when they divide; otherwise (no interleaving) the first and last stages, then
     the second and second-to-last, ... hold one layer fewer than the others."""
-    count = plan.pp * plan.vpp
-    base, extra = divmod(model.layers, count)
+    return _bounds(model.layers, plan.pp * plan.vpp)
+
+
+@cache
+def _bounds(layers: int, count: int) -> tuple[int, ...]:
+    base, extra = divmod(layers, count)
     outside_in = [i for pair in zip(range(count), range(count - 1, -1, -1)) for i in pair]
     light = set(outside_in[: count - extra]) if extra else set(range(count))
     sizes = [base if i in light else base + 1 for i in range(count)]
@@ -78,14 +82,19 @@ def stage_layers(model: ModelSpec, plan: ParallelPlan, stage: int) -> list[int]:
 
 def stage_layer_kinds(model: ModelSpec, plan: ParallelPlan, stage: int) -> dict[bool, int]:
     """How many dense (False) and MoE (True) layers pipeline stage `stage` holds."""
-    bounds = virtual_stage_bounds(model, plan)
-    dense_end = model.layers - model.moe_layers
+    return dict(_layer_kinds(model.layers, model.moe_layers, plan.pp, plan.vpp, stage))
+
+
+@cache
+def _layer_kinds(layers: int, moe_layers: int, pp: int, vpp: int, stage: int) -> tuple[tuple[bool, int], ...]:
+    bounds = _bounds(layers, pp * vpp)
+    dense_end = layers - moe_layers
     dense = total = 0
-    for chunk in range(plan.vpp):
-        start, end = bounds[chunk * plan.pp + stage], bounds[chunk * plan.pp + stage + 1]
+    for chunk in range(vpp):
+        start, end = bounds[chunk * pp + stage], bounds[chunk * pp + stage + 1]
         total += end - start
         dense += max(0, min(end, dense_end) - start)
-    return {kind: count for kind, count in ((False, dense), (True, total - dense)) if count}
+    return tuple((kind, count) for kind, count in ((False, dense), (True, total - dense)) if count)
 
 
 def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[float, float]:
@@ -94,29 +103,38 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[floa
     Attention, dense and shared-expert MLPs, embeddings are split over tp (norms and the router
     are replicated); routed experts are split over ep, and each expert's MLP over etp.
     """
-    h, tp = model.hidden, plan.tp
-    kinds = stage_layer_kinds(model, plan, stage)
+    return _stage_params(model, plan.tp, plan.ep, plan.etp, plan.pp, plan.vpp, stage)
+
+
+@cache
+def _stage_params(model: ModelSpec, tp: int, ep: int, etp: int, pp: int, vpp: int, stage: int) -> tuple[float, float]:
+    h = model.hidden
+    kinds = dict(_layer_kinds(model.layers, model.moe_layers, pp, vpp, stage))
     attention = model.attention_params / tp + 2 * h
     dense = kinds.get(False, 0) * (attention + model.mlp_matrices * h * model.ffn_hidden / tp)
     expert = 0.0
     if True in kinds:
         shared = model.mlp_matrices * h * model.shared_experts_ffn_hidden / tp
         dense += kinds[True] * (attention + model.router_params + shared)
-        expert = kinds[True] * model.moe_experts // plan.ep * model.expert_params / plan.etp
-    return dense + stage_edge_params(model, plan, stage), expert
+        expert = kinds[True] * model.moe_experts // ep * model.expert_params / etp
+    return dense + _edge_params(model, tp, pp, stage), expert
 
 
 def stage_edge_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> float:
     """Parameters one GPU of `stage` holds outside the transformer layers: the embedding on
     the first stage, the final norm and output layer on the last (split over tp)."""
-    first, last = stage == 0, stage == plan.pp - 1
-    edge = model.embedding_params / plan.tp if first else 0.0
+    return _edge_params(model, plan.tp, plan.pp, stage)
+
+
+def _edge_params(model: ModelSpec, tp: int, pp: int, stage: int) -> float:
+    first, last = stage == 0, stage == pp - 1
+    edge = model.embedding_params / tp if first else 0.0
     if last:
         edge += model.hidden  # final norm
         if not model.tied_embeddings:
-            edge += model.output_params / plan.tp
+            edge += model.output_params / tp
         elif not first:
-            edge += model.embedding_params / plan.tp  # tied copy kept on the last stage
+            edge += model.embedding_params / tp  # tied copy kept on the last stage
     return edge
 
 
