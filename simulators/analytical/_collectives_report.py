@@ -12,8 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass
 
-from simulators.hardware import get_gpu
-from simulators.network import Network, bus_bandwidth_gbytes_per_s, choose_algorithm
+from simulators.network import bus_bandwidth_gbytes_per_s, choose_algorithm
 from simulators.workload import (
     Collective,
     TrainingCandidate,
@@ -42,7 +41,7 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
     """The distinct collectives of the candidate's step on the first stage, each priced once,
     from the same inventory `dse workload ops` lists (simulators.workload.layer_collectives)."""
     model, plan = candidate.model, candidate.plan
-    network = Network.from_gpu(get_gpu(candidate.system.gpu.name))
+    network = candidate.system.fabric_network
     counts: Counter = Counter()
     for index in stage_layers(model, plan, 0):
         counts.update(_key(c) for c in layer_collectives(model, plan, index) for _ in range(plan.microbatches))

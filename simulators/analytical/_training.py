@@ -236,19 +236,14 @@ def _breakdown(
 
 
 @cache
-def _network(gpu_name: str) -> Network:
-    return Network.from_gpu(get_gpu(gpu_name))
-
-
-@cache
-def _collective_s(gpu_name: str, op: str, nbytes: float, ranks: int, stride: int) -> float:
+def _collective_s(network: Network, op: str, nbytes: float, ranks: int, stride: int) -> float:
     """The fastest NCCL algorithm's time for `op` on `ranks` members `stride` apart (0 for one).
 
     Memoised: candidates of one study repeat the same few thousand collectives, and one scalar
     call of the algorithm chooser costs ~0.2 ms."""
     if ranks == 1 or nbytes == 0:
         return 0.0
-    return float(collective_time_s(op, nbytes, ranks, stride, _network(gpu_name)))
+    return float(collective_time_s(op, nbytes, ranks, stride, network))
 
 
 # ZeRO-3 moves parameters and gradients in buckets, each collective paying its latency: DeepSpeed's
@@ -258,7 +253,7 @@ ZERO3_GATHER_BUCKET = 50_000_000
 ZERO3_REDUCE_BUCKET = 500_000_000
 
 
-def _priced(network: str, c: Collective) -> float:
+def _priced(network: Network, c: Collective) -> float:
     """Seconds for one collective of the inventory; per-layer data-parallel traffic (ZeRO-3)
     moves in DeepSpeed's buckets, each paying the collective's latency."""
     if c.group != "dp" or c.per != "micro-batch":
@@ -284,9 +279,15 @@ class _LayerCosts:
 
 @cache
 def _layer_costs_of(
-    model: ModelSpec, network: str, plan: ParallelPlan, layer_index: int, calibration: str | None, fraction: float
+    model: ModelSpec,
+    gpu_name: str,
+    network: Network,
+    plan: ParallelPlan,
+    layer_index: int,
+    calibration: str | None,
+    fraction: float,
 ) -> _LayerCosts:
-    blocks = layer_blocks(model, network, plan, layer_index, calibration, fraction)
+    blocks = layer_blocks(model, gpu_name, plan, layer_index, calibration, fraction)
     fwd = sum(block.forward_s for block in blocks)
     input_grad = sum(block.input_grad_s for block in blocks)
     weight_grad = sum(block.weight_grad_s for block in blocks)
@@ -351,15 +352,18 @@ def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
     over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
     system = candidate.system
     plan = _per_stage_plan(candidate.plan)
-    return _all_stages(candidate.model, system.gpu.name, plan, system.calibration, system.compute_fraction)
+    return _all_stages(
+        candidate.model, system.gpu.name, system.fabric_network, plan, system.calibration, system.compute_fraction
+    )
 
 
 @cache
 def _all_stages(
-    model: ModelSpec, network: str, plan: ParallelPlan, calibration: str | None, fraction: float
+    model: ModelSpec, gpu_name: str, network: Network, plan: ParallelPlan, calibration: str | None, fraction: float
 ) -> tuple[_StageCosts, ...]:
     return tuple(
-        _one_stage(model, network, plan, calibration, fraction, stage, stage == plan.pp - 1) for stage in range(plan.pp)
+        _one_stage(model, gpu_name, network, plan, calibration, fraction, stage, stage == plan.pp - 1)
+        for stage in range(plan.pp)
     )
 
 
@@ -373,27 +377,28 @@ def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
 @cache
 def _one_stage(
     model: ModelSpec,
-    network: str,
+    gpu_name: str,
+    network: Network,
     plan: ParallelPlan,
     calibration: str | None,
     fraction: float,
     stage: int,
     last: bool,
 ) -> _StageCosts:
-    gpu = get_gpu(network)
+    gpu = get_gpu(gpu_name)
     layer_plan = per_layer_plan(plan)
     costs = {}
     for kind, count in stage_layer_kinds(model, plan, stage).items():
         # One layer of each kind prices them all: dense layers come first, then MoE ones.
         index = model.layers - 1 if kind else 0
-        costs[kind] = (_layer_costs_of(model, network, layer_plan, index, calibration, fraction), count)
+        costs[kind] = (_layer_costs_of(model, gpu_name, network, layer_plan, index, calibration, fraction), count)
     per_chunk = 1 / plan.vpp
     fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
     bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
     wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
     gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
     if last:  # the output layer, spread over the chunks
-        output = output_layer(model, network, layer_plan, calibration, fraction)
+        output = output_layer(model, gpu_name, layer_plan, calibration, fraction)
         fwd += per_chunk * output.forward_s
         bwd += per_chunk * output.input_grad_s
         wgt += per_chunk * output.weight_grad_s
@@ -416,6 +421,8 @@ def _one_stage(
 
 def _send_s(candidate: TrainingCandidate) -> float:
     """One activation (or its gradient) crossing a pipeline-stage boundary."""
-    model, plan, gpu = candidate.model, candidate.plan, candidate.system.gpu
+    model, plan = candidate.model, candidate.plan
     stride = plan.tp * plan.cp * plan.dp
-    return _collective_s(gpu.name, "send_recv", pipeline_send_bytes(model, plan), 2 if plan.pp > 1 else 1, stride)
+    return _collective_s(
+        candidate.system.fabric_network, "send_recv", pipeline_send_bytes(model, plan), 2 if plan.pp > 1 else 1, stride
+    )

@@ -18,11 +18,17 @@ from simulators.network._algorithm import (
     choose_algorithm,
     collective_time_s,
 )
+from simulators.network._fabric import FAMILIES, FAMILY_HELP, BillOfMaterials, Fabric, bill_of_materials
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
 
 __all__ = [
     "ALGORITHMS",
+    "FAMILIES",
+    "FAMILY_HELP",
+    "BillOfMaterials",
+    "Fabric",
+    "bill_of_materials",
     "OPS",
     "Choice",
     "Group",

@@ -12,9 +12,12 @@ from dataclasses import dataclass
 from simulators._errors import PlanError
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
+from simulators.network import Network
 
 RECOMPUTE_MODES = ("none", "selective", "full")
 SCHEDULES = ("1f1b", "gpipe", "zb-h1")  # 1f1b with vpp > 1 is Megatron's interleaved 1F1B
+# Reference networks by the GPU fields they depend on (GpuSpec itself is not hashable).
+_REFERENCE_NETWORKS: dict[tuple, Network] = {}
 ZERO_STAGES = (0, 1, 2, 3)
 
 
@@ -176,6 +179,18 @@ class TrainingSystem:
     memory_reserve_gb: float = 0.0
     calibration: str | None = None  # path of measured kernel times (simulators/hardware/calibration)
     compute_fraction: float = 1.0  # share of the modelled kernel speed the software stack sustains
+    network: Network | None = None  # the cluster's fabric; None: the GPU's reference system
+
+    @property
+    def fabric_network(self) -> Network:
+        """The network collectives run on: the given one, or the GPU's reference system
+        (its NVLink domain and one NIC per GPU on one non-blocking fabric)."""
+        if self.network is not None:
+            return self.network
+        key = (self.gpu.name, self.gpu.scaleup_domain_gpus, self.gpu.scaleup_gbytes_per_s, self.gpu.nic_gbps)
+        if key not in _REFERENCE_NETWORKS:
+            _REFERENCE_NETWORKS[key] = Network.from_gpu(self.gpu)
+        return _REFERENCE_NETWORKS[key]
 
     def __post_init__(self) -> None:
         if self.num_gpus < 1:

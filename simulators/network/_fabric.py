@@ -1,0 +1,216 @@
+"""Cluster fabrics described once: the bill of materials and the tiered network both come from it.
+
+A `Fabric` names a topology family and its few parameters (GPUs and NICs per server, NIC speed,
+switch radix at that speed, leaf oversubscription). From it:
+- `bill_of_materials(fabric, num_gpus)` counts servers, NICs, switches and links per tier, as a
+  cost model needs them;
+- `fabric.network(gpu, num_gpus)` gives the hierarchical `Network` the alpha-beta collective
+  models run on (which GPUs one leaf joins, where the spine starts);
+the packet-level simulator will build its graphs from the same description.
+
+Families (k = switch radix; a leaf gives d = k * o / (1 + o) ports down and the rest up, with o
+the oversubscription, so d = k / 2 when non-blocking):
+- `leaf-spine`: two-tier Clos; every NIC on a leaf, d NICs per leaf, leaves up to k spines.
+- `fat-tree`: three-tier k-ary fat-tree (Al-Fares et al., SIGCOMM 2008): pods of k/2 leaves and
+  k/2 aggregation switches, a core layer above; holds up to k * (k/2) * d NICs.
+- `rail-optimized`: two tiers, NIC i of each server on rail leaf i of its group of d servers
+  (DGX SuperPOD, Spectrum-X); cross-rail traffic moves over NVLink first, so a whole group of
+  d servers is one switch hop apart.
+- `dual-plane`: rail-optimized with every NIC's two half-speed ports on two independent planes
+  (Alibaba HPN's dual-ToR); twice the leaf and link count at half the port speed, same
+  bandwidth per GPU, a group of d servers per leaf pair.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from simulators._errors import SpecError
+from simulators.hardware import GpuSpec
+from simulators.network._network import Network, Tier
+
+FAMILIES = ("leaf-spine", "fat-tree", "rail-optimized", "dual-plane")
+FAMILY_HELP = {
+    "leaf-spine": "two-tier Clos, NICs on leaves in order",
+    "fat-tree": "three-tier k-ary fat-tree (leaf, aggregation, core)",
+    "rail-optimized": "two tiers, NIC i of every server on rail leaf i (DGX SuperPOD, Spectrum-X)",
+    "dual-plane": "rail-optimized, each NIC's two half-speed ports on two planes (Alibaba HPN)",
+}
+
+
+@dataclass(frozen=True)
+class Fabric:
+    """A cluster's scale-out network, described by its family and parameters."""
+
+    family: str = "rail-optimized"
+    nic_gbps: float = 400.0  # per NIC, one direction
+    gpus_per_server: int = 8
+    nics_per_server: int = 8
+    switch_radix: int = 64  # switch ports at the port speed the family uses
+    oversubscription: float = 1.0  # leaf down:up bandwidth
+
+    def __post_init__(self) -> None:
+        if self.family not in FAMILIES:
+            raise SpecError(f"fabric.family: {self.family!r} is not allowed; allowed: {', '.join(FAMILIES)}")
+        for name in ("gpus_per_server", "nics_per_server", "switch_radix"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(f"fabric.{name}: {value!r} is not allowed; allowed: a positive integer")
+        if self.switch_radix < 4 or self.switch_radix % 2:
+            raise SpecError(f"fabric.switch_radix: {self.switch_radix} is not allowed; allowed: an even number >= 4")
+        if not self.nic_gbps > 0:
+            raise SpecError(f"fabric.nic_gbps: {self.nic_gbps!r} is not allowed; allowed: a positive number")
+        if not self.oversubscription >= 1:
+            raise SpecError(f"fabric.oversubscription: {self.oversubscription!r} is not allowed; allowed: >= 1")
+
+    @property
+    def planes(self) -> int:
+        return 2 if self.family == "dual-plane" else 1
+
+    @property
+    def port_gbps(self) -> float:
+        """Speed of one switch port (a dual-plane NIC splits into two half-speed ports)."""
+        return self.nic_gbps / self.planes
+
+    @property
+    def leaf_down_ports(self) -> int:
+        """Leaf ports facing NICs: the radix split down:up as the oversubscription says."""
+        down = math.floor(self.switch_radix * self.oversubscription / (1 + self.oversubscription))
+        return min(max(down, 1), self.switch_radix - 1)
+
+    @property
+    def leaf_up_ports(self) -> int:
+        return self.switch_radix - self.leaf_down_ports
+
+    def leaf_block_gpus(self) -> int:
+        """GPUs one switch hop apart: one leaf's NICs, or a whole rail group of servers."""
+        down = self.leaf_down_ports
+        if self.family in ("rail-optimized", "dual-plane"):
+            return down * self.gpus_per_server
+        return max(down * self.gpus_per_server // self.nics_per_server, self.gpus_per_server)
+
+    def max_gpus(self) -> int:
+        """The most GPUs the family's tiers can join at this radix."""
+        k, down = self.switch_radix, self.leaf_down_ports
+        if self.family == "fat-tree":  # k pods of k/2 leaves
+            return k * (k // 2) * down * self.gpus_per_server // self.nics_per_server
+        return k * down * self.gpus_per_server // self.nics_per_server  # k leaves per plane (spine radix)
+
+    def check(self, num_gpus: int) -> None:
+        """SpecError unless `num_gpus` GPUs fill whole servers and fit the family."""
+        if num_gpus % self.gpus_per_server:
+            raise SpecError(
+                f"num_gpus={num_gpus} does not fill whole servers of fabric.gpus_per_server={self.gpus_per_server}"
+            )
+        if num_gpus > self.max_gpus():
+            raise SpecError(
+                f"num_gpus={num_gpus} exceeds what a {self.family} fabric of radix {self.switch_radix} holds "
+                f"({self.max_gpus()}); use a larger fabric.switch_radix or the fat-tree family"
+            )
+
+    def network(self, gpu: GpuSpec, num_gpus: int) -> Network:
+        """The tiered network collectives see: NVLink inside a server, one leaf block, then the
+        rest (through the aggregation layer of a fat-tree first); bandwidth per GPU is
+        its NICs' line rate and the leaf's oversubscription divides traffic that leaves it."""
+        self.check(num_gpus)
+        per_gpu_gbytes = self.nic_gbps * self.nics_per_server / self.gpus_per_server / 8.0
+        base = Network.from_gpu(gpu)
+        domain = math.gcd(base.domain_gpus, self.gpus_per_server)
+        block = self.leaf_block_gpus()
+        tiers = []
+        if block < num_gpus:
+            tiers.append(Tier(block, 1.0))
+            if self.family == "fat-tree":
+                pod = block * (self.switch_radix // 2)
+                if pod < num_gpus:
+                    tiers.append(Tier(pod, self.oversubscription))
+                    tiers.append(Tier(_round_up(num_gpus, pod), 1.0))
+                else:
+                    tiers.append(Tier(_round_up(num_gpus, block), self.oversubscription))
+            else:
+                tiers.append(Tier(_round_up(num_gpus, block), self.oversubscription))
+        elif domain < num_gpus:
+            tiers.append(Tier(_round_up(num_gpus, domain), 1.0))
+        return Network(
+            name=f"{gpu.name} {self.family} {self.nic_gbps:g}G",
+            domain_gpus=domain,
+            scaleup_gbytes_per_s=base.scaleup_gbytes_per_s,
+            nic_gbytes_per_s=per_gpu_gbytes,
+            nvls=base.nvls,
+            tiers=tuple(_nested(tiers, domain)),
+            scaleup_efficiency=base.scaleup_efficiency,
+            nic_efficiency=base.nic_efficiency,
+            nvls_efficiency=base.nvls_efficiency,
+        )
+
+
+@dataclass(frozen=True)
+class BillOfMaterials:
+    """What a fabric of `num_gpus` GPUs is built from. Switch and link counts are per tier, from
+    the servers outwards (tier 0: NIC-to-leaf links and leaves)."""
+
+    servers: int
+    nics: int
+    switches: tuple[int, ...]
+    links: tuple[int, ...]
+    port_gbps: float
+
+    @property
+    def total_switches(self) -> int:
+        return sum(self.switches)
+
+    @property
+    def total_links(self) -> int:
+        return sum(self.links)
+
+
+def bill_of_materials(fabric: Fabric, num_gpus: int) -> BillOfMaterials:
+    """Servers, NICs, switches and links per tier for `num_gpus` GPUs on `fabric`.
+
+    Leaves take `leaf_down_ports` NIC ports each (rail-optimized: one leaf per rail and plane for
+    each group of that many servers), and a leaf with n ports in use has ceil(n / o) uplinks.
+    A spine layer exists only where one leaf (one rail group) does not join everything; each
+    tier has as many switches as its incoming links fill. A fat-tree groups leaves into pods of
+    k/2, each pod's aggregation switches taking k/2 leaf uplinks apiece, and adds a core layer
+    above the aggregation when there is more than one pod (non-blocking above the leaves)."""
+    fabric.check(num_gpus)
+    servers = num_gpus // fabric.gpus_per_server
+    nics = servers * fabric.nics_per_server
+    down, k, o = fabric.leaf_down_ports, fabric.switch_radix, fabric.oversubscription
+    nic_links = nics * fabric.planes
+    if fabric.family in ("rail-optimized", "dual-plane"):
+        groups = -(-servers // down)
+        leaves = groups * fabric.nics_per_server * fabric.planes
+        ports_in_use = [min(down, servers - g * down) for g in range(groups)] * (fabric.nics_per_server * fabric.planes)
+        if groups == 1:  # every rail leaf reaches every server: rails meet over NVLink, no spine
+            return BillOfMaterials(servers, nics, (leaves,), (nic_links,), fabric.port_gbps)
+    else:
+        leaves = -(-nic_links // down)
+        ports_in_use = [min(down, nic_links - i * down) for i in range(leaves)]
+        if leaves == 1:
+            return BillOfMaterials(servers, nics, (leaves,), (nic_links,), fabric.port_gbps)
+    leaf_uplinks = [math.ceil(n / o) for n in ports_in_use]
+    uplinks = sum(leaf_uplinks)
+    if fabric.family != "fat-tree" or leaves <= k // 2:  # two tiers (a fat-tree of one pod too)
+        return BillOfMaterials(servers, nics, (leaves, -(-uplinks // k)), (nic_links, uplinks), fabric.port_gbps)
+    half = k // 2
+    pods = [leaf_uplinks[i : i + half] for i in range(0, leaves, half)]
+    aggregation = sum(-(-sum(pod) // half) for pod in pods)
+    return BillOfMaterials(
+        servers, nics, (leaves, aggregation, -(-uplinks // k)), (nic_links, uplinks, uplinks), fabric.port_gbps
+    )
+
+
+def _round_up(n: int, multiple: int) -> int:
+    return -(-n // multiple) * multiple
+
+
+def _nested(tiers: list[Tier], domain: int) -> list[Tier]:
+    """Tiers that grow strictly from the inside out (drop a tier no bigger than the one inside)."""
+    out, inner = [], domain
+    for tier in tiers:
+        if tier.group_gpus > inner and tier.group_gpus % inner == 0:
+            out.append(tier)
+            inner = tier.group_gpus
+    return out

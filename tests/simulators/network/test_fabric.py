@@ -1,0 +1,69 @@
+"""Fabric descriptions: bills of materials against hand counts, and the networks they imply."""
+
+import pytest
+
+from simulators import SpecError
+from simulators.hardware import get_gpu
+from simulators.network import Fabric, bill_of_materials, collective_time_s
+
+
+def test_four_ary_fat_tree_matches_al_fares():
+    """k = 4, one NIC per host: 16 hosts, 8 edge, 8 aggregation, (k/2)^2 = 4 core switches,
+    k^3/4 = 16 links on each of the three layers (Al-Fares et al., SIGCOMM 2008)."""
+    bom = bill_of_materials(Fabric("fat-tree", switch_radix=4, gpus_per_server=1, nics_per_server=1), 16)
+    assert (bom.servers, bom.nics, bom.switches, bom.links) == (16, 16, (8, 8, 4), (16, 16, 16))
+
+
+def test_fat_tree_of_two_pods_of_radix_64():
+    """2048 GPUs, 8 per server and NIC per GPU: 2048 NICs / 32 per leaf = 64 leaves = 2 pods of
+    32; each pod's 32 aggregation switches take its 1024 uplinks; 2048 / 64 = 32 core switches."""
+    bom = bill_of_materials(Fabric("fat-tree"), 2048)
+    assert bom.switches == (64, 64, 32) and bom.links == (2048, 2048, 2048) and bom.servers == 256
+
+
+def test_rail_optimized_counts_one_leaf_per_rail_per_group():
+    """512 GPUs = 64 servers; 32 servers per rail leaf make 2 groups x 8 rails = 16 leaves, each
+    with 32 uplinks: 512 uplinks / 64 ports = 8 spines. One group (64 GPUs) needs no spine."""
+    bom = bill_of_materials(Fabric("rail-optimized"), 512)
+    assert bom.switches == (16, 8) and bom.links == (512, 512)
+    small = bill_of_materials(Fabric("rail-optimized"), 64)
+    assert small.switches == (8,) and small.links == (64,)
+
+
+def test_dual_plane_doubles_leaves_and_links_at_half_speed():
+    bom = bill_of_materials(Fabric("dual-plane"), 512)
+    assert bom.switches == (32, 16) and bom.links == (1024, 1024) and bom.port_gbps == 200
+
+
+def test_oversubscribed_leaves_take_more_nics_and_fewer_uplinks():
+    """3:1 on radix 64: 48 ports down, 16 up; 512 NICs fill 10 leaves and 32 ports of an 11th,
+    which needs ceil(32 / 3) = 11 uplinks: 171 uplinks on ceil(171 / 64) = 3 spines."""
+    bom = bill_of_materials(Fabric("leaf-spine", oversubscription=3.0), 512)
+    assert bom.switches == (11, 3) and bom.links == (512, 171)
+
+
+def test_fabric_refuses_what_it_cannot_hold_with_the_field_named():
+    with pytest.raises(SpecError, match="fat-tree"):
+        bill_of_materials(Fabric("leaf-spine"), 4096)
+    with pytest.raises(SpecError, match="gpus_per_server"):
+        bill_of_materials(Fabric(), 12)
+    with pytest.raises(SpecError, match="fabric.family"):
+        Fabric("torus")
+
+
+def test_network_of_a_fabric_slows_traffic_that_leaves_an_oversubscribed_leaf():
+    """Inside one rail group the all-reduce sees the full NIC rate; across groups, the leaf's
+    3:1 oversubscription divides it, and a 200G NIC halves the 400G one."""
+    h100 = get_gpu("H100-SXM")
+    blocking = Fabric("rail-optimized", oversubscription=3.0).network(h100, 1024)
+    full = Fabric("rail-optimized").network(h100, 1024)
+    slow_nic = Fabric("rail-optimized", nic_gbps=200).network(h100, 1024)
+    nbytes = 1 << 30
+
+    def t(network, ranks, stride):
+        return float(collective_time_s("all_reduce", nbytes, ranks, stride, network))
+
+    inside = t(blocking, 8, 8)  # 8 ranks, one per server, within one group of 48 servers
+    assert inside == pytest.approx(t(full, 8, 8), rel=1e-9)
+    assert t(blocking, 128, 8) > 2 * t(full, 128, 8)  # crosses groups of 48 servers
+    assert t(slow_nic, 128, 8) > 1.8 * t(full, 128, 8)
