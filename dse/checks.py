@@ -10,11 +10,13 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
-from dse.metrics import TRAINING_METRICS
+from dse.metrics import OWNED_METRICS, TRAINING_METRICS
 from dse.spec import Constraint, Study, knob_values
 from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
+from simulators.network import Fabric
 from simulators.workload import ep_problem, etp_problem, pp_problem, precision_problem, tp_problem
 
 
@@ -25,7 +27,9 @@ class ResolvedStudy:
     study: Study
     model: ModelSpec
     gpus: tuple[GpuSpec, ...]
-    usd_per_gpu_hour: dict[str, float]
+    usd_per_gpu_hour: dict[str, float]  # in the spec's cloud tier
+    prices: PriceBook  # the price book with the spec's overrides
+    nic_gbps: tuple[float, ...]  # values of the nic_gbps knob
     objectives: tuple[str, ...]  # canonical metric names
     directions: tuple[str, ...]  # "minimize" / "maximize", one per objective
     constraints: tuple[Constraint, ...]  # with canonical metric names
@@ -36,14 +40,8 @@ def resolve_study(study: Study) -> ResolvedStudy:
     """Resolve every name in `study` and prove each knob value can be part of a valid plan."""
     model = study.model if isinstance(study.model, ModelSpec) else get_model(study.model, "model")
     gpus = tuple(get_gpu(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
-    prices = {gpu.name: gpu.usd_per_gpu_hour for gpu in gpus}
-    for name, price in study.hardware.usd_per_gpu_hour.items():
-        gpu = get_gpu(name, f"hardware.usd_per_gpu_hour.{name}")
-        if gpu.name not in prices:
-            raise SpecError(
-                f"hardware.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; allowed: {', '.join(prices)}"
-            )
-        prices[gpu.name] = price
+    book = price_book(study.cost.overrides())
+    rental = _rental_prices(study, gpus, book)
     _check_training(study, model, gpus)
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
@@ -52,11 +50,62 @@ def resolve_study(study: Study) -> ResolvedStudy:
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
         for i, c in enumerate(study.constraints)
     )
+    fabric = study.hardware.fabric
+    speeds = fabric.nic_gbps or sorted({gpu.nic_gbps for gpu in gpus})
+    nic_gbps = tuple(int(v) if float(v).is_integer() else float(v) for v in speeds)
+    _check_ownership(study, gpus, book, nic_gbps, (*objectives, *(c.metric for c in constraints)))
     # Measured kernel times already include what the fitted fraction stands for.
     fraction = study.hardware.compute_fraction
     if fraction is None:
         fraction = 1.0 if study.hardware.calibration else sustained_compute_fraction()
-    return ResolvedStudy(study, model, gpus, prices, objectives, directions, constraints, fraction)
+    return ResolvedStudy(study, model, gpus, rental, book, nic_gbps, objectives, directions, constraints, fraction)
+
+
+def _rental_prices(study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook) -> dict[str, float]:
+    """$/GPU-hour of every GPU of the study in its cloud tier: the spec's, else the book's."""
+    tier = study.cost.cloud_tier
+    if tier not in book.tiers:
+        raise SpecError(f"cost.cloud_tier: {tier!r} is not allowed; allowed: {', '.join(book.tiers)}")
+    names = [gpu.name for gpu in gpus]
+    given = {}
+    for name, price in study.cost.usd_per_gpu_hour.items():
+        gpu = get_gpu(name, f"cost.usd_per_gpu_hour.{name}")
+        if gpu.name not in names:
+            raise SpecError(
+                f"cost.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; allowed: {', '.join(names)}"
+            )
+        given[gpu.name] = price
+    prices = {}
+    for gpu in gpus:
+        price = given.get(gpu.name) or book.cloud_price(tier, gpu)
+        if price is None:
+            raise SpecError(
+                f"cost.usd_per_gpu_hour.{gpu.name}: the price book has no {tier} price for {gpu.name}; give one"
+            )
+        prices[gpu.name] = price if isinstance(price, float) else price.value
+    return prices
+
+
+def _check_ownership(
+    study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook, nic_gbps: tuple[float, ...], metrics: tuple[str, ...]
+) -> None:
+    """Owned-cluster metrics used as objectives or constraints need a server price for every GPU
+    the study may pick, and NIC, switch-port and link prices at every speed its fabrics use."""
+    owned = [m for m in metrics if m in OWNED_METRICS]
+    if not owned:
+        return
+    for gpu in gpus:
+        if gpu.name not in book.server_usd:
+            raise SpecError(
+                f"cost.server_usd.{gpu.name}: {owned[0]} needs a server price for {gpu.name}; the price book has "
+                f"{', '.join(book.server_usd)}; give one"
+            )
+    for family in study.hardware.fabric.family:
+        for speed in nic_gbps:
+            fabric = Fabric(family=family, nic_gbps=speed)
+            book.by_speed("nic_usd", speed)
+            book.by_speed("switch_usd_per_port", fabric.port_gbps)
+            book.by_speed("link_usd", fabric.port_gbps)
 
 
 def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:

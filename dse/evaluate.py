@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dse.cost import training_cost_metrics
+from dse.cost import ownership, training_cost_metrics
 from dse.errors import PlanError
 from dse.space import SearchSpace
 from simulators.analytical import TrainingResult, simulate_training_batch
@@ -69,19 +69,23 @@ class Evaluator:
         except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
             results = [_simulate_one(c) for _, c in valid]
         for (i, candidate), result in zip(valid, results):
-            outcomes[i] = result if isinstance(result, Outcome) else self._judge(candidate, result)
+            outcomes[i] = result if isinstance(result, Outcome) else self._judge(batch[i], candidate, result)
         return outcomes
 
-    def _judge(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
+    def _judge(self, params: Mapping[str, Any], candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
         """Cost metrics, then the memory and user constraints (<= 0 when met) with reasons."""
         resolved = self.space.resolved
         metrics = dict(result.metrics)
+        gpu, num_gpus = candidate.system.gpu, candidate.system.num_gpus
+        fabric = self.space.fabric(params["fabric"], params["nic_gbps"])
         metrics.update(
             training_cost_metrics(
                 metrics,
-                candidate.system.num_gpus,
-                resolved.usd_per_gpu_hour[candidate.system.gpu.name],
+                num_gpus,
+                resolved.usd_per_gpu_hour[gpu.name],
                 resolved.study.training.train_tokens,
+                ownership(gpu, num_gpus, fabric, resolved.prices),
+                resolved.prices,
             )
         )
         capacity_gb = candidate.system.gpu.hbm_bytes / 1e9

@@ -27,7 +27,28 @@ for _metric in (
     Metric("usd_per_mtok", "minimize", "rental cost per million training tokens, $"),
     Metric("time_to_train_days", "minimize", "days to train on training.train_tokens", "training.train_tokens"),
     Metric("cost_to_train_usd", "minimize", "rental cost of training.train_tokens, $", "training.train_tokens"),
+    Metric("capex_usd", "minimize", "purchase price of servers, NICs, switches and links, $", "cost.server_usd"),
+    Metric("power_kw", "minimize", "IT power of the cluster while training (GPUs at TDP), kW", "cost.server_usd"),
+    Metric("owned_usd_per_hour", "minimize", "owned cluster: amortised capex + energy, $/hour", "cost.server_usd"),
+    Metric("owned_usd_per_mtok", "minimize", "owned cluster cost per million training tokens, $", "cost.server_usd"),
+    Metric("kwh_per_mtok", "minimize", "facility energy (PUE included) per million tokens, kWh", "cost.server_usd"),
+    Metric("co2e_kg_per_mtok", "minimize", "carbon per million tokens at the grid's intensity, kg", "cost.server_usd"),
+    Metric(
+        "owned_cost_to_train_usd", "minimize", "owned cluster cost of training.train_tokens, $", "training.train_tokens"
+    ),
+    Metric("co2e_kg_to_train", "minimize", "carbon of training.train_tokens, kg CO2e", "training.train_tokens"),
 ):
     TRAINING_METRICS.register(_metric.name, _metric)
 
 DIRECTIONS = ("minimize", "maximize")
+# Metrics of an owned cluster: they exist where the price book has a server price for the GPU.
+OWNED_METRICS = (
+    "capex_usd",
+    "power_kw",
+    "owned_usd_per_hour",
+    "owned_usd_per_mtok",
+    "kwh_per_mtok",
+    "co2e_kg_per_mtok",
+    "owned_cost_to_train_usd",
+    "co2e_kg_to_train",
+)

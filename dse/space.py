@@ -9,15 +9,16 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from dse.checks import ResolvedStudy
-from dse.errors import PlanError
+from dse.errors import PlanError, SpecError
 from dse.spec import IntRange, knob_values
 from simulators.hardware import GpuSpec
+from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
 KNOBS = (
@@ -35,6 +36,8 @@ KNOBS = (
     "schedule",
     "sequence_parallel",
     "zero_stage",
+    "fabric",
+    "nic_gbps",
 )
 
 
@@ -45,6 +48,7 @@ class SearchSpace:
     resolved: ResolvedStudy
     distributions: Mapping[str, BaseDistribution]
     values: Mapping[str, tuple]
+    _networks: dict = field(default_factory=dict, compare=False, repr=False)
 
     @classmethod
     def from_study(cls, resolved: ResolvedStudy) -> SearchSpace:
@@ -52,7 +56,9 @@ class SearchSpace:
         knobs: dict[str, Any] = {
             "gpu": [gpu.name for gpu in resolved.gpus],
             "num_gpus": study.hardware.num_gpus,
-            **{name: getattr(study.search, name) for name in KNOBS[2:]},
+            **{name: getattr(study.search, name) for name in KNOBS[2:-2]},
+            "fabric": study.hardware.fabric.family,
+            "nic_gbps": list(resolved.nic_gbps),
         }
         distributions = {name: _distribution(knob) for name, knob in knobs.items()}
         values = {name: knob_values(knob) for name, knob in knobs.items()}
@@ -104,10 +110,42 @@ class SearchSpace:
             overlap_param_gather=settings.overlap_param_gather,
         )
         hardware = self.resolved.study.hardware
+        gpu = self.gpu(params["gpu"])
         system = TrainingSystem(
-            self.gpu(params["gpu"]), n, hardware.memory_reserve_gb, hardware.calibration, self.resolved.compute_fraction
+            gpu,
+            n,
+            hardware.memory_reserve_gb,
+            hardware.calibration,
+            self.resolved.compute_fraction,
+            self.network(gpu, n, params["fabric"], params["nic_gbps"]),
         )
         return TrainingCandidate(self.resolved.model, system, plan)
+
+    def fabric(self, family: str, nic_gbps: float) -> Fabric:
+        """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick."""
+        settings = self.resolved.study.hardware.fabric
+        return Fabric(
+            family=family,
+            nic_gbps=nic_gbps,
+            gpus_per_server=settings.gpus_per_server,
+            nics_per_server=settings.nics_per_server,
+            switch_radix=settings.switch_radix,
+            oversubscription=settings.oversubscription,
+        )
+
+    def network(self, gpu: GpuSpec, num_gpus: int, family: str, nic_gbps: float) -> Network:
+        """The fabric's network (memoised: candidates share a handful); PlanError if it cannot
+        hold num_gpus."""
+        key = (gpu.name, num_gpus, family, nic_gbps)
+        if key not in self._networks:
+            try:
+                self._networks[key] = self.fabric(family, nic_gbps).network(gpu, num_gpus)
+            except SpecError as exc:
+                self._networks[key] = PlanError(str(exc))
+        found = self._networks[key]
+        if isinstance(found, PlanError):
+            raise found
+        return found
 
 
 def _distribution(knob: Any) -> BaseDistribution:

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from dse.errors import SpecError
 from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
+from simulators.network import FAMILIES
 from simulators.workload import RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
 
 SAMPLERS = ("auto", "tpe", "nsga2", "random", "grid")
@@ -68,11 +69,75 @@ class TrainingSettings(_Frozen):
     overlap_param_gather: bool = True
 
 
+class FabricSettings(_Frozen):
+    """The scale-out network (simulators/network/_fabric.py); `family` and `nic_gbps` are knobs."""
+
+    family: list[str] = ["rail-optimized"]
+    nic_gbps: list[float] | None = None  # default: the catalogue NIC speeds of hardware.gpu
+    gpus_per_server: int = Field(default=8, ge=1)
+    nics_per_server: int = Field(default=8, ge=1)
+    switch_radix: int = Field(default=64, ge=4)
+    oversubscription: float = Field(default=1.0, ge=1.0)
+
+    @field_validator("family")
+    @classmethod
+    def _families(cls, values: list[str]) -> list[str]:
+        _non_empty_unique(values)
+        for value in values:
+            if value not in FAMILIES:
+                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(FAMILIES)}")
+        return values
+
+    @field_validator("nic_gbps")
+    @classmethod
+    def _speeds(cls, values: list[float] | None) -> list[float] | None:
+        if values is not None:
+            _non_empty_unique(values)
+            if min(values) <= 0:
+                raise ValueError(f"{min(values)} is not a positive line rate")
+        return values
+
+
+class CostSettings(_Frozen):
+    """Overrides of the price book (dse/cost/prices.yaml); unset fields keep its sourced defaults."""
+
+    cloud_tier: str = "neocloud"
+    usd_per_gpu_hour: dict[str, float] = {}  # GPU -> $/GPU-hour in cloud_tier
+    server_usd: dict[str, float] = {}  # GPU -> one 8-GPU server without scale-out NICs
+    nic_usd: dict[int, float] = {}  # Gb/s -> one NIC
+    switch_usd_per_port: dict[int, float] = {}  # Gb/s -> switch price per port
+    link_usd: dict[int, float] = {}  # Gb/s -> one link with its optics
+    server_overhead_watts: float | None = Field(default=None, ge=0)
+    switch_watts_per_port: float | None = Field(default=None, ge=0)
+    link_watts: float | None = Field(default=None, ge=0)
+    pue: float | None = Field(default=None, ge=1)
+    usd_per_kwh: float | None = Field(default=None, ge=0)
+    amortisation_years: float | None = Field(default=None, gt=0)
+    utilisation: float | None = Field(default=None, gt=0, le=1)
+    grid_kg_co2e_per_kwh: float | None = Field(default=None, ge=0)
+
+    @field_validator("usd_per_gpu_hour", "server_usd", "nic_usd", "switch_usd_per_port", "link_usd")
+    @classmethod
+    def _positive_prices(cls, prices: dict) -> dict:
+        for name, price in prices.items():
+            if price <= 0:
+                raise ValueError(f"{name}: {price} is not a positive price")
+        return prices
+
+    def overrides(self) -> dict[str, Any]:
+        """The price-book entries this spec sets (the GPU rental prices are applied per tier)."""
+        return {
+            name: value
+            for name, value in self.model_dump(exclude={"cloud_tier", "usd_per_gpu_hour"}).items()
+            if value not in (None, {})
+        }
+
+
 class Hardware(_Frozen):
     gpu: list[str] = ["H100-SXM"]
     num_gpus: IntKnob = [8, 16, 32, 64]
     memory_reserve_gb: float = Field(default=4.0, ge=0)
-    usd_per_gpu_hour: dict[str, float] = {}
+    fabric: FabricSettings = FabricSettings()
     calibration: str | None = None
     compute_fraction: float | None = Field(default=None, gt=0, le=1)
 
@@ -86,14 +151,6 @@ class Hardware(_Frozen):
             if min(knob) < 1:
                 raise ValueError(f"{min(knob)} is not a positive GPU count")
         return knob
-
-    @field_validator("usd_per_gpu_hour")
-    @classmethod
-    def _positive_prices(cls, prices: dict[str, float]) -> dict[str, float]:
-        for name, price in prices.items():
-            if price <= 0:
-                raise ValueError(f"{name}: {price} is not a positive price")
-        return prices
 
 
 class TrainingSearch(_Frozen):
@@ -161,6 +218,7 @@ class Study(_Frozen):
     model: str | ModelSpec
     training: TrainingSettings = TrainingSettings()
     hardware: Hardware = Hardware()
+    cost: CostSettings = CostSettings()
     search: TrainingSearch = TrainingSearch()
     objectives: list[Objective] = [
         Objective(metric="tokens_per_s_per_gpu"),

@@ -48,6 +48,8 @@ TINY_PARAMS = {
     "schedule": "1f1b",
     "sequence_parallel": True,
     "zero_stage": 1,
+    "fabric": "rail-optimized",
+    "nic_gbps": 400,
 }
 
 

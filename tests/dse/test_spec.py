@@ -91,6 +91,22 @@ def replace(*pairs):
             "search.zero_stage: 4 is not allowed",
             "allowed: 0, 1, 2, 3",
         ),
+        (
+            replace("num_gpus: [8, 16]", "num_gpus: [8, 16]\n  fabric: {family: [torus]}"),
+            "hardware.fabric.family: 'torus' is not allowed",
+            "allowed: leaf-spine, fat-tree, rail-optimized, dual-plane",
+        ),
+        (TINY_SPEC + "cost: {cloud_tier: spot}\n", "cost.cloud_tier: 'spot' is not allowed", "allowed: neocloud"),
+        (
+            replace("gpu: [H100-SXM]", "gpu: [MI300X]", "usd_per_mtok", "owned_usd_per_mtok"),
+            "cost.server_usd.MI300X: owned_usd_per_mtok needs a server price",
+            "give one",
+        ),
+        (
+            replace("gpu: [H100-SXM]", "gpu: [H100-SXM, H200]") + "cost: {cloud_tier: hyperscaler}\n",
+            "cost.usd_per_gpu_hour.H200: the price book has no hyperscaler price for H200",
+            "give one",
+        ),
     ],
 )
 def test_bad_spec_is_one_line_naming_the_field(write_spec, text, start, contains):

@@ -1,0 +1,58 @@
+"""Cost metrics against hand computation for a known candidate, and the price book's rules."""
+
+import pytest
+
+from dse.cost import default_price_book, ownership, price_book, training_cost_metrics
+from dse.errors import SpecError
+from simulators.hardware import get_gpu
+from simulators.network import Fabric
+
+
+def test_capex_and_power_of_1024_h100s_on_a_rail_optimized_fabric_by_hand():
+    """128 servers; 4 rail groups x 8 rails = 32 leaves with 32 uplinks each on 16 spines:
+    2048 links and 48 x 64 = 3072 switch ports."""
+    book = default_price_book()
+    owned = ownership(get_gpu("H100-SXM"), 1024, Fabric("rail-optimized"), book)
+    capex = 128 * 294_000 + 1024 * 2_000 + 3072 * 562.5 + 2048 * 750
+    watts = 1024 * 700 + 128 * 4_600 + 3072 * 27 + 2048 * 17
+    assert owned.capex_usd == pytest.approx(capex)
+    assert owned.it_power_kw == pytest.approx(watts / 1e3)
+
+
+def test_metrics_of_a_known_candidate_by_hand():
+    book = price_book({"pue": 1.5, "usd_per_kwh": 0.10, "amortisation_years": 5, "utilisation": 0.8})
+    owned = ownership(get_gpu("H100-SXM"), 64, Fabric("leaf-spine"), book)
+    # 8 servers, 64 NICs, 2 leaves + 1 spine: 128 links, 192 switch ports.
+    capex = 8 * 294_000 + 64 * 2_000 + 192 * 562.5 + 128 * 750
+    it_kw = (64 * 700 + 8 * 4_600 + 192 * 27 + 128 * 17) / 1e3
+    assert owned.capex_usd == pytest.approx(capex) and owned.it_power_kw == pytest.approx(it_kw)
+    tokens_per_s = 500_000.0
+    out = training_cost_metrics({"tokens_per_s": tokens_per_s}, 64, 2.99, 1e12, owned, book)
+    per_hour = capex / (5 * 8760 * 0.8) + it_kw * 1.5 * 0.10
+    mtok_per_hour = tokens_per_s * 3600 / 1e6
+    assert out["usd_per_hour"] == pytest.approx(64 * 2.99)
+    assert out["usd_per_mtok"] == pytest.approx(64 * 2.99 / mtok_per_hour)
+    assert out["owned_usd_per_hour"] == pytest.approx(per_hour)
+    assert out["owned_usd_per_mtok"] == pytest.approx(per_hour / mtok_per_hour)
+    assert out["kwh_per_mtok"] == pytest.approx(it_kw * 1.5 / mtok_per_hour)
+    assert out["co2e_kg_per_mtok"] == pytest.approx(it_kw * 1.5 / mtok_per_hour * 0.366)
+    hours = 1e12 / (tokens_per_s * 3600)
+    assert out["time_to_train_days"] == pytest.approx(hours / 24)
+    assert out["cost_to_train_usd"] == pytest.approx(hours * 64 * 2.99)
+    assert out["owned_cost_to_train_usd"] == pytest.approx(hours * per_hour)
+
+
+def test_every_default_price_says_where_it_came_from():
+    book = default_price_book()
+    prices = [*book.server_usd.values(), *book.nic_usd.values(), book.pue, book.grid_kg_co2e_per_kwh]
+    prices += [p for tier in book.cloud_usd_per_gpu_hour.values() for p in tier.values()]
+    assert all(p.source and p.as_of for p in prices)
+
+
+def test_a_gpu_without_a_server_price_has_no_owned_metrics():
+    assert ownership(get_gpu("MI300X"), 64, Fabric(), default_price_book()) is None
+
+
+def test_a_speed_the_book_lacks_is_a_one_line_error_naming_the_table():
+    with pytest.raises(SpecError, match=r"cost.nic_usd: no price for 1600 Gb/s; allowed: 200, 400, 800"):
+        ownership(get_gpu("H100-SXM"), 64, Fabric(nic_gbps=1600), default_price_book())
