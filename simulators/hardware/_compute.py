@@ -7,7 +7,8 @@ its HBM bandwidth with the size effects that real kernels show, plus a fixed cos
 
 - GEMM: output tiles are spread over the SMs in waves (a partly filled last wave costs a full
   one), each tile runs ceil(k / k_tile) mainloop iterations plus a fixed pipeline fill and drain
-  (FILL_ITERATIONS), and the per-SM rate is the measured large-GEMM fraction of the peak
+  (FILL_ITERATIONS; split over idle SMs when there are fewer tiles than SMs, as split-K and
+  stream-K kernels do), and the per-SM rate is the measured large-GEMM fraction of the peak
   (`GpuSpec.gemm_efficiency_for`), so large, well-shaped GEMMs reproduce flops / (peak x
   gemm_efficiency) within a few per cent. Memory time is (m*k + k*n) * input bytes + m*n *
   output bytes per batch over the measured streaming bandwidth; the slower of the two wins.
@@ -40,6 +41,7 @@ from simulators.hardware.calibration import CalibrationTable
 # re-read here); the smallest shapes (1024^3) of the Azure AI-benchmarking-guide cuBLASLt sweep
 # (A100 fp16, H100/H200/GB200 fp8) leave about 2 us that the tile model does not explain.
 LAUNCH_OVERHEAD_S = 2e-6
+MIN_TILE_M = 16  # rows of the smallest tensor-core instruction (mma m16n8k16, Ampere and later)
 INPUT_BYTES = {"fp16": 2.0, "bf16": 2.0, "fp8": 1.0, "fp4": 0.5}
 OUTPUT_BYTES = 2.0  # GEMMs write 16-bit results; Transformer Engine's fp8 GEMMs write bf16
 ACTIVATION_BYTES = 2.0  # bf16/fp16 activations, as attention reads and writes them
@@ -202,11 +204,18 @@ def _gemm_model_s(gpu: GpuSpec, peak_flops: float, precision: str, m, n, k, batc
     tiling = GEMM_TILING[gpu.architecture]
     in_bytes = INPUT_BYTES[precision]
     k_tile = tiling.k_tile_bytes / in_bytes
-    tiles = batch * np.ceil(m / tiling.tile_m) * np.ceil(n / tiling.tile_n)
+    # A GEMM with fewer rows than a tile runs a shorter tile (down to the 16-row tensor-core
+    # instruction), as libraries pick for skinny shapes.
+    tile_m = np.minimum(tiling.tile_m, np.maximum(MIN_TILE_M, 2.0 ** np.ceil(np.log2(np.maximum(m, 1)))))
+    tiles = batch * np.ceil(m / tile_m) * np.ceil(n / tiling.tile_n)
     waves = np.ceil(tiles / gpu.sm_count)
     sm_flops = peak_flops * gpu.gemm_efficiency_for(precision) / gpu.sm_count
-    iteration_s = 2.0 * tiling.tile_m * tiling.tile_n * k_tile / sm_flops
-    compute_s = waves * (np.ceil(k / k_tile) + tiling.fill_iterations) * iteration_s
+    iteration_s = 2.0 * tile_m * tiling.tile_n * k_tile / sm_flops
+    # Too few tiles to fill the SMs (skinny GEMMs: decode): libraries split K over the idle
+    # SMs (split-K / stream-K), so each tile's mainloop is shared by that many SMs.
+    k_iterations = np.ceil(k / k_tile)
+    splits = np.clip(np.floor(gpu.sm_count / tiles), 1, k_iterations)
+    compute_s = waves * (np.ceil(k_iterations / splits) + tiling.fill_iterations) * iteration_s
     return np.maximum(compute_s, _stream_s(gpu, gemm_bytes(m, n, k, batch, precision))) + LAUNCH_OVERHEAD_S
 
 

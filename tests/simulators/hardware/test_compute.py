@@ -219,3 +219,15 @@ def test_errors_name_the_argument_and_what_is_allowed():
     with pytest.raises(DseError, match=r"attention_time_s\.precision: 'fp4' is not allowed; allowed: fp16, bf16, fp8"):
         attention_time_s(get_gpu("B200"), 1, 8, 4096, 4096, 128, True, precision="fp4")
     assert math.isfinite(attention_time_s(get_gpu("V100-32GB"), 1, 16, 1024, 1024, 64, True, "fp16", kernel="unfused"))
+
+
+def test_decode_shaped_gemms_are_bound_by_reading_the_weights():
+    """m = 1..64 rows (decode batches): libraries run short tiles and split K over idle SMs, so
+    the time is the weight read at the streaming bandwidth plus one launch, not 128-row tiles."""
+    from simulators.hardware import gemm_bytes, get_gpu
+
+    a100 = get_gpu("A100-80GB")
+    for m in (1, 8, 64):
+        for n, k in ((2560, 8192), (14336, 8192)):
+            stream_s = gemm_bytes(m, n, k) / (a100.hbm_gbytes_per_s * 1e9 * a100.hbm_efficiency)
+            assert gemm_time_s(a100, m, n, k) == pytest.approx(stream_s + 2e-6, rel=1e-6)
