@@ -51,6 +51,12 @@ def _parser() -> argparse.ArgumentParser:
     search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
     search.set_defaults(handler=_search)
 
+    report = commands.add_parser(
+        "report", help="re-render a study's reports (HTML, PNG, summary, tables) from its directory"
+    )
+    report.add_argument("dir", type=Path, metavar="DIR", help="the study's output directory, e.g. reports/llama70b")
+    report.set_defaults(handler=_report)
+
     candidate = argparse.ArgumentParser(add_help=False)  # how simulate and export name one candidate
     candidate.add_argument("spec", type=Path, help="study spec (YAML)")
     candidate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
@@ -95,7 +101,7 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.checks import resolve_study
     from dse.engine import RunSettings, run_search
     from dse.progress import SearchProgress
-    from dse.report import write_reports
+    from dse.report import save_spec, write_reports
     from dse.spec import load_study
 
     for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
@@ -114,19 +120,42 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     resolved = resolve_study(study)
     settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
     console.print(_header(resolved, settings))
+
+    def start(total, prior):  # the study is open: save its spec now, so even a killed run can be reported
+        save_spec(study, settings.out_dir)
+        progress.start(total, prior)
+
     with SearchProgress(resolved, console) as progress:
-        summary = run_search(resolved, settings, on_trial=progress.trial, on_start=progress.start)
+        summary = run_search(resolved, settings, on_trial=progress.trial, on_start=start)
     trials, front = write_reports(summary.study, resolved, settings.out_dir)
     console.print(_front_table(front, resolved))
     console.print(
         f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run), "
         f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front\n"
-        f"wrote {settings.out_dir / 'trials.csv'}, {settings.out_dir / 'pareto.csv'}"
+        f"wrote {_written(settings.out_dir)}"
     )
     if summary.stopped_because == "interrupted":
         console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
         return EXIT_INTERRUPTED
     return 0
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from dse.report import load_study_dir, write_reports
+
+    study, resolved = load_study_dir(args.dir)
+    trials, front = write_reports(study, resolved, args.dir)
+    console.print(
+        f"{len(trials)} finished trials, {int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front\n"
+        f"wrote {_written(args.dir)}"
+    )
+    return 0
+
+
+def _written(out_dir: Path) -> str:
+    """The report files, as one line under the study's table."""
+    names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "trials.csv", "trials.parquet", "spec.yaml")
+    return f"{out_dir}/: {', '.join(names)}"
 
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:

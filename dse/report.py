@@ -1,4 +1,9 @@
-"""Study output: trials.csv (every finished trial), pareto.csv (the feasible front), terminal table."""
+"""Study output in reports/<study>/: the tables, and every file re-rendered from the study alone.
+
+`dse search` writes them when it stops; `dse report DIR` rewrites them from DIR/spec.yaml and
+the study's storage, so an interrupted study or a changed report can be rendered again without
+simulating anything but the few Pareto candidates.
+"""
 
 from __future__ import annotations
 
@@ -6,14 +11,25 @@ from pathlib import Path
 
 import optuna
 import pandas as pd
+import yaml
 from optuna.trial import TrialState
 
-from dse.checks import ResolvedStudy
+from dse.checks import ResolvedStudy, resolve_study
 from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
+from dse.errors import DseError
+from dse.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
 from dse.metrics import TRAINING_METRICS
 from dse.pareto import pareto_mask
+from dse.report_html import render_html
+from dse.report_png import write_pareto_png
+from dse.report_summary import summary_markdown
 from dse.space import KNOBS, SearchSpace, canonical_params, params_of_row
+from dse.spec import Study, load_study
 from simulators.analytical import simulate_training_batch
+
+SPEC_FILE = "spec.yaml"
+JOURNAL_FILE = "study.journal"
+MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "reserve")  # memory_<part>_gb columns
 
 
 def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
@@ -58,22 +74,95 @@ def pareto_frame(trials: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
 
 
 def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
-    """The front with each candidate's time breakdown (the search ranks metrics only, so the
-    few Pareto candidates are simulated once more, with the breakdown)."""
+    """The front with each candidate's time breakdown (`breakdown_*_s`, adding up to
+    iteration_time_s) and memory per GPU (`memory_*_gb`, adding up to memory_gb_per_gpu). The
+    search ranks metrics only, so the few Pareto candidates are simulated once more for these."""
     if front.empty:
         return front
     space = SearchSpace.from_study(resolved)
-    candidates = [space.candidate(params_of_row(row)) for _, row in front.iterrows()]
-    parts = pd.DataFrame([result.breakdown_s for result in simulate_training_batch(candidates)], index=front.index)
-    return pd.concat([front, parts.add_prefix("breakdown_")], axis=1)
+    results = simulate_training_batch([space.candidate(params_of_row(row)) for _, row in front.iterrows()])
+    times = pd.DataFrame([result.breakdown_s for result in results], index=front.index).add_prefix("breakdown_")
+    memory = pd.DataFrame(
+        [{f"memory_{part}_gb": getattr(r.memory, f"{part}_bytes") / 1e9 for part in MEMORY_PARTS} for r in results],
+        index=front.index,
+    )
+    return pd.concat([front, times, memory], axis=1)
+
+
+def history_of(trials: pd.DataFrame, resolved: ResolvedStudy) -> HypervolumeHistory | None:
+    """The hypervolume history of the study, or None when no trial is feasible or there are
+    more objectives than the exact method handles (the reports say which)."""
+    if not trials["feasible"].any() or len(resolved.objectives) > MAX_OBJECTIVES:
+        return None
+    values = trials[list(resolved.objectives)].to_numpy(dtype=float)
+    return hypervolume_history(trials["trial"], values, trials["feasible"], resolved.directions)
+
+
+def spec_yaml(study: Study) -> str:
+    """The validated spec as YAML that `load_study` reads back to an equal Study: every field
+    explicit (command-line overrides included, defaults frozen), the calibration file made absolute."""
+    if study.hardware.calibration:
+        calibration = str(Path(study.hardware.calibration).resolve())
+        study = study.model_copy(update={"hardware": study.hardware.model_copy(update={"calibration": calibration})})
+    body = yaml.dump(study.model_dump(mode="json"), Dumper=_SpecDumper, sort_keys=False)
+    return f"# The spec this study ran, overrides applied; `dse report DIR` re-renders the study from it.\n{body}"
+
+
+class _SpecDumper(yaml.SafeDumper):
+    """Block mappings, with lists of plain values on one line (`tp: [1, 2, 4]`) as specs are written."""
+
+
+_SpecDumper.add_representer(
+    list,
+    lambda dumper, items: dumper.represent_sequence(
+        "tag:yaml.org,2002:seq", items, flow_style=not any(isinstance(v, dict | list) for v in items)
+    ),
+)
+
+
+def save_spec(study: Study, out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    path = out_dir / SPEC_FILE
+    path.write_text(spec_yaml(study))
+    return path
+
+
+def load_study_dir(out_dir: Path) -> tuple[optuna.Study, ResolvedStudy]:
+    """The study and resolved spec that `dse search` left in `out_dir` (finished or not)."""
+    if not out_dir.is_dir():
+        raise DseError(f"report: {out_dir} is not a directory")
+    if not (out_dir / SPEC_FILE).is_file():
+        raise DseError(f"report: {out_dir} holds no {SPEC_FILE}; `dse search SPEC --out {out_dir} --resume` writes it")
+    study = load_study(out_dir / SPEC_FILE, output=str(out_dir))
+    resolved = resolve_study(study)
+    if study.storage:
+        storage = optuna.storages.get_storage(study.storage)
+    elif (out_dir / JOURNAL_FILE).is_file():
+        backend = optuna.storages.journal.JournalFileBackend(str(out_dir / JOURNAL_FILE))
+        storage = optuna.storages.JournalStorage(backend)
+    else:
+        raise DseError(f"report: {out_dir} holds no {JOURNAL_FILE} and {SPEC_FILE} names no storage")
+    try:
+        return optuna.load_study(study_name=study.name, storage=storage), resolved
+    except KeyError:
+        raise DseError(f"report: the storage of {out_dir} holds no study {study.name!r}") from None
 
 
 def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write trials.csv and pareto.csv (the front, with each candidate's time breakdown) into
-    `out_dir`; return both frames."""
+    """Write every report file into `out_dir`; return the trials and the front.
+
+    trials.csv and trials.parquet (every finished trial), pareto.csv (the front with its time
+    and memory breakdowns), spec.yaml, summary.md, pareto.png and the self-contained report.html.
+    """
     out_dir.mkdir(parents=True, exist_ok=True)
     trials = trials_frame(study, resolved)
     front = with_breakdown(pareto_frame(trials, resolved), resolved)
+    history = history_of(trials, resolved)
+    spec_path = save_spec(resolved.study, out_dir)
     trials.to_csv(out_dir / "trials.csv", index=False)
+    trials.to_parquet(out_dir / "trials.parquet", index=False)
     front.to_csv(out_dir / "pareto.csv", index=False)
+    (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path))
+    write_pareto_png(trials, front, resolved, out_dir / "pareto.png")
+    (out_dir / "report.html").write_text(render_html(trials, front, resolved, history, spec_path.read_text()))
     return trials, front

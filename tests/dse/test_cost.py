@@ -54,5 +54,5 @@ def test_a_gpu_without_a_server_price_has_no_owned_metrics():
 
 
 def test_a_speed_the_book_lacks_is_a_one_line_error_naming_the_table():
-    with pytest.raises(SpecError, match=r"cost.nic_usd: no price for 1600 Gb/s; allowed: 200, 400, 800"):
+    with pytest.raises(SpecError, match=r"cost.nic_usd: no price for 1600 Gb/s; allowed: 100, 200, 400, 800"):
         ownership(get_gpu("H100-SXM"), 64, Fabric(nic_gbps=1600), default_price_book())

@@ -1,0 +1,220 @@
+"""report.html: one self-contained page to explore a study, that opens offline and can be mailed.
+
+plotly.js is embedded once in the page head (no CDN, no MathJax), each figure is a div with a
+fixed id so the same study renders to the same file. Every section says so in words when it has
+nothing to plot (no feasible trial), rather than failing.
+"""
+
+from __future__ import annotations
+
+import html
+from itertools import combinations
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.offline
+
+from dse.checks import ResolvedStudy
+from dse.hypervolume import HypervolumeHistory
+from dse.report_summary import hypervolume_text
+from dse.space import KNOBS, SearchSpace
+
+GREY = "rgba(150, 150, 150, 0.45)"
+FRONT = "#d62728"
+CONFIG = {"displaylogo": False, "responsive": True}
+NO_FEASIBLE = "No feasible trial: nothing to plot."
+
+
+def render_html(
+    trials: pd.DataFrame,
+    front: pd.DataFrame,
+    resolved: ResolvedStudy,
+    history: HypervolumeHistory | None,
+    spec_text: str,
+) -> str:
+    """The whole page: front scatters, the front as a table, parallel coordinates of every
+    feasible trial, time and memory breakdowns of the front, the hypervolume history, the spec."""
+    feasible = trials[trials["feasible"]]
+    knobs = _varied_knobs(resolved, feasible)
+    figures = _Figures()
+    sections = [
+        ("Pareto front", _front_section(figures, feasible, front, resolved, knobs)),
+        ("Pareto candidates", _front_table(front, resolved, knobs)),
+        ("All feasible trials", _parallel_section(figures, feasible, resolved, knobs)),
+        ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
+        ("Memory per GPU", _bars(figures, front, "memory_", "_gb", "GB per GPU", _capacity_gb(front, resolved))),
+        ("Hypervolume", _hypervolume_section(figures, history, resolved)),
+        ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
+    ]
+    study = resolved.study
+    title = html.escape(f"{study.name}: {study.mode} of {resolved.model.name}")
+    counts = f"{len(trials)} finished trials, {len(feasible)} feasible, {len(front)} on the Pareto front"
+    body = "\n".join(f"<section><h2>{name}</h2>\n{content}\n</section>" for name, content in sections)
+    return _PAGE.format(title=title, counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
+
+
+class _Figures:
+    """Turns figures into divs with ids in order of appearance (plot-1, plot-2, ...)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def div(self, fig: go.Figure, height_px: int = 520, right_px: int = 30) -> str:
+        self.count += 1
+        fig.update_layout(template="plotly_white", height=height_px, margin=dict(l=70, r=right_px, t=60, b=60))
+        return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{self.count}", config=CONFIG)
+
+
+def _varied_knobs(resolved: ResolvedStudy, feasible: pd.DataFrame) -> list[str]:
+    """The knobs the spec searches over, with the data-parallel degree they imply."""
+    values = SearchSpace.from_study(resolved).values
+    knobs = [k for k in KNOBS if len(values[k]) > 1]
+    return [*knobs, "dp"] if feasible["dp"].nunique() > 1 else knobs
+
+
+def _hover(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    return [
+        "<br>".join([f"trial {row['trial']}", *(f"{c}={row[c]}" for c in columns)]) for row in frame.to_dict("records")
+    ]
+
+
+def _front_section(figures, feasible, front, resolved, knobs) -> str:
+    """A scatter for each pair of objectives (a 3-D one too when there are three)."""
+    if feasible.empty:
+        return f"<p>{NO_FEASIBLE}</p>"
+    objectives, directions = resolved.objectives, resolved.directions
+    label = {m: f"{m} ({d})" for m, d in zip(objectives, directions)} | {"trial": "trial"}
+    pairs = list(combinations(objectives, 2)) or [("trial", objectives[0])]
+    layers = _layers(feasible, front, [*objectives, *knobs])
+    divs = []
+    for x, y in pairs:
+        fig = go.Figure()
+        for frame, style in layers:
+            fig.add_scatter(x=frame[x], y=frame[y], **style)
+        fig.update_layout(title=f"{y} against {x}", xaxis_title=label[x], yaxis_title=label[y])
+        divs.append(figures.div(fig))
+    if len(objectives) == 3:
+        x, y, z = objectives
+        fig = go.Figure()
+        for frame, style in layers:
+            smaller = style["marker"] | {"size": style["marker"]["size"] - 3}  # 3-D markers look larger
+            fig.add_scatter3d(x=frame[x], y=frame[y], z=frame[z], **(style | {"marker": smaller}))
+        fig.update_layout(title="All three objectives", scene=dict(xaxis_title=x, yaxis_title=y, zaxis_title=z))
+        divs.append(figures.div(fig, height_px=700))
+    note = (
+        "<p>The front is over all objectives, so in a 2-D view some of its points look beaten.</p>"
+        if len(objectives) > 2
+        else ""
+    )
+    return note + "\n".join(divs)
+
+
+def _layers(feasible: pd.DataFrame, front: pd.DataFrame, columns: list[str]) -> list[tuple[pd.DataFrame, dict]]:
+    """The feasible trials in grey and the front on top, each with its marker style and hover text."""
+    return [
+        (
+            frame,
+            dict(
+                mode="markers",
+                name=f"{name} ({len(frame)})",
+                marker=dict(color=color, size=size),
+                hovertext=_hover(frame, columns),
+                hoverinfo="text",
+            ),
+        )
+        for frame, name, color, size in ((feasible, "feasible trials", GREY, 7), (front, "Pareto front", FRONT, 10))
+    ]
+
+
+def _front_table(front: pd.DataFrame, resolved: ResolvedStudy, knobs: list[str]) -> str:
+    if front.empty:
+        return "<p>No feasible trial, so no Pareto candidate.</p>"
+    columns = ["trial", *knobs, *resolved.objectives, "mfu", "memory_gb_per_gpu"]
+    shown = front[list(dict.fromkeys(c for c in columns if c in front.columns))]
+    return shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
+
+
+def _parallel_section(figures, feasible, resolved, knobs) -> str:
+    """Every feasible trial as a line through its knobs and objectives, coloured by the first
+    objective; text knobs become integer axes labelled with their values."""
+    if feasible.empty:
+        return f"<p>{NO_FEASIBLE}</p>"
+    values = SearchSpace.from_study(resolved).values
+    dimensions = []
+    for column in knobs:
+        data = feasible[column]
+        if data.dtype.kind in "iuf":  # numeric knobs: an axis ticked at the values taken
+            dimensions.append(dict(label=column, values=data, tickvals=sorted(data.unique())))
+            continue
+        spec_order = [str(v) for v in values.get(column, ())]
+        categories = list(dict.fromkeys([*spec_order, *sorted(data.astype(str).unique())]))
+        codes = pd.Categorical(data.astype(str), categories=categories).codes
+        dimensions.append(dict(label=column, values=codes, tickvals=list(range(len(categories))), ticktext=categories))
+    dimensions += [dict(label=m, values=feasible[m]) for m in resolved.objectives]
+    first = resolved.objectives[0]
+    line = dict(color=feasible[first], colorscale="Viridis", showscale=True, colorbar=dict(title=first))
+    div = figures.div(go.Figure(go.Parcoords(dimensions=dimensions, line=line)), height_px=560, right_px=180)
+    return f"<p>{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter.</p>{div}"
+
+
+def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None) -> str:
+    """One stacked bar per Pareto candidate, a segment per part (parts zero for all left out)."""
+    if front.empty:
+        return f"<p>{NO_FEASIBLE}</p>"
+    parts = [c for c in front.columns if c.startswith(prefix) and c.endswith(suffix) and (front[c] != 0).any()]
+    labels = [
+        f"#{r['trial']} {r['gpu']}x{r['num_gpus']} tp{r['tp']} pp{r['pp']} dp{r['dp']}"
+        for r in front.to_dict("records")
+    ]
+    fig = go.Figure()
+    for column in parts:
+        fig.add_bar(x=labels, y=front[column], name=column.removeprefix(prefix).removesuffix(suffix))
+    if capacity is not None:
+        marker = dict(symbol="line-ew-open", size=30, color="black")
+        fig.add_scatter(x=labels, y=capacity, mode="markers", name="HBM capacity", marker=marker)
+    fig.update_layout(barmode="stack", yaxis_title=unit, xaxis_title="Pareto candidate", xaxis_tickangle=-30)
+    return figures.div(fig)
+
+
+def _capacity_gb(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:
+    """HBM per GPU of each candidate's GPU type, in GB (10^9 bytes, like the memory columns)."""
+    hbm = {gpu.name: gpu.hbm_bytes / 1e9 for gpu in resolved.gpus}
+    return [hbm[name] for name in front["gpu"]]
+
+
+def _hypervolume_section(figures, history: HypervolumeHistory | None, resolved: ResolvedStudy) -> str:
+    text = f"<p>{html.escape(hypervolume_text(history, resolved))}</p>"
+    if history is None:
+        return text
+    fig = go.Figure(go.Scatter(x=history.trials, y=history.values, mode="lines", line_shape="hv", name="hypervolume"))
+    reference = ", ".join(f"{m} = {r:.4g}" for m, r in zip(resolved.objectives, history.reference))
+    fig.update_layout(
+        title=f"Hypervolume of the feasible front after each trial<br><sup>reference point: {reference}</sup>",
+        xaxis_title="trial",
+        yaxis_title="hypervolume (share of the box)",
+        yaxis_range=[0, 1.02],
+    )
+    return text + figures.div(fig, height_px=420)
+
+
+_PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<script type="text/javascript">{plotly_js}</script>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; padding: 0 1em; color: #222; }}
+section {{ margin-bottom: 2.5em; }}
+table.front {{ border-collapse: collapse; font-size: 0.85em; }}
+table.front td, table.front th {{ padding: 0.2em 0.6em; border-bottom: 1px solid #ddd; text-align: right; }}
+pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<p>{counts}</p>
+{body}
+</body>
+</html>
+"""
