@@ -94,6 +94,8 @@ def _parser() -> argparse.ArgumentParser:
     models.set_defaults(handler=_models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
     gpus.set_defaults(handler=_gpus)
+    topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
+    topologies.set_defaults(handler=_topologies)
     return parser
 
 
@@ -370,6 +372,29 @@ def _gpus(args: argparse.Namespace, console: Console) -> int:
 
     title = "GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)"
     console.print(_catalog_table(title, gpu_catalog().values(), GPU_COLUMNS))
+    return 0
+
+
+def _topologies(args: argparse.Namespace, console: Console) -> int:
+    from rich.table import Table
+
+    from simulators.network import FAMILIES, FAMILY_HELP, Fabric, bill_of_materials
+
+    defaults = Fabric()
+    table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
+    for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):
+        table.add_column(column)
+    for family in FAMILIES:
+        fabric = Fabric(family)
+        bom = bill_of_materials(fabric, 1024)
+        tiers = " / ".join(map(str, bom.switches))
+        table.add_row(family, FAMILY_HELP[family], str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
+    console.print(table)
+    console.print(
+        "parameters (hardware.fabric): family, nic_gbps (knobs), gpus_per_server "
+        f"({defaults.gpus_per_server}), nics_per_server ({defaults.nics_per_server}), switch_radix "
+        f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g})"
+    )
     return 0
 
 

@@ -34,6 +34,10 @@ def test_listings_show_the_catalogues(capsys):
     assert "llama3-70b" in capsys.readouterr().out
     assert main(["gpus"]) == 0
     assert "MI300X" in capsys.readouterr().out
+    assert main(["topologies"]) == 0
+    listing = capsys.readouterr().out
+    assert all(family in listing for family in ("leaf-spine", "fat-tree", "rail-optimized", "dual-plane"))
+    assert "32 / 16" in listing  # 1024 GPUs, radix 64: 32 rail leaves and 16 spines (hand count)
 
 
 @pytest.mark.slow
