@@ -1,0 +1,41 @@
+"""Serving: request streams, replica iteration costs, schedulers and routing, capacity search."""
+
+from simulators.serving._capacity import Capacity, capacity_search
+from simulators.serving._cost import ReplicaCost, replica_cost
+from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
+from simulators.serving._engine import ROUTERS, SCHEDULERS
+from simulators.serving._requests import (
+    ARRIVALS,
+    Requests,
+    TraceData,
+    empirical,
+    fixed,
+    load_trace,
+    make_requests,
+    uniform,
+    zipf,
+)
+
+__all__ = [
+    "ARRIVALS",
+    "ROUTERS",
+    "SCHEDULERS",
+    "SLO",
+    "Capacity",
+    "Deployment",
+    "Pool",
+    "ReplicaCost",
+    "Requests",
+    "ServingResult",
+    "TraceData",
+    "capacity_search",
+    "empirical",
+    "fixed",
+    "kv_transfer_s",
+    "load_trace",
+    "make_requests",
+    "replica_cost",
+    "simulate_deployment",
+    "uniform",
+    "zipf",
+]

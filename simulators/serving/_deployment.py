@@ -1,0 +1,246 @@
+"""A serving deployment and one simulated run of it: requests in, latency and throughput out.
+
+A deployment is a model on one GPU type, as one pool of identical replicas (each runs whole
+requests) or, disaggregated, a prefill pool and a decode pool with their own parallelism and
+counts. `simulate_deployment` prices each pool's iterations (`replica_cost`), the KV transfer
+between pools over the NIC fabric, runs the compiled engine and summarises the requests.
+
+Metrics (seconds unless named otherwise): TTFT (arrival to first token), TBT (every gap between
+consecutive tokens of a request, pooled over requests), TPOT ((end - first token) / (output - 1)
+per request), end-to-end and normalised latency (end-to-end / output tokens) at p50/p90/p99;
+output and total tokens/s and requests/s over the run (first arrival to last completion); SLO
+attainment and goodput: a request meets the SLO when its TTFT and its TPOT are within the
+bounds (DistServe's per-request convention); KV-cache use and batch sizes; MFU (model FLOPs over
+the replicas' peak) and MBU (weight and KV bytes read over their HBM bandwidth).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulators._errors import PlanError, SpecError
+from simulators.hardware import GpuSpec
+from simulators.models import ModelSpec
+from simulators.network import Network, collective_time_s
+from simulators.serving._cost import ReplicaCost, replica_cost
+from simulators.serving._engine import (
+    ROLE_BOTH,
+    ROLE_DECODE,
+    ROLE_PREFILL,
+    ROUTERS,
+    SCHEDULERS,
+    EngineOutput,
+    simulate_serving,
+)
+from simulators.serving._requests import Requests
+
+PERCENTILES = (50, 90, 99)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """`count` replicas of tp x pp GPUs running `scheduler`. `max_batch_tokens` is the token
+    budget of an iteration (vLLM's max_num_batched_tokens, Sarathi's chunk size)."""
+
+    scheduler: str = "sarathi"
+    tp: int = 1
+    pp: int = 1
+    count: int = 1
+    max_batch_requests: int = 128
+    max_batch_tokens: int = 512
+
+    def __post_init__(self) -> None:
+        if self.scheduler not in SCHEDULERS:
+            raise SpecError(f"scheduler: {self.scheduler!r} is not allowed; allowed: {', '.join(SCHEDULERS)}")
+        for name in ("tp", "pp", "count", "max_batch_requests", "max_batch_tokens"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise SpecError(f"{name}: {value!r} is not allowed; allowed: a positive integer")
+
+    @property
+    def gpus(self) -> int:
+        return self.tp * self.pp * self.count
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """One model served on one GPU type: `pool` serves whole requests, or with `decode` set,
+    `pool` only prefills and `decode` only decodes (prefill/decode disaggregation)."""
+
+    model: ModelSpec
+    gpu: GpuSpec
+    pool: Pool
+    decode: Pool | None = None
+    router: str = "round_robin"
+    precision: str = "bf16"
+    block_tokens: int = 16
+    memory_fraction: float = 0.9  # vLLM's gpu_memory_utilization default
+    compute_fraction: float = 1.0
+    network: Network | None = None  # default: the GPU's reference system
+
+    def __post_init__(self) -> None:
+        if self.router not in ROUTERS:
+            raise SpecError(f"router: {self.router!r} is not allowed; allowed: {', '.join(ROUTERS)}")
+        if self.decode is not None and self.decode.scheduler not in ("vllm", "sarathi"):
+            raise SpecError(f"decode.scheduler: {self.decode.scheduler!r} is not allowed; allowed: vllm, sarathi")
+
+    @property
+    def gpus(self) -> int:
+        return self.pool.gpus + (self.decode.gpus if self.decode else 0)
+
+    @property
+    def fabric_network(self) -> Network:
+        return self.network if self.network is not None else Network.from_gpu(self.gpu)
+
+
+@dataclass(frozen=True)
+class ServingResult:
+    """Per-request times (ns from the first arrival's clock) and the run's metrics."""
+
+    metrics: dict[str, float]
+    first_token_ns: np.ndarray
+    done_ns: np.ndarray
+    replica: np.ndarray
+    preemptions: np.ndarray
+    gaps_ns: np.ndarray = field(repr=False)
+    engine: EngineOutput = field(repr=False, default=None)
+
+
+@dataclass(frozen=True)
+class SLO:
+    ttft_s: float = 2.0
+    tbt_s: float = 0.2
+
+
+def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, ReplicaCost | None]:
+    """The iteration tables of the pool(s), all of one width: the largest batch (in tokens or in
+    sequences) any pool can form; the engine extrapolates past it only for whole-prompt batches
+    larger than 32k tokens."""
+    pools = [p for p in (deployment.pool, deployment.decode) if p is not None]
+    tokens = max(
+        p.max_batch_requests * max_prompt if p.scheduler in ("static", "orca") else max(p.max_batch_tokens, max_prompt)
+        for p in pools
+    )
+    width = max(min(tokens, 1 << 15), max(p.max_batch_requests for p in pools))
+
+    def cost(pool: Pool) -> ReplicaCost:
+        return replica_cost(
+            deployment.model,
+            deployment.gpu,
+            pool.tp,
+            pool.pp,
+            deployment.fabric_network,
+            precision=deployment.precision,
+            max_batch_tokens=width,
+            max_batch_requests=width,
+            block_tokens=deployment.block_tokens,
+            memory_fraction=deployment.memory_fraction,
+            compute_fraction=deployment.compute_fraction,
+        )
+
+    return cost(deployment.pool), (cost(deployment.decode) if deployment.decode else None)
+
+
+def kv_transfer_s(deployment: Deployment, cost: ReplicaCost, prompt_tokens: np.ndarray) -> np.ndarray:
+    """Seconds to move each prompt's KV cache from a prefill replica to a decode replica: every
+    GPU of the prefill replica sends its share over its own NIC at once."""
+    gpus = cost.tp * cost.pp
+    network = deployment.fabric_network
+    per_gpu = np.maximum(prompt_tokens, 1) * cost.kv_bytes_per_token / gpus
+    return np.asarray(collective_time_s("send_recv", per_gpu, 2, network.domain_gpus, network), dtype=np.float64)
+
+
+def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 0, slo: SLO = SLO()) -> ServingResult:
+    """Serve `requests` on `deployment`; PlanError if a request can never fit a replica's KV cache."""
+    prompt = np.asarray(requests.prompt_tokens, dtype=np.int64)
+    output = np.asarray(requests.output_tokens, dtype=np.int64)
+    main, dec = pool_costs(deployment, int(prompt.max()))
+    pools = [(deployment.pool, main, ROLE_PREFILL if dec else ROLE_BOTH)]
+    if dec is not None:
+        pools.append((deployment.decode, dec, ROLE_DECODE))
+    for pool, cost, role in pools:
+        longest = int((prompt + (output if role != ROLE_PREFILL else 1)).max())
+        if -(-longest // cost.block_tokens) > cost.kv_blocks:
+            raise PlanError(
+                f"a request of {longest} tokens does not fit the KV cache of a tp={pool.tp} pp={pool.pp} replica "
+                f"({cost.kv_capacity_tokens} tokens)"
+            )
+    tables = np.zeros((len(pools), 6, len(main.linear_s)))
+    for k, (_, c, _) in enumerate(pools):
+        for row, values in enumerate((c.linear_s, c.allreduce_s, c.prefill_attention_s, c.send_s, c.logits_s)):
+            tables[k, row] = values
+        tables[k, 5, :2] = (c.decode_attention_fixed_s, c.decode_attention_per_token_s)
+    replicas = [(k, pool, cost, role) for k, (pool, cost, role) in enumerate(pools) for _ in range(pool.count)]
+    transfer = kv_transfer_s(deployment, main, prompt) if dec else np.zeros(len(prompt))
+    start_ns = np.int64(round(float(requests.arrival_s[0]) * 1e9))
+    arrival_ns = np.round(np.asarray(requests.arrival_s) * 1e9).astype(np.int64) - start_ns
+    out = EngineOutput(
+        *simulate_serving(
+            arrival_ns,
+            prompt,
+            output,
+            np.round(transfer * 1e9).astype(np.int64),
+            np.array([role for *_, role in replicas], np.int64),
+            np.array([SCHEDULERS[pool.scheduler] for _, pool, _, _ in replicas], np.int64),
+            np.array([k for k, *_ in replicas], np.int64),
+            np.array([pool.pp for _, pool, _, _ in replicas], np.int64),
+            np.array([cost.layers_per_stage for *_, cost, _ in replicas], np.float64),
+            np.array([pool.max_batch_requests for _, pool, _, _ in replicas], np.int64),
+            np.array([pool.max_batch_tokens for _, pool, _, _ in replicas], np.int64),
+            np.array([cost.kv_blocks for *_, cost, _ in replicas], np.int64),
+            deployment.block_tokens,
+            tables,
+            ROUTERS[deployment.router],
+            seed,
+            main.flops_per_token,
+            main.attention_flops_per_pair,
+        )
+    )
+    replica_costs = [cost for *_, cost, _ in replicas]
+    metrics = _metrics(deployment, arrival_ns, prompt, output, out, replica_costs, slo)
+    return ServingResult(metrics, out.first_ns, out.done_ns, out.replica, out.preemptions, out.gaps_ns, out)
+
+
+def _percentiles(prefix: str, values_s: np.ndarray) -> dict[str, float]:
+    if len(values_s) == 0:
+        return {f"{prefix}_p{p}_s": float("nan") for p in PERCENTILES}
+    points = np.percentile(values_s, PERCENTILES)
+    return {f"{prefix}_p{p}_s": float(v) for p, v in zip(PERCENTILES, points)}
+
+
+def _metrics(deployment, arrival_ns, prompt, output, out: EngineOutput, costs, slo: SLO) -> dict[str, float]:
+    first, done = out.first_ns, out.done_ns
+    ttft = (first - arrival_ns) / 1e9
+    e2e = (done - arrival_ns) / 1e9
+    tpot = np.where(output > 1, (done - first) / 1e9 / np.maximum(output - 1, 1), 0.0)
+    duration_s = (done.max() - arrival_ns.min()) / 1e9
+    met = (ttft <= slo.ttft_s) & (tpot <= slo.tbt_s)
+    iterations = int(out.iterations.sum())
+    blocks = np.array([c.kv_blocks for c in costs], dtype=float)
+    main = costs[0]
+    # Every iteration reads its replica's weights once (all its GPUs) and the KV of its decodes.
+    weights = np.array([c.weight_bytes_per_gpu * c.tp * c.pp for c in costs])
+    bytes_read = float(np.dot(out.iterations, weights)) + out.kv_read_tokens * main.kv_bytes_per_token
+    gpus = deployment.gpus
+    return {
+        **_percentiles("ttft", ttft),
+        **_percentiles("tbt", out.gaps_ns / 1e9),
+        **_percentiles("tpot", tpot[output > 1]),
+        **_percentiles("e2e", e2e),
+        **_percentiles("normalized_latency", e2e / output),
+        "throughput_tok_s": float(output.sum() / duration_s),
+        "total_tok_s": float((output.sum() + prompt.sum()) / duration_s),
+        "requests_per_s": float(len(output) / duration_s),
+        "slo_attainment": float(met.mean()),
+        "goodput_rps": float(met.sum() / duration_s),
+        "batch_size_mean": float(out.batch_requests_sum.sum() / max(iterations, 1)),
+        "batch_tokens_mean": float(out.batch_tokens_sum.sum() / max(iterations, 1)),
+        "kv_utilisation_mean": float((out.block_ns / np.maximum(out.busy_ns, 1) / blocks).mean()),
+        "kv_utilisation_peak": float((out.peak_blocks / blocks).max()),
+        "preemptions": float(out.preemptions.sum()),
+        "mfu": float(out.flops / (duration_s * gpus * main.peak_flops_per_gpu)),
+        "mbu": float(bytes_read / (duration_s * gpus * main.hbm_bytes_per_s)),
+        "duration_s": float(duration_s),
+    }

@@ -1,0 +1,627 @@
+"""The request-level serving simulator: replicas, their schedulers and a global router (Numba).
+
+Time is integer nanoseconds. Events are request arrivals, KV transfers reaching the decode pool
+(prefill/decode disaggregation) and batches finishing; at equal times a finishing batch goes
+first (it frees memory), then transfers, then arrivals, each in index order; a replica touched
+by any of them schedules once all events of that instant are in (so requests arriving together
+batch together), and a run is a pure function of its inputs.
+
+A replica runs batches of (request, tokens) pairs; with pp pipeline stages up to pp batches are
+in flight, a new one entering when the first stage is free, and a request is in at most one.
+Schedulers (`SCHEDULERS`):
+- static: FasterTransformer-style. Takes up to the batch cap from the queue when the replica is
+  empty (memory reserved for prompt + output), prefills them together, then decodes the whole
+  batch until its longest request ends; finished requests stay as padding; arrivals wait.
+- orca: iteration-level scheduling. Admits a request at any iteration when memory for its
+  prompt + output can be reserved; a new request's whole prompt runs in one iteration beside
+  the decodes. Never preempts.
+- vllm: continuous batching on a paged KV cache (blocks of `block_tokens`, allocated as the
+  sequence grows). An iteration is either prefill-only (new requests admitted while their prompt
+  fits the token budget and free blocks) or a decode of every running request; when a decode
+  needs a block and none is free, the most recently admitted request is preempted (its blocks
+  freed; it is recomputed from its prompt and the tokens it had produced when readmitted, at the
+  front of the queue).
+- sarathi: chunked prefill (Sarathi-Serve). Every iteration carries the running decodes, then
+  chunks of prompts up to a token budget; admission allocates the prompt's blocks; preemption as
+  vllm.
+Roles: a replica serves whole requests, only prefills (its requests leave after the first token,
+their KV sent to the decode pool, which costs `transfer_ns`), or only decodes.
+Routers (`ROUTERS`): round robin, least outstanding requests, uniform random (seeded).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numba
+import numpy as np
+
+SCHEDULERS = {"static": 0, "orca": 1, "vllm": 2, "sarathi": 3}
+ROUTERS = {"round_robin": 0, "least_outstanding": 1, "random": 2}
+ROLE_BOTH, ROLE_PREFILL, ROLE_DECODE = 0, 1, 2
+STATIC, ORCA, VLLM, SARATHI = 0, 1, 2, 3
+NEVER = np.iinfo(np.int64).max
+
+# Request states
+_UNSEEN, _WAITING, _RUNNING, _MOVING, _DONE = 0, 1, 2, 3, 4
+
+
+@numba.njit(cache=True)
+def _iteration_ns(
+    cost, tokens, n_decodes, decode_context, chunk_len, chunk_past, n_chunks, n_logits, pp, layers_per_stage
+):
+    """(latency, first-stage occupancy) of one batch, integer ns.
+
+    cost: float64 rows [linear, allreduce, prefill_attention, send] by tokens, then a row of
+    logits by sequences; scalars packed in cost[5, :3] = decode fixed, decode per token."""
+    per_layer = _lookup(cost[0], tokens, 1.0) + _lookup(cost[1], tokens, 1.0)
+    for j in range(n_chunks):
+        c = chunk_len[j]
+        per_layer += _lookup(cost[2], c, 2.0) * (1.0 + 2.0 * chunk_past[j] / c)
+    if n_decodes > 0:
+        per_layer += cost[5, 0] + cost[5, 1] * decode_context
+    stage = layers_per_stage * per_layer
+    logits = _lookup(cost[4], n_logits, 1.0) if n_logits > 0 else 0.0
+    send = _lookup(cost[3], tokens, 1.0)
+    latency = pp * stage + (pp - 1) * send + logits
+    occupancy = latency if pp == 1 else stage + send + logits
+    return np.int64(round(latency * 1e9)), np.int64(round(occupancy * 1e9))
+
+
+@numba.njit(cache=True)
+def _lookup(row, x, power):
+    """row[x], or beyond the table its last entry scaled as x**power (GEMMs and sends grow
+    linearly with tokens at that size, causal self-attention quadratically)."""
+    last = len(row) - 1
+    if x <= last:
+        return row[x]
+    return row[last] * (x / last) ** power
+
+
+@numba.njit(cache=True)
+def _route(policy, pool_replicas, outstanding, rr_state, rng_state):
+    """Index of the replica that takes the next request, among `pool_replicas`."""
+    k = len(pool_replicas)
+    if policy == 0:
+        choice = pool_replicas[rr_state[0] % k]
+        rr_state[0] += 1
+        return choice
+    if policy == 1:
+        best = pool_replicas[0]
+        for r in pool_replicas:
+            if outstanding[r] < outstanding[best]:
+                best = r
+        return best
+    # xorshift64*: a seeded, platform-independent stream
+    x = rng_state[0]
+    x ^= x >> np.uint64(12)
+    x ^= x << np.uint64(25)
+    x ^= x >> np.uint64(27)
+    rng_state[0] = x
+    return pool_replicas[int((x * np.uint64(2685821657736338717)) >> np.uint64(33)) % k]
+
+
+@numba.njit(cache=True)
+def _blocks_for(tokens, block_tokens):
+    return (tokens + block_tokens - 1) // block_tokens
+
+
+class EngineOutput(NamedTuple):
+    """What `simulate_serving` returns: per request, then per replica, then totals."""
+
+    first_ns: np.ndarray
+    done_ns: np.ndarray
+    replica: np.ndarray
+    preemptions: np.ndarray
+    gaps_ns: np.ndarray  # every gap between consecutive tokens, request by request
+    iterations: np.ndarray
+    batch_requests_sum: np.ndarray
+    batch_tokens_sum: np.ndarray
+    batch_tokens_max: np.ndarray
+    busy_ns: np.ndarray  # first-stage occupancy
+    block_ns: np.ndarray  # used KV blocks integrated over busy time
+    peak_blocks: np.ndarray
+    flops: float
+    kv_read_tokens: float
+
+
+@numba.njit(cache=True)
+def simulate_serving(
+    arrival_ns,
+    prompt,
+    output,
+    transfer_ns,
+    replica_role,
+    replica_scheduler,
+    replica_cost_index,
+    replica_pp,
+    replica_layers,
+    replica_max_requests,
+    replica_max_tokens,
+    replica_blocks,
+    block_tokens,
+    costs,
+    router,
+    seed,
+    flops_per_token,
+    attention_flops_per_pair,
+):  # pragma: no cover - compiled
+    n = len(arrival_ns)
+    n_rep = len(replica_role)
+    max_pp = replica_pp.max()
+    cap = replica_max_requests.max()
+    # --- per request
+    state = np.zeros(n, np.int64)
+    replica_of = np.full(n, -1, np.int64)
+    need = prompt.copy()  # tokens to prefill this attempt (prompt, plus produced tokens after preemption)
+    prefilled = np.zeros(n, np.int64)
+    generated = np.zeros(n, np.int64)
+    blocks = np.zeros(n, np.int64)
+    in_flight = np.zeros(n, np.bool_)
+    first_ns = np.full(n, -1, np.int64)
+    done_ns = np.full(n, -1, np.int64)
+    last_ns = np.zeros(n, np.int64)
+    preemptions = np.zeros(n, np.int64)
+    next_in_queue = np.full(n, -1, np.int64)
+    gap_offset = np.zeros(n + 1, np.int64)
+    for i in range(n):
+        gap_offset[i + 1] = gap_offset[i] + output[i] - 1
+    gaps = np.zeros(gap_offset[n], np.int64)
+    # --- per replica
+    head = np.full(n_rep, -1, np.int64)
+    tail = np.full(n_rep, -1, np.int64)
+    running = np.zeros((n_rep, cap * max_pp), np.int64)  # a batch cap per in-flight batch
+    n_running = np.zeros(n_rep, np.int64)
+    free_blocks = replica_blocks.copy()
+    outstanding = np.zeros(n_rep, np.int64)
+    batch_req = np.zeros((n_rep, max_pp, cap), np.int64)
+    batch_tok = np.zeros((n_rep, max_pp, cap), np.int64)
+    batch_len = np.zeros((n_rep, max_pp), np.int64)
+    batch_end = np.full((n_rep, max_pp), NEVER, np.int64)
+    stage_free = np.zeros(n_rep, np.int64)
+    wake = np.full(n_rep, NEVER, np.int64)
+    static_open = np.zeros(n_rep, np.bool_)  # a static batch is in progress
+    # --- statistics
+    iterations = np.zeros(n_rep, np.int64)
+    batch_requests_sum = np.zeros(n_rep, np.int64)
+    batch_tokens_sum = np.zeros(n_rep, np.int64)
+    batch_tokens_max = np.zeros(n_rep, np.int64)
+    busy_ns = np.zeros(n_rep, np.int64)
+    block_ns = np.zeros(n_rep, np.float64)  # integral of used blocks over busy time
+    peak_used = np.zeros(n_rep, np.int64)
+    flops = 0.0
+    kv_read_tokens = 0.0
+    # --- routing pools
+    n_pool0 = 0
+    for r in range(n_rep):
+        if replica_role[r] != ROLE_DECODE:
+            n_pool0 += 1
+    pool0 = np.empty(n_pool0, np.int64)
+    pool1 = np.empty(n_rep - n_pool0, np.int64)
+    a = b = 0
+    for r in range(n_rep):
+        if replica_role[r] != ROLE_DECODE:
+            pool0[a] = r
+            a += 1
+        else:
+            pool1[b] = r
+            b += 1
+    rr0 = np.zeros(1, np.int64)
+    rr1 = np.zeros(1, np.int64)
+    rng = np.array([np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)], np.uint64)
+    # transfers to the decode pool: a binary heap of (time, request)
+    heap_t = np.empty(n, np.int64)
+    heap_i = np.empty(n, np.int64)
+    heap_n = 0
+    chunk_len = np.empty(cap, np.int64)
+    chunk_past = np.empty(cap, np.int64)
+
+    next_arrival = 0
+    finished = 0
+    while finished < n:
+        # ---- the next event
+        t_batch = NEVER
+        rb = -1
+        sb = -1
+        for r in range(n_rep):
+            for s in range(replica_pp[r]):
+                if batch_end[r, s] < t_batch:
+                    t_batch, rb, sb = batch_end[r, s], r, s
+        t_move = heap_t[0] if heap_n > 0 else NEVER
+        t_arr = arrival_ns[next_arrival] if next_arrival < n else NEVER
+        t_wake = NEVER
+        rw = -1
+        for r in range(n_rep):
+            if wake[r] < t_wake:
+                t_wake, rw = wake[r], r
+        t = min(t_batch, t_move, t_arr, t_wake)
+        if t == NEVER:
+            raise RuntimeError("serving simulation stalled: requests can never be scheduled")
+        if t_batch == t:
+            r, s = rb, sb
+            batch_end[r, s] = NEVER
+            for j in range(batch_len[r, s]):
+                i = batch_req[r, s, j]
+                tok = batch_tok[r, s, j]
+                in_flight[i] = False
+                if state[i] == _DONE:  # static padding
+                    continue
+                produced = False
+                if prefilled[i] < need[i]:
+                    prefilled[i] += tok
+                    produced = prefilled[i] == need[i]
+                else:
+                    produced = True
+                if produced:
+                    generated[i] += 1
+                    if generated[i] == 1:
+                        first_ns[i] = t
+                    else:
+                        gaps[gap_offset[i] + generated[i] - 2] = t - last_ns[i]
+                    last_ns[i] = t
+                    leaves = generated[i] == output[i]
+                    if leaves:
+                        state[i] = _DONE
+                        done_ns[i] = t
+                        finished += 1
+                    elif replica_role[r] == ROLE_PREFILL:
+                        leaves = True
+                        state[i] = _MOVING
+                        # push the transfer
+                        k = heap_n
+                        heap_n += 1
+                        heap_t[k] = t + transfer_ns[i]
+                        heap_i[k] = i
+                        while k > 0:
+                            parent = (k - 1) // 2
+                            if heap_t[parent] < heap_t[k] or (
+                                heap_t[parent] == heap_t[k] and heap_i[parent] < heap_i[k]
+                            ):
+                                break
+                            heap_t[parent], heap_t[k] = heap_t[k], heap_t[parent]
+                            heap_i[parent], heap_i[k] = heap_i[k], heap_i[parent]
+                            k = parent
+                    if leaves and replica_scheduler[r] != STATIC:
+                        if state[i] != _MOVING:  # a request being sent keeps its KV until it arrives
+                            free_blocks[r] += blocks[i]
+                            blocks[i] = 0
+                            outstanding[r] -= 1
+                        for q in range(n_running[r]):
+                            if running[r, q] == i:
+                                for q2 in range(q, n_running[r] - 1):
+                                    running[r, q2] = running[r, q2 + 1]
+                                n_running[r] -= 1
+                                break
+            batch_len[r, s] = 0
+            if replica_scheduler[r] == STATIC and static_open[r]:
+                over = True
+                for q in range(n_running[r]):
+                    if state[running[r, q]] != _DONE:
+                        over = False
+                if over:
+                    for q in range(n_running[r]):
+                        i = running[r, q]
+                        free_blocks[r] += blocks[i]
+                        blocks[i] = 0
+                        outstanding[r] -= 1
+                    n_running[r] = 0
+                    static_open[r] = False
+            wake[r] = min(wake[r], t)
+        elif t_move == t:
+            i = heap_i[0]
+            heap_n -= 1
+            heap_t[0] = heap_t[heap_n]
+            heap_i[0] = heap_i[heap_n]
+            k = 0
+            while True:
+                left = 2 * k + 1
+                if left >= heap_n:
+                    break
+                child = left
+                right = left + 1
+                if right < heap_n and (
+                    heap_t[right] < heap_t[left] or (heap_t[right] == heap_t[left] and heap_i[right] < heap_i[left])
+                ):
+                    child = right
+                if heap_t[k] < heap_t[child] or (heap_t[k] == heap_t[child] and heap_i[k] < heap_i[child]):
+                    break
+                heap_t[k], heap_t[child] = heap_t[child], heap_t[k]
+                heap_i[k], heap_i[child] = heap_i[child], heap_i[k]
+                k = child
+            # the prefill replica frees the KV once it is sent
+            src = replica_of[i]
+            free_blocks[src] += blocks[i]
+            blocks[i] = 0
+            outstanding[src] -= 1
+            r = _route(router, pool1, outstanding, rr1, rng)
+            replica_of[i] = r
+            state[i] = _WAITING
+            outstanding[r] += 1
+            if tail[r] < 0:
+                head[r] = i
+            else:
+                next_in_queue[tail[r]] = i
+            tail[r] = i
+            next_in_queue[i] = -1
+            wake[r] = min(wake[r], t)
+            wake[src] = min(wake[src], t)  # the source may now admit more
+        elif t_arr == t:
+            i = next_arrival
+            next_arrival += 1
+            r = _route(router, pool0, outstanding, rr0, rng)
+            replica_of[i] = r
+            state[i] = _WAITING
+            outstanding[r] += 1
+            if tail[r] < 0:
+                head[r] = i
+            else:
+                next_in_queue[tail[r]] = i
+            tail[r] = i
+            next_in_queue[i] = -1
+            wake[r] = min(wake[r], t)
+        if t_batch == t or t_move == t or t_arr == t:
+            continue  # a replica schedules once every event of this instant is in (its wake)
+
+        # ---- the woken replica starts a batch if its first stage is free
+        r = rw
+        wake[r] = NEVER
+        if stage_free[r] > t:
+            wake[r] = min(wake[r], stage_free[r])
+            continue
+        slot = -1
+        for s in range(replica_pp[r]):
+            if batch_len[r, s] == 0 and batch_end[r, s] == NEVER:
+                slot = s
+                break
+        if slot < 0:
+            continue
+        sched = replica_scheduler[r]
+        role = replica_role[r]
+        bt = block_tokens
+        nb = 0  # requests in the new batch
+        tokens = 0
+        n_dec = 0
+        dec_ctx = 0
+        n_ch = 0
+        n_logits = 0
+        budget = replica_max_tokens[r]
+        per_batch = replica_max_requests[r]
+        max_req = per_batch * replica_pp[r]  # requests admitted: a batch's worth per stage
+
+        if sched == STATIC:
+            if not static_open[r]:
+                # admit a new static batch
+                while head[r] >= 0 and n_running[r] < per_batch:
+                    i = head[r]
+                    want = _blocks_for(prompt[i] + output[i], bt)
+                    if want > free_blocks[r]:
+                        break
+                    head[r] = next_in_queue[i]
+                    if head[r] < 0:
+                        tail[r] = -1
+                    free_blocks[r] -= want
+                    blocks[i] = want
+                    state[i] = _RUNNING
+                    running[r, n_running[r]] = i
+                    n_running[r] += 1
+                if n_running[r] > 0:
+                    static_open[r] = True
+            if static_open[r]:
+                for q in range(n_running[r]):
+                    i = running[r, q]
+                    if in_flight[i]:
+                        continue
+                    if prefilled[i] < need[i]:
+                        c = need[i] - prefilled[i]
+                        chunk_len[n_ch] = c
+                        chunk_past[n_ch] = prefilled[i]
+                        n_ch += 1
+                        tok = c
+                    else:
+                        tok = 1
+                        n_dec += 1
+                        dec_ctx += prompt[i] + generated[i]
+                    batch_req[r, slot, nb] = i
+                    batch_tok[r, slot, nb] = tok
+                    nb += 1
+                    tokens += tok
+        else:
+            # 1. running requests: decodes (all but a vLLM prefill iteration) and chunk continuations
+            prefill_turn = False
+            if sched == VLLM and role != ROLE_DECODE and head[r] >= 0:
+                # vLLM prefers admitting prefills when the head of the queue fits
+                i = head[r]
+                if n_running[r] < max_req and need[i] <= budget and _blocks_for(need[i], bt) <= free_blocks[r]:
+                    prefill_turn = True
+                elif n_running[r] == 0 and _blocks_for(need[i], bt) <= free_blocks[r]:
+                    prefill_turn = True  # an oversized prompt runs alone
+            if not prefill_turn:
+                q = 0
+                while q < n_running[r]:
+                    i = running[r, q]
+                    if in_flight[i]:
+                        q += 1
+                        continue
+                    if prefilled[i] < need[i]:
+                        q += 1
+                        continue  # chunk continuations come after the decodes
+                    if nb >= per_batch or (sched == SARATHI and nb >= budget):
+                        break
+                    if sched == VLLM or sched == SARATHI:
+                        want = _blocks_for(prompt[i] + generated[i], bt)
+                        preempted_self = False
+                        while blocks[i] < want and free_blocks[r] == 0:
+                            # preempt the most recently admitted request not in flight
+                            victim = -1
+                            for q2 in range(n_running[r] - 1, -1, -1):
+                                cand = running[r, q2]
+                                if not in_flight[cand] and not (cand != i and _in_batch(batch_req, r, slot, nb, cand)):
+                                    victim = q2
+                                    break
+                            if victim < 0:
+                                break
+                            v = running[r, victim]
+                            free_blocks[r] += blocks[v]
+                            blocks[v] = 0
+                            for q2 in range(victim, n_running[r] - 1):
+                                running[r, q2] = running[r, q2 + 1]
+                            n_running[r] -= 1
+                            need[v] = prompt[v] + generated[v]
+                            prefilled[v] = 0
+                            preemptions[v] += 1
+                            state[v] = _WAITING
+                            next_in_queue[v] = head[r]
+                            head[r] = v
+                            if tail[r] < 0:
+                                tail[r] = v
+                            if v == i:
+                                preempted_self = True
+                                break
+                            if victim < q:
+                                q -= 1
+                        if preempted_self:
+                            continue
+                        if blocks[i] < want:
+                            if free_blocks[r] == 0:
+                                q += 1
+                                continue
+                            free_blocks[r] -= 1
+                            blocks[i] += 1
+                    batch_req[r, slot, nb] = i
+                    batch_tok[r, slot, nb] = 1
+                    nb += 1
+                    tokens += 1
+                    n_dec += 1
+                    dec_ctx += prompt[i] + generated[i]
+                    q += 1
+                if sched == SARATHI or sched == ORCA:
+                    left = budget - tokens if sched == SARATHI else 1 << 40
+                    for q in range(n_running[r]):
+                        i = running[r, q]
+                        if in_flight[i] or prefilled[i] >= need[i] or left <= 0 or nb >= per_batch:
+                            continue
+                        c = min(need[i] - prefilled[i], left)
+                        chunk_len[n_ch] = c
+                        chunk_past[n_ch] = prefilled[i]
+                        n_ch += 1
+                        batch_req[r, slot, nb] = i
+                        batch_tok[r, slot, nb] = c
+                        nb += 1
+                        tokens += c
+                        left -= c
+            # 2. admissions
+            if role != ROLE_DECODE and (prefill_turn or sched == SARATHI or sched == ORCA):
+                left = budget - tokens if sched != ORCA else 1 << 40
+                while head[r] >= 0 and n_running[r] < max_req and left > 0 and nb < per_batch:
+                    i = head[r]
+                    if sched == ORCA:
+                        want = _blocks_for(prompt[i] + output[i], bt)
+                    else:
+                        want = _blocks_for(need[i], bt)
+                    if want > free_blocks[r]:
+                        break
+                    if sched == VLLM and need[i] > left and nb > 0:
+                        break
+                    head[r] = next_in_queue[i]
+                    if head[r] < 0:
+                        tail[r] = -1
+                    free_blocks[r] -= want
+                    blocks[i] = want
+                    state[i] = _RUNNING
+                    running[r, n_running[r]] = i
+                    n_running[r] += 1
+                    c = need[i] if sched != SARATHI else min(need[i], left)
+                    chunk_len[n_ch] = c
+                    chunk_past[n_ch] = 0
+                    n_ch += 1
+                    batch_req[r, slot, nb] = i
+                    batch_tok[r, slot, nb] = c
+                    nb += 1
+                    tokens += c
+                    left -= c
+            if role == ROLE_DECODE:
+                # decode-only replicas admit arrivals whose cache fits, then decode them next time
+                while head[r] >= 0 and n_running[r] < max_req and nb < per_batch:
+                    i = head[r]
+                    want = _blocks_for(prompt[i] + generated[i], bt)
+                    if want > free_blocks[r]:
+                        break
+                    head[r] = next_in_queue[i]
+                    if head[r] < 0:
+                        tail[r] = -1
+                    free_blocks[r] -= want
+                    blocks[i] = want
+                    prefilled[i] = need[i]
+                    state[i] = _RUNNING
+                    running[r, n_running[r]] = i
+                    n_running[r] += 1
+                    batch_req[r, slot, nb] = i
+                    batch_tok[r, slot, nb] = 1
+                    nb += 1
+                    tokens += 1
+                    n_dec += 1
+                    dec_ctx += prompt[i] + generated[i]
+        if nb == 0:
+            continue
+        for j in range(nb):
+            i = batch_req[r, slot, j]
+            in_flight[i] = True
+            if batch_tok[r, slot, j] == 1 and prefilled[i] >= need[i]:
+                n_logits += 1
+            elif prefilled[i] + batch_tok[r, slot, j] >= need[i]:
+                n_logits += 1
+        ci = replica_cost_index[r]
+        latency, occupancy = _iteration_ns(
+            costs[ci],
+            tokens,
+            n_dec,
+            dec_ctx,
+            chunk_len,
+            chunk_past,
+            n_ch,
+            n_logits,
+            replica_pp[r],
+            replica_layers[r],
+        )
+        batch_len[r, slot] = nb
+        batch_end[r, slot] = t + latency
+        stage_free[r] = t + occupancy
+        if replica_pp[r] > 1:
+            wake[r] = min(wake[r], t + occupancy)
+        used = replica_blocks[r] - free_blocks[r]
+        peak_used[r] = max(peak_used[r], used)
+        block_ns[r] += used * occupancy
+        busy_ns[r] += occupancy
+        iterations[r] += 1
+        batch_requests_sum[r] += nb
+        batch_tokens_sum[r] += tokens
+        batch_tokens_max[r] = max(batch_tokens_max[r], tokens)
+        pairs = float(dec_ctx)
+        for j in range(n_ch):
+            pairs += chunk_len[j] * (chunk_past[j] + (chunk_len[j] + 1) / 2.0)
+        flops += flops_per_token * tokens + attention_flops_per_pair * pairs
+        kv_read_tokens += dec_ctx
+    return (
+        first_ns,
+        done_ns,
+        replica_of,
+        preemptions,
+        gaps,
+        iterations,
+        batch_requests_sum,
+        batch_tokens_sum,
+        batch_tokens_max,
+        busy_ns,
+        block_ns,
+        peak_used,
+        flops,
+        kv_read_tokens,
+    )
+
+
+@numba.njit(cache=True)
+def _in_batch(batch_req, r, slot, nb, i):
+    for j in range(nb):
+        if batch_req[r, slot, j] == i:
+            return True
+    return False
