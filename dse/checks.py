@@ -12,11 +12,12 @@ from pathlib import Path
 
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
-from dse.metrics import OWNED_METRICS, TRAINING_METRICS
+from dse.metrics import CAPACITY_METRICS, OWNED_METRICS, metrics_for
 from dse.spec import Constraint, Study, knob_values
 from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
 from simulators.network import Fabric
+from simulators.serving import load_trace
 from simulators.workload import ep_problem, etp_problem, pp_problem, precision_problem, tp_problem
 
 
@@ -42,7 +43,10 @@ def resolve_study(study: Study) -> ResolvedStudy:
     gpus = tuple(get_gpu(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
     book = price_book(study.cost.overrides())
     rental = _rental_prices(study, gpus, book)
-    _check_training(study, model, gpus)
+    if study.mode == "training":
+        _check_training(study, model, gpus)
+    else:
+        _check_serving(study, model, gpus)
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
     objectives, directions = _check_metrics(study)
@@ -161,6 +165,26 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
             )
 
 
+def _check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
+    settings, search = study.serving, study.search
+    if model.moe_experts:
+        raise SpecError(f"model: {model.name} is a mixture-of-experts model; inference studies price dense models")
+    for gpu in gpus:
+        if problem := precision_problem(gpu, settings.precision):
+            raise SpecError(f"serving.precision: {settings.precision!r}: {problem}")
+    for field, values in (("search.tp", search.tp), ("search.decode_tp", search.decode_tp)):
+        for value in knob_values(values):
+            if problem := tp_problem(model, value):
+                raise SpecError(f"{field}: {problem}")
+    for value in knob_values(search.pp):
+        if problem := pp_problem(model, value):
+            raise SpecError(f"search.pp: {problem}")
+    if settings.trace:
+        if not Path(settings.trace).is_file():
+            raise SpecError(f"serving.trace: {settings.trace} is not a file")
+        load_trace(settings.trace, settings.max_tokens)
+
+
 def _check_calibration(path: str) -> None:
     """Load the table once now, so a bad file stops the study before any trial."""
     if not Path(path).is_file():
@@ -184,9 +208,11 @@ def _check_metrics(study: Study) -> tuple[tuple[str, ...], tuple[str, ...]]:
 
 def _metric(name: str, field: str, study: Study):
     try:
-        metric = TRAINING_METRICS.lookup(name, field)
+        metric = metrics_for(study.mode).lookup(name, field)
     except CatalogError as exc:
         raise SpecError(str(exc)) from None
     if metric.needs == "training.train_tokens" and study.training.train_tokens is None:
         raise SpecError(f"{field}: {name!r} needs training.train_tokens to be set")
+    if metric.name in CAPACITY_METRICS and study.serving.qps is not None:
+        raise SpecError(f"{field}: {name!r} comes from the capacity search; leave serving.qps unset")
     return metric

@@ -198,7 +198,8 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
             f"{use['time_s']:.3g}",
             f"{use['busbw_gbytes_per_s']:.4g}",
         )
-    console.print(collectives)
+    if report.get("collectives"):
+        console.print(collectives)
     return 0
 
 
@@ -279,9 +280,15 @@ def _header(resolved, settings) -> str:
     study = resolved.study
     space = SearchSpace.from_study(resolved)
     objectives = ", ".join(f"{d[:3]} {m}" for m, d in zip(resolved.objectives, resolved.directions))
+    if study.mode == "inference":
+        serving = study.serving
+        rate = f"at {serving.qps:g} QPS" if serving.qps else "capacity under the SLO"
+        what = f"{serving.requests} requests per run, {rate}, {serving.precision}"
+    else:
+        what = f"seq_len {study.training.seq_len}, {study.training.precision}"
     return (
-        f"[bold]{study.name}[/]: {study.mode} of {resolved.model.name}, seq_len {study.training.seq_len}, "
-        f"{study.training.precision}; {space.size} candidates; objectives: {objectives}\n"
+        f"[bold]{study.name}[/]: {study.mode} of {resolved.model.name}, {what}; "
+        f"{space.size} candidates; objectives: {objectives}\n"
         f"budget {study.budget.trials} trials"
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
         + f", sampler {study.sampler}, seed {study.seed}; output {settings.out_dir}\n"
@@ -306,12 +313,15 @@ def _table(title: str, headers: Sequence[str]) -> Table:
 
 def _front_table(front, resolved) -> Table:
     """The front with every knob the study varies (so no two rows look alike without reason)."""
-    from dse.space import KNOBS, SearchSpace
+    from dse.report_html import SHOWN_METRICS
+    from dse.space import SearchSpace
 
-    values = SearchSpace.from_study(resolved).values
-    shown = [k for k in KNOBS if len(values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]
-    shown.insert(shown.index("pp") + 1, "dp")
-    metrics = [*resolved.objectives, *(m for m in ("mfu", "memory_gb_per_gpu") if m not in resolved.objectives)]
+    space = SearchSpace.from_study(resolved)
+    shown = [k for k in space.knobs if len(space.values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]
+    if "dp" in front:
+        shown.insert(shown.index("pp") + 1, "dp")
+    extra = SHOWN_METRICS[resolved.study.mode]
+    metrics = [*resolved.objectives, *(m for m in extra if m not in resolved.objectives)]
     table = _table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
     for _, row in front.head(25).iterrows():
         table.add_row(*(str(row[c]) for c in shown), *(f"{row[m]:.4g}" for m in metrics))

@@ -12,7 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dse.cost import ownership, training_cost_metrics
-from dse.errors import PlanError
+from dse.errors import PlanError, SpecError
+from dse.serving import serve
 from dse.space import SearchSpace
 from simulators.analytical import TrainingResult, simulate_training_batch
 from simulators.workload import TrainingCandidate
@@ -48,13 +49,16 @@ class Evaluator:
             f"constraints[{i}]:{c.metric}_{'max' if c.max is not None else 'min'}"
             for i, c in enumerate(self.space.resolved.constraints)
         )
-        return ("plan_valid", "memory_fits", *user)
+        fits = "slo_met" if self.space.resolved.study.mode == "inference" else "memory_fits"
+        return ("plan_valid", fits, *user)
 
     def evaluate(self, params: Mapping[str, Any]) -> Outcome:
         return self.evaluate_many([params])[0]
 
     def evaluate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
         """Outcomes in order; the valid plans are simulated together in one batch call."""
+        if self.space.resolved.study.mode == "inference":
+            return [self._serve(params) for params in batch]
         outcomes: list[Outcome | None] = [None] * len(batch)
         valid: list[tuple[int, TrainingCandidate]] = []
         for i, params in enumerate(batch):
@@ -89,11 +93,27 @@ class Evaluator:
             )
         )
         capacity_gb = candidate.system.gpu.hbm_bytes / 1e9
-        constraints = {
-            "plan_valid": 0.0,
-            "memory_fits": (metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb,
-        }
-        reasons = [result.infeasible_reason] if result.infeasible_reason else []
+        fits = (metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb
+        return self._constrained(metrics, fits, result.infeasible_reason)
+
+    def _serve(self, params: Mapping[str, Any]) -> Outcome:
+        """One inference candidate: capacity (or the fixed rate) on the study's request stream."""
+        try:
+            metrics, slo_excess, reason = serve(self.space.resolved, params)
+        except (PlanError, SpecError) as exc:
+            violated = {name: 0.0 for name in self.constraint_names}
+            violated["plan_valid"] = 1.0
+            return Outcome(constraints=violated, reason=str(exc))
+        except Exception as exc:  # a simulator bug must not end the study: record it
+            return Outcome(error=f"{type(exc).__name__}: {exc}")
+        return self._constrained(metrics, slo_excess, reason)
+
+    def _constrained(self, metrics: dict[str, float], fits: float, reason: str | None) -> Outcome:
+        """The outcome with its constraints (<= 0 when met): the plan is valid, it fits (memory,
+        or the SLO for serving), and the user's bounds; `reason` says why it does not fit."""
+        resolved = self.space.resolved
+        constraints = {"plan_valid": 0.0, self.constraint_names[1]: fits}
+        reasons = [reason] if reason else []
         for name, c in zip(self.constraint_names[2:], resolved.constraints):
             value = metrics[c.metric]
             bound = c.max if c.max is not None else c.min

@@ -40,7 +40,46 @@ for _metric in (
 ):
     TRAINING_METRICS.register(_metric.name, _metric)
 
+SERVING_METRICS: Registry[Metric] = Registry("inference metric")
+for _metric in (
+    *(
+        Metric(f"{name}_p{p}_s", "minimize", f"{meaning}, {p}th percentile, s")
+        for name, meaning in (
+            ("ttft", "time to first token"),
+            ("tbt", "time between consecutive tokens"),
+            ("tpot", "time per output token after the first"),
+            ("e2e", "end-to-end request latency"),
+            ("normalized_latency", "end-to-end latency per output token"),
+        )
+        for p in (50, 90, 99)
+    ),
+    Metric("throughput_tok_s", "maximize", "output tokens per second, whole deployment"),
+    Metric("total_tok_s", "maximize", "prompt and output tokens per second"),
+    Metric("requests_per_s", "maximize", "requests completed per second"),
+    Metric("slo_attainment", "maximize", "share of requests within the TTFT and TPOT bounds"),
+    Metric("goodput_rps", "maximize", "requests per second within the SLO"),
+    Metric("capacity_qps", "maximize", "highest arrival rate meeting the SLO (capacity search)"),
+    Metric("qps_per_usd_hour", "maximize", "capacity per rental $/hour (QPS/$)"),
+    Metric("usd_per_hour", "minimize", "rental cost of the deployment's GPUs, $/hour"),
+    Metric("usd_per_mtok", "minimize", "rental cost per million output tokens at the served rate, $"),
+    Metric("num_gpus", "minimize", "GPUs of the deployment"),
+    Metric("batch_size_mean", "maximize", "requests per iteration, mean"),
+    Metric("kv_utilisation_mean", "maximize", "share of the KV cache in use while busy, mean"),
+    Metric("kv_utilisation_peak", "minimize", "largest share of the KV cache in use"),
+    Metric("preemptions", "minimize", "requests preempted (recomputed) over the run"),
+    Metric("mfu", "maximize", "model FLOPs utilisation (0-1)"),
+    Metric("mbu", "maximize", "HBM bandwidth utilisation by weight and KV reads (0-1)"),
+):
+    SERVING_METRICS.register(_metric.name, _metric)
+
+
+def metrics_for(mode: str) -> Registry[Metric]:
+    """The metric vocabulary of a study mode."""
+    return SERVING_METRICS if mode == "inference" else TRAINING_METRICS
+
+
 DIRECTIONS = ("minimize", "maximize")
+CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour")  # need the capacity search (serving.qps unset)
 # Metrics of an owned cluster: they exist where the price book has a server price for the GPU.
 OWNED_METRICS = (
     "capex_usd",

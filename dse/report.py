@@ -18,12 +18,12 @@ from dse.checks import ResolvedStudy, resolve_study
 from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.errors import DseError
 from dse.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
-from dse.metrics import TRAINING_METRICS
+from dse.metrics import metrics_for
 from dse.pareto import pareto_mask
 from dse.report_html import render_html
 from dse.report_png import write_pareto_png
 from dse.report_summary import summary_markdown
-from dse.space import KNOBS, SearchSpace, canonical_params, params_of_row
+from dse.space import SearchSpace, canonical_params, knobs_of, params_of_row
 from dse.spec import Study, load_study
 from simulators.analytical import simulate_training_batch
 
@@ -34,32 +34,41 @@ MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "reserve")  
 
 def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
     """One row per finished trial: parameters, metrics, feasibility and the reason or error."""
-    metric_order = [*resolved.objectives, *(m for m in TRAINING_METRICS if m not in resolved.objectives)]
+    mode = resolved.study.mode
+    metric_order = [*resolved.objectives, *(m for m in metrics_for(mode) if m not in resolved.objectives)]
+    knobs = knobs_of(mode)
+    derived = ["dp"] if mode == "training" else []
     rows = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         if trial.user_attrs.get(INTERRUPTED_ATTR) or OUTCOME_ATTR not in trial.user_attrs:
             continue
         record = trial.user_attrs[OUTCOME_ATTR]
         params = canonical_params(trial.params)
-        split = params["tp"] * params["pp"] * params["cp"]
         constraints = trial.constraints
         row = {
             "trial": trial.number,
             "state": "complete" if trial.state == TrialState.COMPLETE else "failed",
             "feasible": trial.state == TrialState.COMPLETE and all(v <= 0 for v in constraints.values()),
             "duplicate_of": record.get("duplicate_of"),
-            **{name: params[name] for name in KNOBS},
-            "dp": params["num_gpus"] // split if params["num_gpus"] % split == 0 else None,
+            **{name: params[name] for name in knobs},
+            **({"dp": _data_parallel(params)} if derived else {}),
             **{name: record["metrics"].get(name) for name in metric_order},
             "reason": record.get("reason"),
             "error": record.get("error"),
         }
         rows.append(row)
-    columns = ["trial", "state", "feasible", "duplicate_of", *KNOBS, "dp", *metric_order, "reason", "error"]
+    columns = ["trial", "state", "feasible", "duplicate_of", *knobs, *derived, *metric_order, "reason", "error"]
     frame = pd.DataFrame(rows, columns=columns)
     unused = [m for m in metric_order[len(resolved.objectives) :] if frame[m].isna().all()]
-    frame = frame.drop(columns=unused).astype({"duplicate_of": "Int64", "dp": "Int64"})
+    # Integer columns that may be empty (a knob without effect, a derived degree) stay integers.
+    nullable = [*derived, *(k for k in ("decode_tp", "decode_replicas") if k in knobs)]
+    frame = frame.drop(columns=unused).astype({"duplicate_of": "Int64", **{name: "Int64" for name in nullable}})
     return frame.sort_values("trial", ignore_index=True)
+
+
+def _data_parallel(params) -> int | None:
+    split = params["tp"] * params["pp"] * params["cp"]
+    return params["num_gpus"] // split if params["num_gpus"] % split == 0 else None
 
 
 def pareto_frame(trials: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
@@ -77,7 +86,7 @@ def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame
     """The front with each candidate's time breakdown (`breakdown_*_s`, adding up to
     iteration_time_s) and memory per GPU (`memory_*_gb`, adding up to memory_gb_per_gpu). The
     search ranks metrics only, so the few Pareto candidates are simulated once more for these."""
-    if front.empty:
+    if front.empty or resolved.study.mode != "training":
         return front
     space = SearchSpace.from_study(resolved)
     results = simulate_training_batch([space.candidate(params_of_row(row)) for _, row in front.iterrows()])

@@ -17,7 +17,10 @@ import plotly.offline
 from dse.checks import ResolvedStudy
 from dse.hypervolume import HypervolumeHistory
 from dse.report_summary import hypervolume_text
-from dse.space import KNOBS, SearchSpace
+from dse.space import SearchSpace
+
+# Metrics every front table shows beside the objectives.
+SHOWN_METRICS = {"training": ("mfu", "memory_gb_per_gpu"), "inference": ("num_gpus", "mfu")}
 
 GREY = "rgba(150, 150, 150, 0.45)"
 FRONT = "#d62728"
@@ -41,8 +44,13 @@ def render_html(
         ("Pareto front", _front_section(figures, feasible, front, resolved, knobs)),
         ("Pareto candidates", _front_table(front, resolved, knobs)),
         ("All feasible trials", _parallel_section(figures, feasible, resolved, knobs)),
-        ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
-        ("Memory per GPU", _bars(figures, front, "memory_", "_gb", "GB per GPU", _capacity_gb(front, resolved))),
+    ]
+    if resolved.study.mode == "training":  # the breakdowns exist for training steps
+        sections += [
+            ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
+            ("Memory per GPU", _bars(figures, front, "memory_", "_gb", "GB per GPU", _capacity_gb(front, resolved))),
+        ]
+    sections += [
         ("Hypervolume", _hypervolume_section(figures, history, resolved)),
         ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
     ]
@@ -67,9 +75,9 @@ class _Figures:
 
 def _varied_knobs(resolved: ResolvedStudy, feasible: pd.DataFrame) -> list[str]:
     """The knobs the spec searches over, with the data-parallel degree they imply."""
-    values = SearchSpace.from_study(resolved).values
-    knobs = [k for k in KNOBS if len(values[k]) > 1]
-    return [*knobs, "dp"] if feasible["dp"].nunique() > 1 else knobs
+    space = SearchSpace.from_study(resolved)
+    knobs = [k for k in space.knobs if len(space.values[k]) > 1]
+    return [*knobs, "dp"] if "dp" in feasible and feasible["dp"].nunique() > 1 else knobs
 
 
 def _hover(frame: pd.DataFrame, columns: list[str]) -> list[str]:
@@ -129,7 +137,7 @@ def _layers(feasible: pd.DataFrame, front: pd.DataFrame, columns: list[str]) -> 
 def _front_table(front: pd.DataFrame, resolved: ResolvedStudy, knobs: list[str]) -> str:
     if front.empty:
         return "<p>No feasible trial, so no Pareto candidate.</p>"
-    columns = ["trial", *knobs, *resolved.objectives, "mfu", "memory_gb_per_gpu"]
+    columns = ["trial", *knobs, *resolved.objectives, *SHOWN_METRICS[resolved.study.mode]]
     shown = front[list(dict.fromkeys(c for c in columns if c in front.columns))]
     return shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
 

@@ -10,8 +10,8 @@ import pandas as pd
 
 from dse.checks import ResolvedStudy
 from dse.hypervolume import MAX_OBJECTIVES, REFERENCE_MARGIN, HypervolumeHistory
-from dse.metrics import TRAINING_METRICS
-from dse.space import KNOBS, SearchSpace, params_of_row
+from dse.metrics import metrics_for
+from dse.space import SearchSpace, params_of_row
 
 
 def summary_markdown(
@@ -32,7 +32,7 @@ def summary_markdown(
     if front.empty:
         lines += ["", "No feasible trial, so no best candidate."]
     space = SearchSpace.from_study(resolved)
-    metrics = [m for m in (*resolved.objectives, *TRAINING_METRICS) if m in front.columns]
+    metrics = [m for m in (*resolved.objectives, *metrics_for(resolved.study.mode)) if m in front.columns]
     for objective, direction in zip(resolved.objectives, resolved.directions):
         if front.empty:
             break
@@ -68,7 +68,11 @@ def reproduce_command(row: pd.Series, space: SearchSpace, spec_path: Path) -> st
     """`dse simulate` with a `--set` for every knob the spec leaves open or the row sets apart
     from the spec's single value, so it evaluates exactly this candidate."""
     params = params_of_row(row)
-    chosen = [k for k in KNOBS if len(space.values[k]) > 1 or params[k] != space.values[k][0]]
+    chosen = [
+        k
+        for k in space.knobs
+        if params[k] is not None and (len(space.values[k]) > 1 or params[k] != space.values[k][0])
+    ]
     return " ".join(["dse simulate", shlex.quote(str(spec_path)), *(f"--set {k}={_text(params[k])}" for k in chosen)])
 
 

@@ -11,7 +11,7 @@ import pandas as pd
 from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator
-from dse.space import KNOBS, SearchSpace, params_of_row
+from dse.space import SearchSpace, params_of_row
 from simulators.analytical import plan_collectives, simulate_training
 
 
@@ -22,16 +22,17 @@ def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str
     params: dict[str, Any] = {}
     if config is not None:
         params.update(_best_params(space.resolved, config))
+    knobs = space.knobs
     for assignment in assignments:
         name, sep, text = assignment.partition("=")
-        if not sep or name not in KNOBS:
-            raise SpecError(f"--set: {assignment!r} is not knob=value; knobs: {', '.join(KNOBS)}")
+        if not sep or name not in knobs:
+            raise SpecError(f"--set: {assignment!r} is not knob=value; knobs: {', '.join(knobs)}")
         params[name] = _parse(name, text, space.values[name])
-    missing = [k for k in KNOBS if k not in params and len(space.values[k]) > 1]
+    missing = [k for k in knobs if k not in params and len(space.values[k]) > 1]
     if missing:
         choices = "; ".join(f"{k}: {', '.join(map(str, space.values[k]))}" for k in missing)
         raise SpecError(f"--set: the spec gives several values for {', '.join(missing)}; choose with --set ({choices})")
-    return {k: params[k] if k in params else space.values[k][0] for k in KNOBS}
+    return {k: params[k] if k in params else space.values[k][0] for k in knobs}
 
 
 def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any]:
@@ -42,10 +43,12 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
         report["error"] = outcome.error
     if not outcome.metrics:  # the plan cannot run: no numbers to show
         return report
+    report["metrics"] = dict(outcome.metrics)
+    if space.resolved.study.mode == "inference":
+        return report
     candidate = space.candidate(params)
     result = simulate_training(candidate)
     memory = result.memory
-    report["metrics"] = dict(outcome.metrics)
     report["breakdown_s"] = dict(result.breakdown_s)
     report["memory_gb"] = {
         "weights": memory.weights_bytes / 1e9,

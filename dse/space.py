@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import pandas as pd
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from dse.checks import ResolvedStudy
@@ -39,6 +40,24 @@ KNOBS = (
     "fabric",
     "nic_gbps",
 )
+SERVING_KNOBS = (
+    "gpu",
+    "tp",
+    "pp",
+    "replicas",
+    "scheduler",
+    "max_batch_requests",
+    "max_batch_tokens",
+    "router",
+    "disaggregated",
+    "decode_tp",
+    "decode_replicas",
+)
+
+
+def knobs_of(mode: str) -> tuple[str, ...]:
+    """The knobs a study of `mode` searches, in table order."""
+    return SERVING_KNOBS if mode == "inference" else KNOBS
 
 
 @dataclass(frozen=True)
@@ -53,16 +72,23 @@ class SearchSpace:
     @classmethod
     def from_study(cls, resolved: ResolvedStudy) -> SearchSpace:
         study = resolved.study
-        knobs: dict[str, Any] = {
-            "gpu": [gpu.name for gpu in resolved.gpus],
-            "num_gpus": study.hardware.num_gpus,
-            **{name: getattr(study.search, name) for name in KNOBS[2:-2]},
-            "fabric": study.hardware.fabric.family,
-            "nic_gbps": list(resolved.nic_gbps),
-        }
+        knobs: dict[str, Any] = {"gpu": [gpu.name for gpu in resolved.gpus]}
+        if study.mode == "inference":
+            knobs |= {name: getattr(study.search, name) for name in SERVING_KNOBS[1:]}
+        else:
+            knobs |= {
+                "num_gpus": study.hardware.num_gpus,
+                **{name: getattr(study.search, name) for name in KNOBS[2:-2]},
+                "fabric": study.hardware.fabric.family,
+                "nic_gbps": list(resolved.nic_gbps),
+            }
         distributions = {name: _distribution(knob) for name, knob in knobs.items()}
         values = {name: knob_values(knob) for name, knob in knobs.items()}
         return cls(resolved, distributions, values)
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return knobs_of(self.resolved.study.mode)
 
     @property
     def size(self) -> int:
@@ -156,13 +182,26 @@ def _distribution(knob: Any) -> BaseDistribution:
 
 def params_of_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The knob values of a trials/pareto table row, as plain Python values (not numpy's)."""
-    return {k: row[k].item() if hasattr(row[k], "item") else row[k] for k in KNOBS if k in row}
+    knobs = SERVING_KNOBS if "replicas" in row else KNOBS
+    return {k: _plain(row[k]) for k in knobs if k in row}
+
+
+def _plain(value: Any) -> Any:
+    """A table cell as a plain value; an empty cell (a knob without effect) as None."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
 
 
 def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
     """The params with knobs that have no effect set to one value: the schedule of a one-stage
-    pipeline, sequence parallelism without tensor parallelism, ZeRO without data parallelism."""
+    pipeline, sequence parallelism without tensor parallelism, ZeRO without data parallelism;
+    for serving, the decode pool of a deployment that is not disaggregated (None)."""
     canonical = dict(params)
+    if "replicas" in canonical:
+        if not canonical["disaggregated"]:
+            canonical["decode_tp"] = canonical["decode_replicas"] = None
+        return canonical
     if canonical["pp"] == 1:
         canonical["schedule"] = "1f1b"
     if canonical["tp"] == 1:
@@ -176,4 +215,4 @@ def params_key(params: Mapping[str, Any]) -> tuple:
     """A hashable identity of the plan the params describe: params that differ only in knobs
     with no effect give the same key, so the plan is simulated once and listed once."""
     canonical = canonical_params(params)
-    return tuple((name, canonical[name]) for name in KNOBS)
+    return tuple((name, canonical[name]) for name in (SERVING_KNOBS if "replicas" in params else KNOBS))

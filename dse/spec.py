@@ -7,7 +7,7 @@ Errors come out as one SpecError line naming the field path and what is allowed.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -16,6 +16,7 @@ from dse.errors import SpecError
 from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
 from simulators.network import FAMILIES
+from simulators.serving import ROUTERS, SCHEDULERS
 from simulators.workload import RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
 
 SAMPLERS = ("auto", "tpe", "nsga2", "random", "grid")
@@ -154,6 +155,7 @@ class Hardware(_Frozen):
 
 
 class TrainingSearch(_Frozen):
+    kind: Literal["training"] = Field(default="training", exclude=True)  # set from the study's mode
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1, 2, 4, 8]
     cp: IntKnob = [1]
@@ -187,6 +189,78 @@ class TrainingSearch(_Frozen):
         return values
 
 
+class ServingSearch(_Frozen):
+    """Knobs of an inference study: a pool of `replicas` replicas of tp x pp GPUs, or with
+    `disaggregated`, that pool prefills and `decode_replicas` of `decode_tp` GPUs decode."""
+
+    kind: Literal["inference"] = Field(default="inference", exclude=True)
+    tp: IntKnob = [1, 2, 4, 8]
+    pp: IntKnob = [1]
+    replicas: IntKnob = [1, 2, 4]
+    scheduler: list[str] = ["sarathi"]
+    max_batch_requests: IntKnob = [128]
+    max_batch_tokens: IntKnob = [512]
+    router: list[str] = ["round_robin"]
+    disaggregated: list[bool] = [False]
+    decode_tp: IntKnob = [4]
+    decode_replicas: IntKnob = [1]
+
+    @field_validator("tp", "pp", "replicas", "max_batch_requests", "max_batch_tokens", "decode_tp", "decode_replicas")
+    @classmethod
+    def _counts(cls, knob: Any) -> Any:
+        if isinstance(knob, list):
+            _non_empty_unique(knob)
+            if min(knob) < 1:
+                raise ValueError(f"{knob} holds a value below 1")
+        return knob
+
+    @field_validator("scheduler", "router", "disaggregated")
+    @classmethod
+    def _choices(cls, values: list, info) -> list:
+        allowed = {"scheduler": SCHEDULERS, "router": ROUTERS, "disaggregated": (False, True)}[info.field_name]
+        _non_empty_unique(values)
+        for value in values:
+            if value not in allowed:
+                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+        return values
+
+
+class LengthSettings(_Frozen):
+    """A length distribution: `fixed` (value), `uniform` (low..high), `zipf` (theta over low..high)."""
+
+    dist: Literal["fixed", "uniform", "zipf"] = "uniform"
+    value: int | None = Field(default=None, ge=1)
+    low: int = Field(default=1, ge=1)
+    high: int = Field(default=1, ge=1)
+    theta: float = Field(default=1.0, gt=0)
+
+    @model_validator(mode="after")
+    def _complete(self) -> LengthSettings:
+        if self.dist == "fixed" and self.value is None:
+            raise ValueError("dist fixed needs value")
+        if self.dist != "fixed" and self.high < self.low:
+            raise ValueError(f"high={self.high} is below low={self.low}")
+        return self
+
+
+class ServingSettings(_Frozen):
+    """The request stream every candidate of an inference study serves, and its SLO."""
+
+    precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
+    requests: int = Field(default=2000, ge=10)
+    arrival: Literal["poisson", "gamma"] = "poisson"
+    cv: float = Field(default=1.0, gt=0)
+    qps: float | None = Field(default=None, gt=0)  # None: search each candidate's capacity
+    trace: str | None = None  # a trace file: its lengths (in order) replace prompt/output
+    max_tokens: int | None = Field(default=None, ge=2)  # cap prompt + output of trace requests
+    prompt: LengthSettings = LengthSettings(dist="uniform", low=128, high=2048)
+    output: LengthSettings = LengthSettings(dist="uniform", low=16, high=512)
+    ttft_p90_s: float = Field(default=2.0, gt=0)
+    tbt_p99_s: float = Field(default=0.2, gt=0)
+    block_tokens: int = Field(default=16, ge=1)
+    memory_fraction: float = Field(default=0.9, gt=0, le=1)
+
+
 class Objective(_Frozen):
     metric: str
     direction: Literal["minimize", "maximize"] | None = None
@@ -214,12 +288,13 @@ class Study(_Frozen):
     """A whole study: what to search, for what, within which budget."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
-    mode: Literal["training"] = "training"
+    mode: Literal["training", "inference"] = "training"
     model: str | ModelSpec
     training: TrainingSettings = TrainingSettings()
+    serving: ServingSettings = ServingSettings()
     hardware: Hardware = Hardware()
     cost: CostSettings = CostSettings()
-    search: TrainingSearch = TrainingSearch()
+    search: Annotated[TrainingSearch | ServingSearch, Field(discriminator="kind")] = TrainingSearch()
     objectives: list[Objective] = [
         Objective(metric="tokens_per_s_per_gpu"),
         Objective(metric="usd_per_mtok"),
@@ -230,6 +305,18 @@ class Study(_Frozen):
     seed: int = 0
     output: str | None = None
     storage: str | None = None
+
+    @model_validator(mode="before")
+    @classmethod
+    def _search_of_the_mode(cls, raw: Any) -> Any:
+        """The `search` knobs are those of the study's mode."""
+        if isinstance(raw, dict):
+            search = raw.get("search") or {}
+            if isinstance(search, dict):
+                raw = {**raw, "search": {**search, "kind": raw.get("mode", "training")}}
+            if raw.get("mode") == "inference" and "objectives" not in raw:
+                raw["objectives"] = [{"metric": "qps_per_usd_hour"}, {"metric": "ttft_p90_s"}]
+        return raw
 
     @field_validator("objectives", mode="before")
     @classmethod
@@ -302,7 +389,7 @@ def _one_line(exc: ValidationError) -> str:
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "spec"
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
-        return f"{path}: unknown field; allowed: {', '.join(_allowed_fields(loc[:-1]))}"
+        return f"{path}: unknown field; allowed: {', '.join(_allowed_fields(err['loc'][:-1]))}"
     if kind == "missing":
         return f"{path}: required field is missing"
     if kind == "literal_error":
@@ -312,20 +399,27 @@ def _one_line(exc: ValidationError) -> str:
     return f"{path}: {err['input']!r}: {msg}"
 
 
-_UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]"}
+_UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]", "training", "inference"}
 
 
 def _allowed_fields(loc: list) -> list[str]:
     """Field names of the model found by walking `loc` from Study (through lists and unions)."""
     model: type[BaseModel] = Study
+    nested: list[type[BaseModel]] = []
     for part in loc:
         if isinstance(part, int):
+            continue
+        tagged = [m for m in nested if m.model_fields.get("kind") and m.model_fields["kind"].default == part]
+        if tagged:  # a discriminated union's tag picks its member
+            model = tagged[0]
+            continue
+        if part in _UNION_TAGS:
             continue
         nested = _models_in(model.model_fields[part].annotation)
         if not nested:
             break
         model = nested[0]
-    return list(model.model_fields)
+    return [name for name, info in model.model_fields.items() if not info.exclude]
 
 
 def _models_in(annotation: Any) -> list[type[BaseModel]]:

@@ -1,0 +1,139 @@
+"""Inference candidates: a trial's knobs as a deployment, its request stream, and its metrics.
+
+Every candidate of a study serves the same stream (same seed, same lengths); with `serving.qps`
+unset each one's capacity is searched on the SLO and its latency metrics are those at capacity,
+so deployments are compared where each is as busy as its SLO allows. Cost: rental $/hour of its
+GPUs in the study's tier; QPS/$ = capacity / $ per hour; $/Mtok at the served rate."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from functools import cache
+from typing import Any
+
+from dse.checks import ResolvedStudy
+from dse.spec import LengthSettings, ServingSettings
+from simulators.serving import (
+    Deployment,
+    Pool,
+    Requests,
+    capacity_search,
+    fixed,
+    load_trace,
+    make_requests,
+    simulate_deployment,
+    uniform,
+    zipf,
+)
+from simulators.serving._capacity import meets
+
+
+def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deployment:
+    """The deployment a trial's knobs describe."""
+    settings = resolved.study.serving
+    gpu = next(g for g in resolved.gpus if g.name == params["gpu"])
+    pool = Pool(
+        scheduler=params["scheduler"],
+        tp=params["tp"],
+        pp=params["pp"],
+        count=params["replicas"],
+        max_batch_requests=params["max_batch_requests"],
+        max_batch_tokens=params["max_batch_tokens"],
+    )
+    decode = None
+    if params["disaggregated"]:
+        decode_scheduler = "vllm" if params["scheduler"] in ("static", "orca") else params["scheduler"]
+        decode = Pool(
+            decode_scheduler,
+            tp=params["decode_tp"],
+            count=params["decode_replicas"],
+            max_batch_requests=params["max_batch_requests"],
+            max_batch_tokens=params["max_batch_tokens"],
+        )
+    return Deployment(
+        resolved.model,
+        gpu,
+        pool,
+        decode=decode,
+        router=params["router"],
+        precision=settings.precision,
+        block_tokens=settings.block_tokens,
+        memory_fraction=settings.memory_fraction,
+        compute_fraction=resolved.compute_fraction,
+    )
+
+
+def request_stream(settings: ServingSettings, seed: int) -> Callable[[float], Requests]:
+    """The study's requests at a given rate (lengths fixed by the seed, arrivals by rate)."""
+    trace = _trace(settings.trace, settings.max_tokens) if settings.trace else None
+
+    def at(qps: float) -> Requests:
+        if trace is not None:
+            return make_requests(
+                settings.requests, seed, rate_qps=qps, arrival=settings.arrival, cv=settings.cv, trace=trace
+            )
+        return make_requests(
+            settings.requests,
+            seed,
+            rate_qps=qps,
+            arrival=settings.arrival,
+            cv=settings.cv,
+            prompt=_lengths(settings.prompt),
+            output=_lengths(settings.output),
+        )
+
+    return at
+
+
+@cache
+def _trace(path: str, max_tokens: int | None):
+    return load_trace(path, max_tokens)
+
+
+def _lengths(spec: LengthSettings):
+    if spec.dist == "fixed":
+        return fixed(spec.value)
+    if spec.dist == "uniform":
+        return uniform(spec.low, spec.high)
+    return zipf(spec.theta, spec.low, spec.high)
+
+
+def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str, float], float, str | None]:
+    """Metrics of the candidate, its SLO excess (<= 0 when met) and the reason when it is not."""
+    settings = resolved.study.serving
+    deployment = deployment_of(resolved, params)
+    stream = request_stream(settings, resolved.study.seed)
+    usd_per_hour = deployment.gpus * resolved.usd_per_gpu_hour[deployment.gpu.name]
+    bounds = dict(ttft_p90_s=settings.ttft_p90_s, tbt_p99_s=settings.tbt_p99_s)
+    capacity = None
+    if settings.qps is None:
+        found = capacity_search(deployment, stream, seed=resolved.study.seed, **bounds)
+        capacity = found.qps
+        lowest = min(qps for qps, _ in found.probes)
+        result = found.result or simulate_deployment(deployment, stream(lowest), resolved.study.seed)
+    else:
+        result = simulate_deployment(deployment, stream(settings.qps), resolved.study.seed)
+    metrics = dict(result.metrics)
+    tokens_per_hour = metrics["throughput_tok_s"] * 3600.0
+    metrics |= {
+        "num_gpus": float(deployment.gpus),
+        "usd_per_hour": usd_per_hour,
+        "usd_per_mtok": usd_per_hour / tokens_per_hour * 1e6,
+    }
+    if capacity is not None:
+        metrics |= {"capacity_qps": capacity, "qps_per_usd_hour": capacity / usd_per_hour}
+    excess = max(metrics["ttft_p90_s"] / settings.ttft_p90_s, _finite(metrics["tbt_p99_s"]) / settings.tbt_p99_s) - 1
+    reason = None
+    if capacity == 0.0:
+        reason = f"meets the SLO at no rate tried (down to {lowest:.3g} QPS)"
+        excess = max(excess, 1.0)
+    elif not meets(result, **bounds):
+        reason = (
+            f"ttft_p90_s={metrics['ttft_p90_s']:.3g} (bound {settings.ttft_p90_s:g}), "
+            f"tbt_p99_s={metrics['tbt_p99_s']:.3g} (bound {settings.tbt_p99_s:g}) at {settings.qps:g} QPS"
+        )
+    return metrics, excess, reason
+
+
+def _finite(value: float) -> float:
+    return 0.0 if value != value else value  # a run of one-token requests has no gaps

@@ -1,0 +1,104 @@
+"""Inference studies end to end: spec, knobs, capacity per candidate, reports."""
+
+import pytest
+
+from dse.checks import resolve_study
+from dse.engine import RunSettings, run_search
+from dse.errors import DseError
+from dse.evaluate import Evaluator
+from dse.report import write_reports
+from dse.serving import deployment_of, request_stream
+from dse.space import SERVING_KNOBS, SearchSpace
+from dse.spec import load_study
+from simulators.serving import capacity_search
+
+SERVING_SPEC = """
+name: tiny-serving
+mode: inference
+model: llama3-8b
+serving:
+  requests: 300
+  prompt: {dist: uniform, low: 64, high: 1024}
+  output: {dist: uniform, low: 8, high: 128}
+  ttft_p90_s: 1.0
+  tbt_p99_s: 0.1
+hardware:
+  gpu: [H100-SXM]
+search:
+  tp: [1, 2]
+  replicas: [1, 2]
+  scheduler: [vllm, sarathi]
+  disaggregated: [false, true]
+  decode_tp: [1]
+budget:
+  trials: 12
+  batch_size: 4
+sampler: tpe
+seed: 5
+"""
+
+
+def test_an_inference_spec_searches_serving_knobs_with_serving_objectives(write_spec):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    space = SearchSpace.from_study(resolved)
+    assert space.knobs == SERVING_KNOBS
+    assert resolved.objectives == ("qps_per_usd_hour", "ttft_p90_s")  # the inference defaults
+    # without disaggregation the decode knobs are inert: 2 x 2 x 2 plans plus 2 x 2 x 2 split ones
+    assert len(space.grid()) == 16
+
+
+def test_a_candidates_qps_per_dollar_is_its_capacity_over_its_price(write_spec):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    params = dict(
+        gpu="H100-SXM",
+        tp=2,
+        pp=1,
+        replicas=2,
+        scheduler="sarathi",
+        max_batch_requests=128,
+        max_batch_tokens=512,
+        router="round_robin",
+        disaggregated=False,
+        decode_tp=1,
+        decode_replicas=1,
+    )
+    outcome = Evaluator(SearchSpace.from_study(resolved)).evaluate(params)
+    deployment = deployment_of(resolved, params)
+    found = capacity_search(
+        deployment, request_stream(resolved.study.serving, 5), ttft_p90_s=1.0, tbt_p99_s=0.1, seed=5
+    )
+    price = 4 * 2.99
+    assert outcome.metrics["capacity_qps"] == found.qps > 0
+    assert outcome.metrics["qps_per_usd_hour"] == pytest.approx(found.qps / price)
+    assert outcome.metrics["usd_per_hour"] == pytest.approx(price) and outcome.feasible
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ("objectives: [tokens_per_s]\n", "objectives[0].metric: 'tokens_per_s' is not a known inference metric"),
+        ("", None),
+    ],
+)
+def test_inference_metrics_are_their_own_vocabulary(write_spec, extra, message):
+    text = SERVING_SPEC + extra
+    if message is None:
+        resolve_study(load_study(write_spec(text)))
+        return
+    with pytest.raises(DseError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        resolve_study(load_study(write_spec(text)))
+
+
+def test_capacity_metrics_need_the_capacity_search(write_spec):
+    text = SERVING_SPEC.replace("  requests: 300\n", "  requests: 300\n  qps: 2.0\n")
+    with pytest.raises(DseError, match="leave serving.qps unset"):
+        resolve_study(load_study(write_spec(text)))
+
+
+def test_an_inference_study_runs_and_writes_its_reports(write_spec, tmp_path):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False))
+    trials, front = write_reports(summary.study, resolved, tmp_path / "out")
+    assert len(trials) == 12 and not front.empty
+    assert (front["capacity_qps"] > 0).all()
+    assert {"report.html", "summary.md", "pareto.csv"} <= {p.name for p in (tmp_path / "out").iterdir()}
