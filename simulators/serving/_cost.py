@@ -33,7 +33,9 @@ from simulators.network import Network, collective_time_s
 from simulators.workload import layer_forward_gemms, logits_gemm, tp_problem
 
 WEIGHT_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5}
-KV_BYTES = 2  # the KV cache is kept in bf16 whatever the GEMM precision (vLLM's default "auto")
+# Bytes per cached K or V element: bf16 by default (vLLM's "auto"); fp8 where the checkpoint
+# quantises the cache (e.g. NVIDIA ModelOpt FP8 checkpoints, kv_cache_quant_algo FP8).
+KV_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 ACTIVATION_BYTES = 2
 
 
@@ -85,6 +87,7 @@ def replica_cost(
     block_tokens: int = 16,
     memory_fraction: float = 0.9,
     compute_fraction: float = 1.0,
+    kv_precision: str = "bf16",
 ) -> ReplicaCost:
     """Tabulate the replica's costs for batches of up to `max_batch_tokens` tokens."""
     if model.moe_experts:
@@ -93,6 +96,9 @@ def replica_cost(
         raise PlanError(f"tp={tp}: {problem}")
     if pp > model.layers:
         raise PlanError(f"pp={pp} exceeds layers={model.layers} of {model.name}")
+    if kv_precision not in KV_BYTES:
+        raise PlanError(f"kv_precision={kv_precision!r}; allowed: {', '.join(KV_BYTES)}")
+    kv_bytes = KV_BYTES[kv_precision]
     if precision not in WEIGHT_BYTES or gpu.peak_tflops(precision) is None:
         raise PlanError(f"{gpu.name} cannot run {precision} GEMMs")
     tokens = np.arange(max_batch_tokens + 1)
@@ -115,20 +121,19 @@ def replica_cost(
     prefill = attention_time_s(gpu, 1, heads, t, t, model.head_dim, True, kv_heads=kv_heads)
     fixed = float(attention_time_s(gpu, 1, heads, 1, 1, model.head_dim, False, kv_heads=kv_heads))
     long = 1 << 16
-    per_token = (float(attention_time_s(gpu, 1, heads, 1, long, model.head_dim, False, kv_heads=kv_heads)) - fixed) / (
-        long - 1
-    )
+    long_s = float(attention_time_s(gpu, 1, heads, 1, long, model.head_dim, False, kv_heads=kv_heads))
+    per_token = (long_s - fixed) / (long - 1) * kv_bytes / KV_BYTES["bf16"]  # reading the cache bounds it
     n = np.maximum(np.arange(max_batch_requests + 1), 1)
     logits = gemm_time_s(gpu, n, logits_gemm(model, 1, 1, tp).n, model.hidden, 1, precision)
     stride = tp  # stages sit tp ranks apart
     send = collective_time_s("send_recv", activation_bytes, 2, stride, network) if pp > 1 else 0 * t
     scale = 1.0 / compute_fraction
-    kv_per_token = 2 * model.layers * model.kv_heads * model.head_dim * KV_BYTES
+    kv_per_token = 2 * model.layers * model.kv_heads * model.head_dim * kv_bytes
     weights_per_gpu = model.total_params * WEIGHT_BYTES[precision] / (tp * pp)
     workspace = max_batch_tokens * (4 * model.hidden + 2 * model.ffn_hidden // tp) * ACTIVATION_BYTES
     free = gpu.hbm_bytes * memory_fraction - weights_per_gpu - workspace
     # A rank keeps its share of KV heads (one whole head when there are fewer heads than ranks).
-    kv_per_token_per_gpu = 2 * model.layers / pp * kv_heads * model.head_dim * KV_BYTES
+    kv_per_token_per_gpu = 2 * model.layers / pp * kv_heads * model.head_dim * kv_bytes
     blocks = int(free // (kv_per_token_per_gpu * block_tokens)) if free > 0 else 0
     if blocks < 1:
         raise PlanError(

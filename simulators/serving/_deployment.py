@@ -75,6 +75,7 @@ class Deployment:
     decode: Pool | None = None
     router: str = "round_robin"
     precision: str = "bf16"
+    kv_precision: str = "bf16"
     block_tokens: int = 16
     memory_fraction: float = 0.9  # vLLM's gpu_memory_utilization default
     compute_fraction: float = 1.0
@@ -138,6 +139,7 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
             block_tokens=deployment.block_tokens,
             memory_fraction=deployment.memory_fraction,
             compute_fraction=deployment.compute_fraction,
+            kv_precision=deployment.kv_precision,
         )
 
     return cost(deployment.pool), (cost(deployment.decode) if deployment.decode else None)
