@@ -151,12 +151,13 @@ def _parallel_section(figures, feasible, resolved, knobs) -> str:
     dimensions = []
     for column in knobs:
         data = feasible[column]
-        if data.dtype.kind in "iuf":  # numeric knobs: an axis ticked at the values taken
+        if data.dtype.kind in "iuf" and not data.isna().any():  # numeric knobs: ticks at the values taken
             dimensions.append(dict(label=column, values=data, tickvals=sorted(data.unique())))
             continue
+        text = data.map(lambda v: "-" if pd.isna(v) else str(v))  # "-": a knob without effect here
         spec_order = [str(v) for v in values.get(column, ())]
-        categories = list(dict.fromkeys([*spec_order, *sorted(data.astype(str).unique())]))
-        codes = pd.Categorical(data.astype(str), categories=categories).codes
+        categories = list(dict.fromkeys([*spec_order, *sorted(text.unique())]))
+        codes = pd.Categorical(text, categories=categories).codes
         dimensions.append(dict(label=column, values=codes, tickvals=list(range(len(categories))), ticktext=categories))
     dimensions += [dict(label=m, values=feasible[m]) for m in resolved.objectives]
     first = resolved.objectives[0]

@@ -29,7 +29,7 @@ search:
   replicas: [1, 2]
   scheduler: [vllm, sarathi]
   disaggregated: [false, true]
-  decode_tp: [1]
+  decode_tp: [1, 2]
 budget:
   trials: 12
   batch_size: 4
@@ -43,8 +43,8 @@ def test_an_inference_spec_searches_serving_knobs_with_serving_objectives(write_
     space = SearchSpace.from_study(resolved)
     assert space.knobs == SERVING_KNOBS
     assert resolved.objectives == ("qps_per_usd_hour", "ttft_p90_s")  # the inference defaults
-    # without disaggregation the decode knobs are inert: 2 x 2 x 2 plans plus 2 x 2 x 2 split ones
-    assert len(space.grid()) == 16
+    # without disaggregation the decode knobs are inert: 2 x 2 x 2 plans, plus 2 x 2 x 2 x 2 split ones
+    assert len(space.grid()) == 24
 
 
 def test_a_candidates_qps_per_dollar_is_its_capacity_over_its_price(write_spec):
