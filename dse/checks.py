@@ -182,7 +182,15 @@ def _check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) ->
     if settings.trace:
         if not Path(settings.trace).is_file():
             raise SpecError(f"serving.trace: {settings.trace} is not a file")
-        load_trace(settings.trace, settings.max_tokens)
+        trace = load_trace(settings.trace, settings.max_tokens)
+        if settings.arrival == "replay" and (trace.arrival_s is None or len(trace) < settings.requests):
+            raise SpecError(
+                f"serving.arrival: 'replay' needs a trace that records arrivals and holds serving.requests="
+                f"{settings.requests} of them; {settings.trace} has "
+                + ("no arrival times" if trace.arrival_s is None else f"{len(trace)} requests")
+            )
+    elif settings.arrival == "replay":
+        raise SpecError("serving.arrival: 'replay' needs serving.trace; allowed without one: poisson, gamma")
 
 
 def _check_calibration(path: str) -> None:

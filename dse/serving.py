@@ -68,6 +68,11 @@ def request_stream(settings: ServingSettings, seed: int) -> Callable[[float], Re
     trace = _trace(settings.trace, settings.max_tokens) if settings.trace else None
 
     def at(qps: float) -> Requests:
+        if settings.arrival == "replay":  # the recorded stream, its clock scaled to the rate asked
+            recorded = make_requests(settings.requests, seed, rate_qps=None, trace=trace)
+            arrival_s = recorded.arrival_s - recorded.arrival_s[0]
+            recorded_qps = (len(arrival_s) - 1) / arrival_s[-1]
+            return Requests(arrival_s * recorded_qps / qps, recorded.prompt_tokens, recorded.output_tokens)
         if trace is not None:
             return make_requests(
                 settings.requests, seed, rate_qps=qps, arrival=settings.arrival, cv=settings.cv, trace=trace

@@ -248,7 +248,7 @@ class ServingSettings(_Frozen):
 
     precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
     requests: int = Field(default=2000, ge=10)
-    arrival: Literal["poisson", "gamma"] = "poisson"
+    arrival: Literal["poisson", "gamma", "replay"] = "poisson"  # replay: the trace's own arrivals, time-scaled
     cv: float = Field(default=1.0, gt=0)
     qps: float | None = Field(default=None, gt=0)  # None: search each candidate's capacity
     trace: str | None = None  # a trace file: its lengths (in order) replace prompt/output

@@ -102,3 +102,40 @@ def test_an_inference_study_runs_and_writes_its_reports(write_spec, tmp_path):
     assert len(trials) == 12 and not front.empty
     assert (front["capacity_qps"] > 0).all()
     assert {"report.html", "summary.md", "pareto.csv"} <= {p.name for p in (tmp_path / "out").iterdir()}
+
+
+def test_a_replayed_trace_keeps_its_burstiness_at_any_rate(write_spec):
+    """Replay scales the recorded clock: gaps keep their pattern (ratios), the mean rate is the one
+    asked, and the lengths are the trace's own, in order."""
+    from pathlib import Path
+
+    import numpy as np
+
+    trace = Path(__file__).resolve().parents[2] / "../shared/reference/traces/splitwise_conv.csv"
+    if not trace.is_file():
+        pytest.skip("../shared/reference/traces is not beside this checkout")
+    text = SERVING_SPEC.replace("  requests: 300\n", f"  requests: 300\n  arrival: replay\n  trace: {trace}\n")
+    resolved = resolve_study(load_study(write_spec(text)))
+    stream = request_stream(resolved.study.serving, 5)
+    slow, fast = stream(1.0), stream(4.0)
+    assert (len(slow) - 1) / (slow.arrival_s[-1] - slow.arrival_s[0]) == pytest.approx(1.0)
+    assert np.allclose(np.diff(slow.arrival_s), 4 * np.diff(fast.arrival_s))
+    assert np.array_equal(slow.prompt_tokens[:2], [374, 396])  # the trace's first rows
+
+
+def test_round_robin_alternates_and_least_outstanding_balances():
+    import numpy as np
+
+    from simulators.hardware import get_gpu
+    from simulators.models import get_model
+    from simulators.serving import Deployment, Pool, Requests, simulate_deployment
+
+    n = 40
+    requests = Requests(np.arange(n) * 0.01, np.full(n, 256), np.full(n, 32))
+    for router in ("round_robin", "least_outstanding", "random"):
+        deployment = Deployment(get_model("llama3-8b"), get_gpu("H100-SXM"), Pool("sarathi", count=2), router=router)
+        replicas = simulate_deployment(deployment, requests).replica
+        if router == "round_robin":
+            assert np.array_equal(replicas, np.arange(n) % 2)
+        else:
+            assert abs(int((replicas == 0).sum()) - n // 2) <= (2 if router == "least_outstanding" else 12)
