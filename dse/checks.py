@@ -17,7 +17,7 @@ from dse.spec import Constraint, Study, knob_values
 from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
 from simulators.network import Fabric
-from simulators.serving import load_trace
+from simulators.serving import load_trace, load_vidur_profile
 from simulators.workload import ep_problem, etp_problem, pp_problem, precision_problem, tp_problem
 
 
@@ -179,6 +179,12 @@ def _check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) ->
     for value in knob_values(search.pp):
         if problem := pp_problem(model, value):
             raise SpecError(f"search.pp: {problem}")
+    for field in ("profile_mlp", "profile_attention", "profile_all_reduce"):
+        path = getattr(settings, field)
+        if path and not Path(path).is_file():
+            raise SpecError(f"serving.{field}: {path} is not a file")
+    if settings.profile_mlp or settings.profile_attention or settings.profile_all_reduce:
+        load_vidur_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce)
     if settings.trace:
         if not Path(settings.trace).is_file():
             raise SpecError(f"serving.trace: {settings.trace} is not a file")

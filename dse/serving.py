@@ -17,9 +17,11 @@ from simulators.serving import (
     Deployment,
     Pool,
     Requests,
+    VidurProfile,
     capacity_search,
     fixed,
     load_trace,
+    load_vidur_profile,
     make_requests,
     simulate_deployment,
     uniform,
@@ -60,6 +62,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         block_tokens=settings.block_tokens,
         memory_fraction=settings.memory_fraction,
         compute_fraction=resolved.compute_fraction,
+        profile=_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce),
     )
 
 
@@ -88,6 +91,13 @@ def request_stream(settings: ServingSettings, seed: int) -> Callable[[float], Re
         )
 
     return at
+
+
+@cache
+def _profile(mlp: str | None, attention: str | None, all_reduce: str | None) -> VidurProfile | None:
+    if not (mlp or attention or all_reduce):
+        return None
+    return load_vidur_profile(mlp_csv=mlp, attention_csv=attention, all_reduce_csv=all_reduce)
 
 
 @cache

@@ -259,6 +259,11 @@ class ServingSettings(_Frozen):
     tbt_p99_s: float = Field(default=0.2, gt=0)
     block_tokens: int = Field(default=16, ge=1)
     memory_fraction: float = Field(default=0.9, gt=0, le=1)
+    # Measured operation times in Vidur's profile layout (mlp.csv, attention.csv, all_reduce.csv);
+    # each replaces the analytical cost of the operations it covers.
+    profile_mlp: str | None = None
+    profile_attention: str | None = None
+    profile_all_reduce: str | None = None
 
 
 class Objective(_Frozen):

@@ -4,6 +4,7 @@ from simulators.serving._capacity import Capacity, capacity_search
 from simulators.serving._cost import ReplicaCost, replica_cost
 from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
 from simulators.serving._engine import ROUTERS, SCHEDULERS
+from simulators.serving._profile import VidurProfile, apply_profile, load_vidur_profile
 from simulators.serving._requests import (
     ARRIVALS,
     Requests,
@@ -28,11 +29,14 @@ __all__ = [
     "Requests",
     "ServingResult",
     "TraceData",
+    "VidurProfile",
+    "apply_profile",
     "capacity_search",
     "empirical",
     "fixed",
     "kv_transfer_s",
     "load_trace",
+    "load_vidur_profile",
     "make_requests",
     "replica_cost",
     "simulate_deployment",

@@ -34,6 +34,7 @@ from simulators.serving._engine import (
     EngineOutput,
     simulate_serving,
 )
+from simulators.serving._profile import VidurProfile, apply_profile
 from simulators.serving._requests import Requests
 
 PERCENTILES = (50, 90, 99)
@@ -80,6 +81,7 @@ class Deployment:
     memory_fraction: float = 0.9  # vLLM's gpu_memory_utilization default
     compute_fraction: float = 1.0
     network: Network | None = None  # default: the GPU's reference system
+    profile: VidurProfile | None = None  # measured operation times replacing the analytical ones
 
     def __post_init__(self) -> None:
         if self.router not in ROUTERS:
@@ -127,7 +129,7 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
     width = max(min(tokens, 1 << 15), max(p.max_batch_requests for p in pools))
 
     def cost(pool: Pool) -> ReplicaCost:
-        return replica_cost(
+        analytical = replica_cost(
             deployment.model,
             deployment.gpu,
             pool.tp,
@@ -141,6 +143,9 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
             compute_fraction=deployment.compute_fraction,
             kv_precision=deployment.kv_precision,
         )
+        if deployment.profile is None:
+            return analytical
+        return apply_profile(analytical, deployment.profile, deployment.model, pool.tp)
 
     return cost(deployment.pool), (cost(deployment.decode) if deployment.decode else None)
 

@@ -139,3 +139,41 @@ def test_round_robin_alternates_and_least_outstanding_balances():
             assert np.array_equal(replicas, np.arange(n) % 2)
         else:
             assert abs(int((replicas == 0).sum()) - n // 2) <= (2 if router == "least_outstanding" else 12)
+
+
+def test_a_measured_profile_in_the_spec_replaces_the_operations_it_covers(write_spec):
+    """Llama-2-70B at tp 4 with the MLP profile fixture: the deployment carries the profile and
+    its decode steps take the measured linear times instead of the roofline ones."""
+    from pathlib import Path
+
+    from simulators.serving import simulate_deployment
+    from simulators.serving._deployment import pool_costs
+
+    data = Path(__file__).resolve().parents[1] / "simulators" / "serving" / "data"
+    text = (
+        SERVING_SPEC.replace("model: llama3-8b", "model: llama2-70b")
+        .replace("gpu: [H100-SXM]", "gpu: [A100-80GB]")
+        .replace("tp: [1, 2]", "tp: [4]")
+        .replace("decode_tp: [1, 2]", "decode_tp: [4]")
+        .replace("  requests: 300\n", f"  requests: 300\n  profile_mlp: {data / 'mlp.csv'}\n")
+    )
+    resolved = resolve_study(load_study(write_spec(text)))
+    params = dict(
+        gpu="A100-80GB",
+        tp=4,
+        pp=1,
+        replicas=1,
+        scheduler="sarathi",
+        max_batch_requests=128,
+        max_batch_tokens=512,
+        router="round_robin",
+        disaggregated=False,
+        decode_tp=4,
+        decode_replicas=1,
+    )
+    measured = deployment_of(resolved, params)
+    assert measured.profile is not None
+    plain = measured.__class__(**{**measured.__dict__, "profile": None})
+    assert pool_costs(measured, 1024)[0].linear_s[64] != pool_costs(plain, 1024)[0].linear_s[64]
+    stream = request_stream(resolved.study.serving, 5)
+    assert simulate_deployment(measured, stream(1.0)).metrics["tbt_p50_s"] > 0
