@@ -1,0 +1,409 @@
+"""The packet-level discrete-event engine (Numba): integer picoseconds, packets as rows of arrays.
+
+Model. Directed links carry packets store-and-forward: a packet is serialised at the link's rate
+(its bytes x 8 / rate, rounded to a picosecond) and arrives at the far end after the link's
+propagation delay; each link has an output queue (FIFO) at its near end. A switch holds queued
+packets in one shared buffer; a packet whose bytes do not fit is dropped. Hosts queue without
+limit. Senders emit a flow's packets at a pace (line rate of the first link, or the DCQCN rate),
+the first one pace after the flow starts, into their NIC's queue. A flow completes when its last
+byte reaches the receiver; flows may wait for other flows (a DAG), starting `gap` after the last
+of them completes.
+
+RoCE behaviour (each part can be switched off):
+- PFC, per ingress port (one priority): when the bytes a switch holds that arrived through a
+  link exceed XOFF, a pause reaches that link's sender one propagation delay later and it stops
+  after the packet in flight; XON (bytes at or below XON) resumes it the same way. Enough buffer
+  above XOFF makes the fabric lossless.
+- ECN at egress: a packet is marked when it is queued behind q bytes with probability 0 below
+  Kmin, Pmax (q - Kmin) / (Kmax - Kmin) up to Kmax, 1 above (a seeded generator).
+- DCQCN at the sender: the receiver returns a CNP for a marked packet (at most one per flow per
+  CNP interval) over the reverse path (propagation and serialisation of a 64-byte frame, no
+  queueing); on a CNP the sender sets Rt = Rc, Rc = Rc (1 - alpha / 2), alpha = (1 - g) alpha + g;
+  every alpha period without CNP alpha = (1 - g) alpha; every increase period the rate recovers:
+  F fast-recovery steps Rc = (Rt + Rc) / 2, then additive (Rt += R_AI) and after F more hyper
+  (Rt += R_HAI) increases. Timers are applied when the sender next acts (their effect is the
+  same as firing them on time, since nothing else reads the rate in between).
+Events at equal times run in the order they were scheduled (ns-3's rule), so runs are exact and
+deterministic.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+# event types
+_SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START = 0, 1, 2, 3, 4, 5, 6
+PS_PER_S = 1e12
+CNP_BYTES = 64
+
+
+@numba.njit(cache=True)
+def _push(heap_t, heap_s, heap_p, size, seq, t, kind, a):
+    """Insert event (kind, a) at time t, after every event already at t; returns the new size."""
+    i = size
+    payload = a * 8 + kind
+    while i > 0:
+        p = (i - 1) >> 1
+        if heap_t[p] < t or (heap_t[p] == t and heap_s[p] < seq):
+            break
+        heap_t[i], heap_s[i], heap_p[i] = heap_t[p], heap_s[p], heap_p[p]
+        i = p
+    heap_t[i], heap_s[i], heap_p[i] = t, seq, payload
+    return size + 1
+
+
+@numba.njit(cache=True)
+def _pop(heap_t, heap_s, heap_p, size):
+    """Remove the earliest event; returns (t, kind, a, new size)."""
+    t, payload = heap_t[0], heap_p[0]
+    size -= 1
+    last_t, last_s, last_p = heap_t[size], heap_s[size], heap_p[size]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        r = c + 1
+        if r < size and (heap_t[r] < heap_t[c] or (heap_t[r] == heap_t[c] and heap_s[r] < heap_s[c])):
+            c = r
+        if last_t < heap_t[c] or (last_t == heap_t[c] and last_s < heap_s[c]):
+            break
+        heap_t[i], heap_s[i], heap_p[i] = heap_t[c], heap_s[c], heap_p[c]
+        i = c
+    heap_t[i], heap_s[i], heap_p[i] = last_t, last_s, last_p
+    return t, payload & 7, payload >> 3, size
+
+
+@numba.njit(cache=True)
+def _ser_ps(nbytes, rate_bps):
+    return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
+
+
+@numba.njit(cache=True)
+def simulate_packets(
+    link_rate_bps,
+    link_delay_ps,
+    link_to,
+    node_is_switch,
+    flow_bytes,
+    flow_mtu,
+    flow_start_ps,
+    flow_gap_ps,
+    flow_path_start,
+    path_links,
+    flow_dep_count,
+    dependents_start,
+    dependents,
+    buffer_bytes,
+    pfc_on,
+    xoff_bytes,
+    xon_bytes,
+    ecn_on,
+    kmin_bytes,
+    kmax_bytes,
+    pmax,
+    dcqcn_on,
+    g,
+    alpha_period_ps,
+    increase_period_ps,
+    cnp_interval_ps,
+    fast_recovery_steps,
+    rate_ai_bps,
+    rate_hai_bps,
+    min_rate_bps,
+    seed,
+):  # pragma: no cover - compiled
+    n_links = len(link_rate_bps)
+    n_nodes = len(node_is_switch)
+    n_flows = len(flow_bytes)
+    # ---- heap
+    cap = 1024 + 4 * n_flows + 4 * n_links
+    heap_t = np.empty(cap, np.int64)
+    heap_s = np.empty(cap, np.int64)
+    heap_p = np.empty(cap, np.int64)
+    size = 0
+    seq = 0
+    # ---- packets (a pool; free slots chained)
+    pcap = 1024
+    pkt_flow = np.empty(pcap, np.int64)
+    pkt_bytes = np.empty(pcap, np.int64)
+    pkt_hop = np.empty(pcap, np.int64)
+    pkt_ecn = np.zeros(pcap, np.bool_)
+    pkt_last = np.zeros(pcap, np.bool_)
+    pkt_next = np.full(pcap, -1, np.int64)
+    free_head = 0
+    for i in range(pcap - 1):
+        pkt_next[i] = i + 1
+    pkt_next[pcap - 1] = -1
+    # ---- links
+    q_head = np.full(n_links, -1, np.int64)
+    q_tail = np.full(n_links, -1, np.int64)
+    q_bytes = np.zeros(n_links, np.int64)
+    busy = np.zeros(n_links, np.bool_)
+    paused = np.zeros(n_links, np.bool_)
+    pause_sent = np.zeros(n_links, np.bool_)  # the receiver of this link asked it to pause
+    in_switch = np.zeros(n_links, np.int64)  # bytes held by the switch this link feeds, that came through it
+    link_bytes = np.zeros(n_links, np.int64)
+    q_max = np.zeros(n_links, np.int64)
+    pauses = np.zeros(n_links, np.int64)
+    shared_used = np.zeros(n_nodes, np.int64)
+    drops = np.zeros(n_links, np.int64)
+    # ---- flows
+    n_packets = np.zeros(n_flows, np.int64)
+    sent = np.zeros(n_flows, np.int64)
+    received_bytes = np.zeros(n_flows, np.int64)
+    finish_ps = np.full(n_flows, -1, np.int64)
+    begin_ps = np.full(n_flows, -1, np.int64)
+    deps_left = flow_dep_count.copy()
+    rc = np.zeros(n_flows)
+    rt = np.zeros(n_flows)
+    alpha = np.ones(n_flows)
+    last_alpha_ps = np.zeros(n_flows, np.int64)
+    last_increase_ps = np.zeros(n_flows, np.int64)
+    increases = np.zeros(n_flows, np.int64)
+    last_cnp_ps = np.full(n_flows, -(1 << 62), np.int64)
+    cnps = np.zeros(n_flows, np.int64)
+    marked = np.zeros(n_flows, np.int64)
+    reverse_ps = np.zeros(n_flows, np.int64)
+    for f in range(n_flows):
+        n_packets[f] = max(1, (flow_bytes[f] + flow_mtu[f] - 1) // flow_mtu[f])
+        first = path_links[flow_path_start[f]]
+        rc[f] = link_rate_bps[first]
+        rt[f] = link_rate_bps[first]
+        back = 0
+        for h in range(flow_path_start[f], flow_path_start[f + 1]):
+            link = path_links[h]
+            back += link_delay_ps[link] + _ser_ps(CNP_BYTES, link_rate_bps[link])
+        reverse_ps[f] = back
+        if deps_left[f] == 0:
+            size = _push(heap_t, heap_s, heap_p, size, seq, flow_start_ps[f], _START, f)
+            seq += 1
+    rng_state = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
+    done = 0
+    now = np.int64(0)
+    events = 0
+    while size > 0:
+        if size + 8 >= cap:  # grow the heap
+            cap *= 2
+            heap_t = np.concatenate((heap_t, np.empty(cap - len(heap_t), np.int64)))
+            heap_s = np.concatenate((heap_s, np.empty(cap - len(heap_s), np.int64)))
+            heap_p = np.concatenate((heap_p, np.empty(cap - len(heap_p), np.int64)))
+        now, kind, a, size = _pop(heap_t, heap_s, heap_p, size)
+        events += 1
+        if kind == _START:
+            f = a
+            begin_ps[f] = now
+            last_alpha_ps[f] = now
+            last_increase_ps[f] = now
+            first = path_links[flow_path_start[f]]
+            pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), rc[f])
+            size = _push(heap_t, heap_s, heap_p, size, seq, now + pace, _SEND, f)
+            seq += 1
+        elif kind == _SEND:
+            f = a
+            if dcqcn_on:  # apply the timers that fired since the sender last acted
+                while now - last_alpha_ps[f] >= alpha_period_ps:
+                    last_alpha_ps[f] += alpha_period_ps
+                    if last_alpha_ps[f] - last_cnp_ps[f] >= alpha_period_ps:
+                        alpha[f] *= 1.0 - g
+                while now - last_increase_ps[f] >= increase_period_ps:
+                    last_increase_ps[f] += increase_period_ps
+                    increases[f] += 1
+                    if increases[f] > 2 * fast_recovery_steps:
+                        rt[f] += rate_hai_bps
+                    elif increases[f] > fast_recovery_steps:
+                        rt[f] += rate_ai_bps
+                    line = link_rate_bps[path_links[flow_path_start[f]]]
+                    rt[f] = min(rt[f], line)
+                    rc[f] = min((rt[f] + rc[f]) / 2.0, line)
+            # the packet
+            if free_head < 0:  # grow the pool
+                old = len(pkt_flow)
+                pkt_flow = np.concatenate((pkt_flow, np.empty(old, np.int64)))
+                pkt_bytes = np.concatenate((pkt_bytes, np.empty(old, np.int64)))
+                pkt_hop = np.concatenate((pkt_hop, np.empty(old, np.int64)))
+                pkt_ecn = np.concatenate((pkt_ecn, np.zeros(old, np.bool_)))
+                pkt_last = np.concatenate((pkt_last, np.zeros(old, np.bool_)))
+                pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
+                for i in range(old, 2 * old - 1):
+                    pkt_next[i] = i + 1
+                free_head = old
+            p = free_head
+            free_head = pkt_next[p]
+            nbytes = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+            pkt_flow[p] = f
+            pkt_bytes[p] = nbytes
+            pkt_hop[p] = flow_path_start[f]
+            pkt_ecn[p] = False
+            pkt_last[p] = sent[f] == n_packets[f] - 1
+            pkt_next[p] = -1
+            sent[f] += 1
+            link = path_links[flow_path_start[f]]
+            # enqueue at the host's NIC (hosts do not drop or pause their senders)
+            if q_tail[link] < 0:
+                q_head[link] = p
+            else:
+                pkt_next[q_tail[link]] = p
+            q_tail[link] = p
+            q_bytes[link] += nbytes
+            q_max[link] = max(q_max[link], q_bytes[link])
+            if not busy[link] and not paused[link]:
+                busy[link] = True
+                size = _push(
+                    heap_t,
+                    heap_s,
+                    heap_p,
+                    size,
+                    seq,
+                    now + _ser_ps(pkt_bytes[q_head[link]], link_rate_bps[link]),
+                    _TX_DONE,
+                    link,
+                )
+                seq += 1
+            if sent[f] < n_packets[f]:
+                nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                size = _push(heap_t, heap_s, heap_p, size, seq, now + _ser_ps(nxt, rc[f]), _SEND, f)
+                seq += 1
+        elif kind == _TX_DONE:
+            link = a
+            p = q_head[link]
+            q_head[link] = pkt_next[p]
+            if q_head[link] < 0:
+                q_tail[link] = -1
+            q_bytes[link] -= pkt_bytes[p]
+            link_bytes[link] += pkt_bytes[p]
+            src_node = -1
+            if pkt_hop[p] > flow_path_start[pkt_flow[p]]:  # it left a switch: free its buffer
+                inbound = path_links[pkt_hop[p] - 1]
+                src_node = link_to[inbound]
+                shared_used[src_node] -= pkt_bytes[p]
+                in_switch[inbound] -= pkt_bytes[p]
+                if pfc_on and pause_sent[inbound] and in_switch[inbound] <= xon_bytes[inbound]:
+                    pause_sent[inbound] = False
+                    size = _push(heap_t, heap_s, heap_p, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
+                    seq += 1
+            f = pkt_flow[p]
+            if pkt_hop[p] == flow_path_start[f + 1] - 1 and not pkt_last[p]:
+                # Reaching the receiver changes nothing but its count until the flow's last
+                # packet (which does get an event: completion starts dependants).
+                arrival = now + link_delay_ps[link]
+                received_bytes[f] += pkt_bytes[p]
+                if pkt_ecn[p]:
+                    marked[f] += 1
+                    if dcqcn_on and arrival - last_cnp_ps[f] >= cnp_interval_ps:
+                        last_cnp_ps[f] = arrival
+                        size = _push(heap_t, heap_s, heap_p, size, seq, arrival + reverse_ps[f], _CNP, f)
+                        seq += 1
+                pkt_next[p] = free_head
+                free_head = p
+            else:
+                size = _push(heap_t, heap_s, heap_p, size, seq, now + link_delay_ps[link], _ARRIVE, p)
+                seq += 1
+            busy[link] = False
+            if q_head[link] >= 0 and not paused[link]:
+                busy[link] = True
+                size = _push(
+                    heap_t,
+                    heap_s,
+                    heap_p,
+                    size,
+                    seq,
+                    now + _ser_ps(pkt_bytes[q_head[link]], link_rate_bps[link]),
+                    _TX_DONE,
+                    link,
+                )
+                seq += 1
+        elif kind == _ARRIVE:
+            p = a
+            f = pkt_flow[p]
+            inbound = path_links[pkt_hop[p]]
+            if pkt_hop[p] == flow_path_start[f + 1] - 1:  # at the receiver
+                received_bytes[f] += pkt_bytes[p]
+                if pkt_ecn[p]:
+                    marked[f] += 1
+                    if dcqcn_on and now - last_cnp_ps[f] >= cnp_interval_ps:
+                        last_cnp_ps[f] = now
+                        size = _push(heap_t, heap_s, heap_p, size, seq, now + reverse_ps[f], _CNP, f)
+                        seq += 1
+                pkt_next[p] = free_head
+                free_head = p
+                if received_bytes[f] == flow_bytes[f]:
+                    finish_ps[f] = now
+                    done += 1
+                    for k in range(dependents_start[f], dependents_start[f + 1]):
+                        d = dependents[k]
+                        deps_left[d] -= 1
+                        if deps_left[d] == 0:
+                            at = max(flow_start_ps[d], now + flow_gap_ps[d])
+                            size = _push(heap_t, heap_s, heap_p, size, seq, at, _START, d)
+                            seq += 1
+                continue
+            node = link_to[inbound]
+            out = path_links[pkt_hop[p] + 1]
+            nbytes = pkt_bytes[p]
+            if shared_used[node] + nbytes > buffer_bytes:
+                drops[out] += 1
+                pkt_next[p] = free_head
+                free_head = p
+                continue
+            if ecn_on and not pkt_ecn[p] and q_bytes[out] > kmin_bytes:
+                if q_bytes[out] >= kmax_bytes:
+                    pkt_ecn[p] = True
+                else:
+                    rng_state ^= rng_state >> np.uint64(12)
+                    rng_state ^= rng_state << np.uint64(25)
+                    rng_state ^= rng_state >> np.uint64(27)
+                    u = ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
+                    if u < pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
+                        pkt_ecn[p] = True
+            shared_used[node] += nbytes
+            in_switch[inbound] += nbytes
+            if pfc_on and not pause_sent[inbound] and in_switch[inbound] > xoff_bytes[inbound]:
+                pause_sent[inbound] = True
+                pauses[inbound] += 1
+                size = _push(heap_t, heap_s, heap_p, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
+                seq += 1
+            pkt_hop[p] += 1
+            pkt_next[p] = -1
+            if q_tail[out] < 0:
+                q_head[out] = p
+            else:
+                pkt_next[q_tail[out]] = p
+            q_tail[out] = p
+            q_bytes[out] += nbytes
+            q_max[out] = max(q_max[out], q_bytes[out])
+            if not busy[out] and not paused[out]:
+                busy[out] = True
+                size = _push(
+                    heap_t, heap_s, heap_p, size, seq, now + _ser_ps(nbytes, link_rate_bps[out]), _TX_DONE, out
+                )
+                seq += 1
+        elif kind == _PAUSE:
+            paused[a] = True
+        elif kind == _RESUME:
+            link = a
+            paused[link] = False
+            if not busy[link] and q_head[link] >= 0:
+                busy[link] = True
+                size = _push(
+                    heap_t,
+                    heap_s,
+                    heap_p,
+                    size,
+                    seq,
+                    now + _ser_ps(pkt_bytes[q_head[link]], link_rate_bps[link]),
+                    _TX_DONE,
+                    link,
+                )
+                seq += 1
+        elif kind == _CNP:
+            f = a
+            cnps[f] += 1
+            rt[f] = rc[f]
+            rc[f] = max(rc[f] * (1.0 - alpha[f] / 2.0), min_rate_bps)
+            alpha[f] = (1.0 - g) * alpha[f] + g
+            last_alpha_ps[f] = now
+            last_increase_ps[f] = now
+            increases[f] = 0
+    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, events, now

@@ -1,0 +1,176 @@
+"""A packet-level run from plain values: links, flows with paths and dependencies, RoCE settings.
+
+`PacketNetwork` holds directed links (rate, delay, endpoints); `Flow` a transfer along a path of
+link ids; `RoceSettings` the PFC, ECN and DCQCN parameters (defaults from
+../shared/reference/netsim.md section 1: SimAI's shipped configuration at 100 Gb/s, the DCQCN
+paper's five fast-recovery steps; every one settable); `simulate` runs the compiled engine and
+returns per-flow times and per-link statistics.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulators._errors import SpecError
+from simulators.packet._engine import PS_PER_S, simulate_packets
+
+
+@dataclass(frozen=True)
+class Link:
+    src: int
+    dst: int
+    gbps: float
+    delay_s: float
+
+
+@dataclass(frozen=True)
+class Flow:
+    """`nbytes` from path[0]'s source to path[-1]'s destination, in packets of `mtu_bytes`
+    payload (the last one shorter); it starts at `start_s`, or `gap_s` after the last flow of
+    `after` completes."""
+
+    path: tuple[int, ...]
+    nbytes: int
+    mtu_bytes: int = 4096
+    start_s: float = 0.0
+    after: tuple[int, ...] = ()
+    gap_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class RoceSettings:
+    """PFC, ECN and DCQCN. `pfc_xoff_bytes`/`pfc_xon_bytes` per ingress port (htsim's 15 and 12
+    MTUs of 4 KB), switch buffer 32 MB (SimAI, HPCC), ECN Kmin/Kmax/Pmax 400 KB/1600 KB/0.2 (SimAI
+    at 100 Gb/s), g = 1/256, alpha period 1 us, increase period 300 us, CNP interval 4 us (SimAI's
+    rate-decrease check), F = 5, R_AI 50 Mb/s, R_HAI 100 Mb/s, minimum rate 100 Mb/s."""
+
+    buffer_bytes: int = 32 * 2**20
+    pfc: bool = True
+    pfc_xoff_bytes: int = 15 * 4096
+    pfc_xon_bytes: int = 12 * 4096
+    ecn: bool = True
+    kmin_bytes: int = 400_000
+    kmax_bytes: int = 1_600_000
+    pmax: float = 0.2
+    dcqcn: bool = True
+    g: float = 1 / 256
+    alpha_period_s: float = 1e-6
+    increase_period_s: float = 300e-6
+    cnp_interval_s: float = 4e-6
+    fast_recovery_steps: int = 5
+    rate_ai_gbps: float = 0.05
+    rate_hai_gbps: float = 0.1
+    min_rate_gbps: float = 0.1
+    seed: int = 0
+
+    @classmethod
+    def line_rate(cls, buffer_bytes: int = 1 << 62) -> RoceSettings:
+        """No congestion control, no PFC, no ECN, unlimited buffers: the ns-3 UDP reference case."""
+        return cls(buffer_bytes=buffer_bytes, pfc=False, ecn=False, dcqcn=False)
+
+
+@dataclass(frozen=True)
+class PacketResult:
+    """Seconds per flow (start, finish, completion time) and statistics per link."""
+
+    start_s: np.ndarray
+    finish_s: np.ndarray
+    link_bytes: np.ndarray
+    queue_max_bytes: np.ndarray
+    pause_frames: np.ndarray
+    drops: np.ndarray
+    cnps: np.ndarray
+    marked_packets: np.ndarray
+    events: int
+    end_s: float
+    link_gbps: np.ndarray = field(repr=False)
+
+    @property
+    def fct_s(self) -> np.ndarray:
+        return self.finish_s - self.start_s
+
+    @property
+    def link_utilisation(self) -> np.ndarray:
+        """Bytes each link carried over the run, as a share of what it could carry."""
+        return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
+
+
+def simulate(links: Sequence[Link], flows: Sequence[Flow], roce: RoceSettings, switches: set[int]) -> PacketResult:
+    """Run `flows` over `links`; nodes in `switches` have the shared buffer, PFC and ECN."""
+    if not flows:
+        raise SpecError("flows: at least one flow is needed")
+    n_nodes = 1 + max(max(link.src, link.dst) for link in links)
+    for i, flow in enumerate(flows):
+        if not flow.path or flow.nbytes < 1 or flow.mtu_bytes < 1:
+            raise SpecError(f"flows[{i}]: needs a path, nbytes >= 1 and mtu_bytes >= 1")
+        for a, b in zip(flow.path, flow.path[1:]):
+            if links[a].dst != links[b].src:
+                raise SpecError(
+                    f"flows[{i}].path: link {a} ends at node {links[a].dst}, link {b} starts at {links[b].src}"
+                )
+        for d in flow.after:
+            if not 0 <= d < len(flows) or d == i:
+                raise SpecError(f"flows[{i}].after: {d} is not another flow's index")
+    path_start = np.zeros(len(flows) + 1, np.int64)
+    np.cumsum([len(f.path) for f in flows], out=path_start[1:])
+    dependents: list[list[int]] = [[] for _ in flows]
+    for i, flow in enumerate(flows):
+        for d in set(flow.after):
+            dependents[d].append(i)
+    dep_start = np.zeros(len(flows) + 1, np.int64)
+    np.cumsum([len(d) for d in dependents], out=dep_start[1:])
+    rates = np.array([link.gbps * 1e9 for link in links])
+    to_ps = PS_PER_S
+    out = simulate_packets(
+        rates,
+        np.array([round(link.delay_s * to_ps) for link in links], np.int64),
+        np.array([link.dst for link in links], np.int64),
+        np.array([n in switches for n in range(n_nodes)], np.bool_),
+        np.array([f.nbytes for f in flows], np.int64),
+        np.array([f.mtu_bytes for f in flows], np.int64),
+        np.array([round(f.start_s * to_ps) for f in flows], np.int64),
+        np.array([round(f.gap_s * to_ps) for f in flows], np.int64),
+        path_start,
+        np.array([link for f in flows for link in f.path], np.int64),
+        np.array([len(set(f.after)) for f in flows], np.int64),
+        dep_start,
+        np.array([i for d in dependents for i in d], np.int64),
+        np.int64(min(roce.buffer_bytes, 1 << 62)),
+        roce.pfc,
+        np.full(len(links), roce.pfc_xoff_bytes, np.int64),
+        np.full(len(links), roce.pfc_xon_bytes, np.int64),
+        roce.ecn,
+        np.int64(roce.kmin_bytes),
+        np.int64(roce.kmax_bytes),
+        roce.pmax,
+        roce.dcqcn,
+        roce.g,
+        np.int64(round(roce.alpha_period_s * to_ps)),
+        np.int64(round(roce.increase_period_s * to_ps)),
+        np.int64(round(roce.cnp_interval_s * to_ps)),
+        np.int64(roce.fast_recovery_steps),
+        roce.rate_ai_gbps * 1e9,
+        roce.rate_hai_gbps * 1e9,
+        roce.min_rate_gbps * 1e9,
+        np.int64(roce.seed),
+    )
+    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, events, end = out
+    unfinished = int((finish < 0).sum())
+    if unfinished and not drops.sum():
+        raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
+    return PacketResult(
+        begin / to_ps,
+        np.where(finish >= 0, finish / to_ps, np.nan),
+        link_bytes,
+        q_max,
+        pauses,
+        drops,
+        cnps,
+        marked,
+        int(events),
+        end / to_ps,
+        rates / 1e9,
+    )
