@@ -38,7 +38,7 @@ PS_PER_S = 1e12
 CNP_BYTES = 64
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _push(heap_t, heap_s, heap_p, size, seq, t, kind, a):
     """Insert event (kind, a) at time t, after every event already at t; returns the new size."""
     i = size
@@ -53,7 +53,7 @@ def _push(heap_t, heap_s, heap_p, size, seq, t, kind, a):
     return size + 1
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _pop(heap_t, heap_s, heap_p, size):
     """Remove the earliest event; returns (t, kind, a, new size)."""
     t, payload = heap_t[0], heap_p[0]
@@ -75,12 +75,12 @@ def _pop(heap_t, heap_s, heap_p, size):
     return t, payload & 7, payload >> 3, size
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def _ser_ps(nbytes, rate_bps):
     return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
 
 
-@numba.njit(cache=True)
+@numba.njit(cache=True, error_model="numpy")
 def simulate_packets(
     link_rate_bps,
     link_delay_ps,
@@ -115,6 +115,7 @@ def simulate_packets(
     seed,
 ):  # pragma: no cover - compiled
     n_links = len(link_rate_bps)
+    ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
     n_nodes = len(node_is_switch)
     n_flows = len(flow_bytes)
     # ---- heap
@@ -256,7 +257,7 @@ def simulate_packets(
                     heap_p,
                     size,
                     seq,
-                    now + _ser_ps(pkt_bytes[q_head[link]], link_rate_bps[link]),
+                    now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
                     _TX_DONE,
                     link,
                 )
@@ -309,7 +310,7 @@ def simulate_packets(
                     heap_p,
                     size,
                     seq,
-                    now + _ser_ps(pkt_bytes[q_head[link]], link_rate_bps[link]),
+                    now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
                     _TX_DONE,
                     link,
                 )
@@ -376,7 +377,7 @@ def simulate_packets(
             if not busy[out] and not paused[out]:
                 busy[out] = True
                 size = _push(
-                    heap_t, heap_s, heap_p, size, seq, now + _ser_ps(nbytes, link_rate_bps[out]), _TX_DONE, out
+                    heap_t, heap_s, heap_p, size, seq, now + np.int64(round(nbytes * ps_per_byte[out])), _TX_DONE, out
                 )
                 seq += 1
         elif kind == _PAUSE:
@@ -392,7 +393,7 @@ def simulate_packets(
                     heap_p,
                     size,
                     seq,
-                    now + _ser_ps(pkt_bytes[q_head[link]], link_rate_bps[link]),
+                    now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
                     _TX_DONE,
                     link,
                 )

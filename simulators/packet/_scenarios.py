@@ -78,3 +78,35 @@ def leaf_spine(
     nbytes, packet = wire_bytes(payload_bytes, mtu)
     flows = [Flow(path(s, d), nbytes, packet) for s, d in pairs]
     return links, flows, set(range(leaf0, spine0 + spines))
+
+
+def two_tier_incast(senders: int, nbytes: int, hosts: int = 32, per_tor: int = 4, spines: int = 4, mtu: int = 1500):
+    """htsim's incast (../shared/reference/htsim): hosts 1..senders send `nbytes` each to host 0
+    on a two-tier fat tree of `hosts / per_tor` top-of-rack switches and `spines` spines, 100 Gb/s
+    and 1 us per link, ECMP by source host; packets of `mtu` bytes on the wire."""
+    tors = hosts // per_tor
+    tor0, spine0 = hosts, hosts + tors
+    links: list[Link] = []
+    index: dict[tuple[int, int], int] = {}
+
+    def link(a: int, b: int) -> None:
+        index[a, b] = len(links)
+        links.append(Link(a, b, 100, DELAY_S))
+
+    for h in range(hosts):
+        link(h, tor0 + h // per_tor)
+        link(tor0 + h // per_tor, h)
+    for t in range(tors):
+        for s in range(spines):
+            link(tor0 + t, spine0 + s)
+            link(spine0 + s, tor0 + t)
+    flows = []
+    for src in range(1, senders + 1):
+        a, b = tor0 + src // per_tor, tor0
+        if a == b:
+            path = (index[src, a], index[a, 0])
+        else:
+            spine = spine0 + src % spines
+            path = (index[src, a], index[a, spine], index[spine, b], index[b, 0])
+        flows.append(Flow(path, -(-nbytes // mtu) * mtu, mtu))
+    return links, flows, set(range(tor0, spine0 + spines))
