@@ -113,6 +113,8 @@ def simulate_packets(
     rate_hai_bps,
     min_rate_bps,
     seed,
+    window_start_ps,
+    window_end_ps,
 ):  # pragma: no cover - compiled
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
@@ -154,6 +156,7 @@ def simulate_packets(
     n_packets = np.zeros(n_flows, np.int64)
     sent = np.zeros(n_flows, np.int64)
     received_bytes = np.zeros(n_flows, np.int64)
+    window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
     begin_ps = np.full(n_flows, -1, np.int64)
     deps_left = flow_dep_count.copy()
@@ -290,6 +293,8 @@ def simulate_packets(
                 # packet (which does get an event: completion starts dependants).
                 arrival = now + link_delay_ps[link]
                 received_bytes[f] += pkt_bytes[p]
+                if window_start_ps <= arrival < window_end_ps:
+                    window_bytes[f] += pkt_bytes[p]
                 if pkt_ecn[p]:
                     marked[f] += 1
                     if dcqcn_on and arrival - last_cnp_ps[f] >= cnp_interval_ps:
@@ -321,6 +326,8 @@ def simulate_packets(
             inbound = path_links[pkt_hop[p]]
             if pkt_hop[p] == flow_path_start[f + 1] - 1:  # at the receiver
                 received_bytes[f] += pkt_bytes[p]
+                if window_start_ps <= now < window_end_ps:
+                    window_bytes[f] += pkt_bytes[p]
                 if pkt_ecn[p]:
                     marked[f] += 1
                     if dcqcn_on and now - last_cnp_ps[f] >= cnp_interval_ps:
@@ -407,4 +414,4 @@ def simulate_packets(
             last_alpha_ps[f] = now
             last_increase_ps[f] = now
             increases[f] = 0
-    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, events, now
+    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now

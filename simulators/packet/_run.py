@@ -2,8 +2,7 @@
 
 `PacketNetwork` holds directed links (rate, delay, endpoints); `Flow` a transfer along a path of
 link ids; `RoceSettings` the PFC, ECN and DCQCN parameters (defaults from
-../shared/reference/netsim.md section 1: SimAI's shipped configuration at 100 Gb/s, the DCQCN
-paper's five fast-recovery steps; every one settable); `simulate` runs the compiled engine and
+../shared/reference/netsim.md section 1, every one settable); `simulate` runs the compiled engine and
 returns per-flow times and per-link statistics.
 """
 
@@ -42,27 +41,31 @@ class Flow:
 
 @dataclass(frozen=True)
 class RoceSettings:
-    """PFC, ECN and DCQCN. `pfc_xoff_bytes`/`pfc_xon_bytes` per ingress port (htsim's 15 and 12
-    MTUs of 4 KB), switch buffer 32 MB (SimAI, HPCC), ECN Kmin/Kmax/Pmax 400 KB/1600 KB/0.2 (SimAI
-    at 100 Gb/s), g = 1/256, alpha period 1 us, increase period 300 us, CNP interval 4 us (SimAI's
-    rate-decrease check), F = 5, R_AI 50 Mb/s, R_HAI 100 Mb/s, minimum rate 100 Mb/s."""
+    """PFC, ECN and DCQCN (../shared/reference/netsim.md section 1). PFC XOFF/XON per ingress port
+    at 15 and 12 packets of 4 KB (htsim's thresholds) in a 32 MB shared buffer (SimAI, HPCC). ECN
+    and DCQCN from the DCQCN paper's column (SIGCOMM'15; marked unverified there): Kmin 5 KB, Kmax
+    200 KB, Pmax 1 %, g = 1/256, alpha period 55 us, CNP at most every 50 us per flow, increase
+    timer 55 us, F = 5 fast-recovery steps, R_AI 40 Mb/s; R_HAI 200 Mb/s (the DCQCN author's ns-3
+    code) and a 100 Mb/s floor (SimAI). SimAI's shipped values (Kmin 400 KB, Kmax 1,600 KB, Pmax
+    0.2, 1 us alpha, 4 us, 300 us timers) can be set field by field; with this engine's
+    latency-only CNPs they cut rates several times per congestion event and recover slowly."""
 
     buffer_bytes: int = 32 * 2**20
     pfc: bool = True
     pfc_xoff_bytes: int = 15 * 4096
     pfc_xon_bytes: int = 12 * 4096
     ecn: bool = True
-    kmin_bytes: int = 400_000
-    kmax_bytes: int = 1_600_000
-    pmax: float = 0.2
+    kmin_bytes: int = 5_000
+    kmax_bytes: int = 200_000
+    pmax: float = 0.01
     dcqcn: bool = True
     g: float = 1 / 256
-    alpha_period_s: float = 1e-6
-    increase_period_s: float = 300e-6
-    cnp_interval_s: float = 4e-6
+    alpha_period_s: float = 55e-6
+    increase_period_s: float = 55e-6
+    cnp_interval_s: float = 50e-6
     fast_recovery_steps: int = 5
-    rate_ai_gbps: float = 0.05
-    rate_hai_gbps: float = 0.1
+    rate_ai_gbps: float = 0.04
+    rate_hai_gbps: float = 0.2
     min_rate_gbps: float = 0.1
     seed: int = 0
 
@@ -84,6 +87,7 @@ class PacketResult:
     drops: np.ndarray
     cnps: np.ndarray
     marked_packets: np.ndarray
+    window_bytes: np.ndarray  # bytes each flow delivered within the requested window
     events: int
     end_s: float
     link_gbps: np.ndarray = field(repr=False)
@@ -98,8 +102,15 @@ class PacketResult:
         return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
 
 
-def simulate(links: Sequence[Link], flows: Sequence[Flow], roce: RoceSettings, switches: set[int]) -> PacketResult:
-    """Run `flows` over `links`; nodes in `switches` have the shared buffer, PFC and ECN."""
+def simulate(
+    links: Sequence[Link],
+    flows: Sequence[Flow],
+    roce: RoceSettings,
+    switches: set[int],
+    window_s: tuple[float, float] = (0.0, 0.0),
+) -> PacketResult:
+    """Run `flows` over `links`; nodes in `switches` have the shared buffer, PFC and ECN.
+    `window_s` (start, end): also count the bytes each flow delivers in that interval (rates)."""
     if not flows:
         raise SpecError("flows: at least one flow is needed")
     n_nodes = 1 + max(max(link.src, link.dst) for link in links)
@@ -156,8 +167,10 @@ def simulate(links: Sequence[Link], flows: Sequence[Flow], roce: RoceSettings, s
         roce.rate_hai_gbps * 1e9,
         roce.min_rate_gbps * 1e9,
         np.int64(roce.seed),
+        np.int64(round(window_s[0] * to_ps)),
+        np.int64(round(window_s[1] * to_ps)),
     )
-    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, events, end = out
+    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end = out
     unfinished = int((finish < 0).sum())
     if unfinished and not drops.sum():
         raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
@@ -170,6 +183,7 @@ def simulate(links: Sequence[Link], flows: Sequence[Flow], roce: RoceSettings, s
         drops,
         cnps,
         marked,
+        window_bytes,
         int(events),
         end / to_ps,
         rates / 1e9,
