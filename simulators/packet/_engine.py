@@ -39,39 +39,52 @@ CNP_BYTES = 64
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _push(heap_t, heap_s, heap_p, size, seq, t, kind, a):
-    """Insert event (kind, a) at time t, after every event already at t; returns the new size."""
+def _push(heap, size, seq, t, kind, a):
+    """Insert event (kind, a) at time t, after every event already at t; returns the new size.
+    Entries are (time, sequence, payload) triples side by side: one cache line per entry."""
     i = size
     payload = a * 8 + kind
     while i > 0:
         p = (i - 1) >> 1
-        if heap_t[p] < t or (heap_t[p] == t and heap_s[p] < seq):
+        pt = heap[3 * p]
+        if pt < t or (pt == t and heap[3 * p + 1] < seq):
             break
-        heap_t[i], heap_s[i], heap_p[i] = heap_t[p], heap_s[p], heap_p[p]
+        heap[3 * i] = pt
+        heap[3 * i + 1] = heap[3 * p + 1]
+        heap[3 * i + 2] = heap[3 * p + 2]
         i = p
-    heap_t[i], heap_s[i], heap_p[i] = t, seq, payload
+    heap[3 * i] = t
+    heap[3 * i + 1] = seq
+    heap[3 * i + 2] = payload
     return size + 1
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _pop(heap_t, heap_s, heap_p, size):
+def _pop(heap, size):
     """Remove the earliest event; returns (t, kind, a, new size)."""
-    t, payload = heap_t[0], heap_p[0]
+    t, payload = heap[0], heap[2]
     size -= 1
-    last_t, last_s, last_p = heap_t[size], heap_s[size], heap_p[size]
+    last_t, last_s, last_p = heap[3 * size], heap[3 * size + 1], heap[3 * size + 2]
     i = 0
     while True:
         c = 2 * i + 1
         if c >= size:
             break
         r = c + 1
-        if r < size and (heap_t[r] < heap_t[c] or (heap_t[r] == heap_t[c] and heap_s[r] < heap_s[c])):
+        if r < size and (
+            heap[3 * r] < heap[3 * c] or (heap[3 * r] == heap[3 * c] and heap[3 * r + 1] < heap[3 * c + 1])
+        ):
             c = r
-        if last_t < heap_t[c] or (last_t == heap_t[c] and last_s < heap_s[c]):
+        ct = heap[3 * c]
+        if last_t < ct or (last_t == ct and last_s < heap[3 * c + 1]):
             break
-        heap_t[i], heap_s[i], heap_p[i] = heap_t[c], heap_s[c], heap_p[c]
+        heap[3 * i] = ct
+        heap[3 * i + 1] = heap[3 * c + 1]
+        heap[3 * i + 2] = heap[3 * c + 2]
         i = c
-    heap_t[i], heap_s[i], heap_p[i] = last_t, last_s, last_p
+    heap[3 * i] = last_t
+    heap[3 * i + 1] = last_s
+    heap[3 * i + 2] = last_p
     return t, payload & 7, payload >> 3, size
 
 
@@ -122,9 +135,7 @@ def simulate_packets(
     n_flows = len(flow_bytes)
     # ---- heap
     cap = 1024 + 4 * n_flows + 4 * n_links
-    heap_t = np.empty(cap, np.int64)
-    heap_s = np.empty(cap, np.int64)
-    heap_p = np.empty(cap, np.int64)
+    heap = np.empty(3 * cap, np.int64)
     size = 0
     seq = 0
     # ---- packets (a pool; free slots chained)
@@ -181,7 +192,7 @@ def simulate_packets(
             back += link_delay_ps[link] + _ser_ps(CNP_BYTES, link_rate_bps[link])
         reverse_ps[f] = back
         if deps_left[f] == 0:
-            size = _push(heap_t, heap_s, heap_p, size, seq, flow_start_ps[f], _START, f)
+            size = _push(heap, size, seq, flow_start_ps[f], _START, f)
             seq += 1
     rng_state = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
     done = 0
@@ -190,10 +201,8 @@ def simulate_packets(
     while size > 0:
         if size + 8 >= cap:  # grow the heap
             cap *= 2
-            heap_t = np.concatenate((heap_t, np.empty(cap - len(heap_t), np.int64)))
-            heap_s = np.concatenate((heap_s, np.empty(cap - len(heap_s), np.int64)))
-            heap_p = np.concatenate((heap_p, np.empty(cap - len(heap_p), np.int64)))
-        now, kind, a, size = _pop(heap_t, heap_s, heap_p, size)
+            heap = np.concatenate((heap, np.empty(3 * cap - len(heap), np.int64)))
+        now, kind, a, size = _pop(heap, size)
         events += 1
         if kind == _START:
             f = a
@@ -202,7 +211,7 @@ def simulate_packets(
             last_increase_ps[f] = now
             first = path_links[flow_path_start[f]]
             pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), rc[f])
-            size = _push(heap_t, heap_s, heap_p, size, seq, now + pace, _SEND, f)
+            size = _push(heap, size, seq, now + pace, _SEND, f)
             seq += 1
         elif kind == _SEND:
             f = a
@@ -255,9 +264,7 @@ def simulate_packets(
             if not busy[link] and not paused[link]:
                 busy[link] = True
                 size = _push(
-                    heap_t,
-                    heap_s,
-                    heap_p,
+                    heap,
                     size,
                     seq,
                     now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
@@ -267,7 +274,7 @@ def simulate_packets(
                 seq += 1
             if sent[f] < n_packets[f]:
                 nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-                size = _push(heap_t, heap_s, heap_p, size, seq, now + _ser_ps(nxt, rc[f]), _SEND, f)
+                size = _push(heap, size, seq, now + _ser_ps(nxt, rc[f]), _SEND, f)
                 seq += 1
         elif kind == _TX_DONE:
             link = a
@@ -285,7 +292,7 @@ def simulate_packets(
                 in_switch[inbound] -= pkt_bytes[p]
                 if pfc_on and pause_sent[inbound] and in_switch[inbound] <= xon_bytes[inbound]:
                     pause_sent[inbound] = False
-                    size = _push(heap_t, heap_s, heap_p, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
+                    size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
             f = pkt_flow[p]
             if pkt_hop[p] == flow_path_start[f + 1] - 1 and not pkt_last[p]:
@@ -299,20 +306,18 @@ def simulate_packets(
                     marked[f] += 1
                     if dcqcn_on and arrival - last_cnp_ps[f] >= cnp_interval_ps:
                         last_cnp_ps[f] = arrival
-                        size = _push(heap_t, heap_s, heap_p, size, seq, arrival + reverse_ps[f], _CNP, f)
+                        size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
                         seq += 1
                 pkt_next[p] = free_head
                 free_head = p
             else:
-                size = _push(heap_t, heap_s, heap_p, size, seq, now + link_delay_ps[link], _ARRIVE, p)
+                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
                 seq += 1
             busy[link] = False
             if q_head[link] >= 0 and not paused[link]:
                 busy[link] = True
                 size = _push(
-                    heap_t,
-                    heap_s,
-                    heap_p,
+                    heap,
                     size,
                     seq,
                     now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
@@ -332,7 +337,7 @@ def simulate_packets(
                     marked[f] += 1
                     if dcqcn_on and now - last_cnp_ps[f] >= cnp_interval_ps:
                         last_cnp_ps[f] = now
-                        size = _push(heap_t, heap_s, heap_p, size, seq, now + reverse_ps[f], _CNP, f)
+                        size = _push(heap, size, seq, now + reverse_ps[f], _CNP, f)
                         seq += 1
                 pkt_next[p] = free_head
                 free_head = p
@@ -344,7 +349,7 @@ def simulate_packets(
                         deps_left[d] -= 1
                         if deps_left[d] == 0:
                             at = max(flow_start_ps[d], now + flow_gap_ps[d])
-                            size = _push(heap_t, heap_s, heap_p, size, seq, at, _START, d)
+                            size = _push(heap, size, seq, at, _START, d)
                             seq += 1
                 continue
             node = link_to[inbound]
@@ -370,7 +375,7 @@ def simulate_packets(
             if pfc_on and not pause_sent[inbound] and in_switch[inbound] > xoff_bytes[inbound]:
                 pause_sent[inbound] = True
                 pauses[inbound] += 1
-                size = _push(heap_t, heap_s, heap_p, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
+                size = _push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
                 seq += 1
             pkt_hop[p] += 1
             pkt_next[p] = -1
@@ -383,9 +388,7 @@ def simulate_packets(
             q_max[out] = max(q_max[out], q_bytes[out])
             if not busy[out] and not paused[out]:
                 busy[out] = True
-                size = _push(
-                    heap_t, heap_s, heap_p, size, seq, now + np.int64(round(nbytes * ps_per_byte[out])), _TX_DONE, out
-                )
+                size = _push(heap, size, seq, now + np.int64(round(nbytes * ps_per_byte[out])), _TX_DONE, out)
                 seq += 1
         elif kind == _PAUSE:
             paused[a] = True
@@ -395,9 +398,7 @@ def simulate_packets(
             if not busy[link] and q_head[link] >= 0:
                 busy[link] = True
                 size = _push(
-                    heap_t,
-                    heap_s,
-                    heap_p,
+                    heap,
                     size,
                     seq,
                     now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
