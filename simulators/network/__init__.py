@@ -19,13 +19,26 @@ from simulators.network._algorithm import (
     collective_time_s,
 )
 from simulators.network._fabric import FAMILIES, FAMILY_HELP, BillOfMaterials, Fabric, bill_of_materials
+from simulators.network._graphs import KINDS, Router, ecmp_hops, ecmp_path, fabric_graph
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
+from simulators.network._simai_topology import (
+    SimaiLink,
+    SimaiTopology,
+    graph_of,
+    read_simai_topology,
+    simai_topology_of,
+    write_simai_topology,
+)
 
 __all__ = [
     "ALGORITHMS",
     "FAMILIES",
     "FAMILY_HELP",
+    "KINDS",
+    "Router",
+    "SimaiLink",
+    "SimaiTopology",
     "BillOfMaterials",
     "Fabric",
     "bill_of_materials",
@@ -38,4 +51,11 @@ __all__ = [
     "bus_bandwidth_gbytes_per_s",
     "choose_algorithm",
     "collective_time_s",
+    "ecmp_hops",
+    "ecmp_path",
+    "fabric_graph",
+    "graph_of",
+    "read_simai_topology",
+    "simai_topology_of",
+    "write_simai_topology",
 ]

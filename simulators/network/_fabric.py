@@ -193,7 +193,9 @@ def bill_of_materials(fabric: Fabric, num_gpus: int) -> BillOfMaterials:
     leaf_uplinks = [math.ceil(n / o) for n in ports_in_use]
     uplinks = sum(leaf_uplinks)
     if fabric.family != "fat-tree" or leaves <= k // 2:  # two tiers (a fat-tree of one pod too)
-        return BillOfMaterials(servers, nics, (leaves, -(-uplinks // k)), (nic_links, uplinks), fabric.port_gbps)
+        planes = fabric.planes  # each plane has its own spines
+        spines = planes * -(-(uplinks // planes) // k)
+        return BillOfMaterials(servers, nics, (leaves, spines), (nic_links, uplinks), fabric.port_gbps)
     half = k // 2
     pods = [leaf_uplinks[i : i + half] for i in range(0, leaves, half)]
     aggregation = sum(-(-sum(pod) // half) for pod in pods)
