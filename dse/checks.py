@@ -47,6 +47,8 @@ def resolve_study(study: Study) -> ResolvedStudy:
         _check_training(study, model, gpus)
     else:
         _check_serving(study, model, gpus)
+        if study.fidelity.packet is not None:
+            raise SpecError("fidelity.packet: re-evaluates training collectives; not allowed with mode inference")
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
     objectives, directions = _check_metrics(study)

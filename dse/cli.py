@@ -156,8 +156,8 @@ def _report(args: argparse.Namespace, console: Console) -> int:
 
 def _written(out_dir: Path) -> str:
     """The report files, as one line under the study's table."""
-    names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "trials.csv", "trials.parquet", "spec.yaml")
-    return f"{out_dir}/: {', '.join(names)}"
+    names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "fidelity.csv", "trials.csv", "trials.parquet")
+    return f"{out_dir}/: {', '.join(n for n in (*names, 'spec.yaml') if (out_dir / n).exists())}"
 
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:

@@ -16,6 +16,7 @@ from dse.errors import PlanError, SpecError
 from dse.serving import serve
 from dse.space import SearchSpace
 from simulators.analytical import TrainingResult, simulate_training_batch
+from simulators.network import Network
 from simulators.workload import TrainingCandidate
 
 
@@ -52,10 +53,11 @@ class Evaluator:
         fits = "slo_met" if self.space.resolved.study.mode == "inference" else "memory_fits"
         return ("plan_valid", fits, *user)
 
-    def evaluate(self, params: Mapping[str, Any]) -> Outcome:
-        return self.evaluate_many([params])[0]
+    def evaluate(self, params: Mapping[str, Any], network: Network | None = None) -> Outcome:
+        """One candidate; `network` replaces its fabric's (the fidelity ladder's slowed one)."""
+        return self.evaluate_many([params], network)[0]
 
-    def evaluate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
+    def evaluate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
         """Outcomes in order; the valid plans are simulated together in one batch call."""
         if self.space.resolved.study.mode == "inference":
             return [self._serve(params) for params in batch]
@@ -63,7 +65,7 @@ class Evaluator:
         valid: list[tuple[int, TrainingCandidate]] = []
         for i, params in enumerate(batch):
             try:
-                valid.append((i, self.space.candidate(params)))
+                valid.append((i, self.space.candidate(params, network)))
             except PlanError as exc:
                 violated = {name: 0.0 for name in self.constraint_names}
                 violated["plan_valid"] = 1.0

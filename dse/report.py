@@ -17,6 +17,7 @@ from optuna.trial import TrialState
 from dse.checks import ResolvedStudy, resolve_study
 from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.errors import DseError
+from dse.fidelity import FIDELITY_FILE, packet_fidelity
 from dse.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
 from dse.metrics import metrics_for
 from dse.pareto import pareto_mask
@@ -161,17 +162,22 @@ def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -
     """Write every report file into `out_dir`; return the trials and the front.
 
     trials.csv and trials.parquet (every finished trial), pareto.csv (the front with its time
-    and memory breakdowns), spec.yaml, summary.md, pareto.png and the self-contained report.html.
+    and memory breakdowns), fidelity.csv (the packet-level re-evaluation, when the spec asks for
+    it), spec.yaml, summary.md, pareto.png and the self-contained report.html.
     """
     out_dir.mkdir(parents=True, exist_ok=True)
     trials = trials_frame(study, resolved)
     front = with_breakdown(pareto_frame(trials, resolved), resolved)
     history = history_of(trials, resolved)
+    fidelity = packet_fidelity(front, resolved)
+    if not fidelity.empty:
+        fidelity.to_csv(out_dir / FIDELITY_FILE, index=False)
     spec_path = save_spec(resolved.study, out_dir)
     trials.to_csv(out_dir / "trials.csv", index=False)
     trials.to_parquet(out_dir / "trials.parquet", index=False)
     front.to_csv(out_dir / "pareto.csv", index=False)
     (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path))
     write_pareto_png(trials, front, resolved, out_dir / "pareto.png")
-    (out_dir / "report.html").write_text(render_html(trials, front, resolved, history, spec_path.read_text()))
+    page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity)
+    (out_dir / "report.html").write_text(page)
     return trials, front

@@ -34,9 +34,11 @@ def render_html(
     resolved: ResolvedStudy,
     history: HypervolumeHistory | None,
     spec_text: str,
+    fidelity: pd.DataFrame | None = None,
 ) -> str:
     """The whole page: front scatters, the front as a table, parallel coordinates of every
-    feasible trial, time and memory breakdowns of the front, the hypervolume history, the spec."""
+    feasible trial, time and memory breakdowns of the front, the hypervolume history, the
+    fidelity comparison when the study ran one, the spec."""
     feasible = trials[trials["feasible"]]
     knobs = _varied_knobs(resolved, feasible)
     figures = _Figures()
@@ -50,6 +52,8 @@ def render_html(
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
             ("Memory per GPU", _bars(figures, front, "memory_", "_gb", "GB per GPU", _capacity_gb(front, resolved))),
         ]
+    if fidelity is not None and not fidelity.empty:
+        sections.append(("Fidelity comparison", _fidelity_section(fidelity, resolved)))
     sections += [
         ("Hypervolume", _hypervolume_section(figures, history, resolved)),
         ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
@@ -78,6 +82,21 @@ def _varied_knobs(resolved: ResolvedStudy, feasible: pd.DataFrame) -> list[str]:
     space = SearchSpace.from_study(resolved)
     knobs = [k for k in space.knobs if len(space.values[k]) > 1]
     return [*knobs, "dp"] if "dp" in feasible and feasible["dp"].nunique() > 1 else knobs
+
+
+def _fidelity_section(fidelity: pd.DataFrame, resolved: ResolvedStudy) -> str:
+    """The re-evaluated candidates: objectives analytically and at packet level, their ranks."""
+    columns = ["trial", "gpu", "num_gpus", "fabric", "nic_gbps"]
+    for metric in resolved.objectives:
+        columns += [f"{metric}_analytical", f"{metric}_packet"]
+    columns += ["rank_analytical", "rank_packet", "largest_factor", "factors"]
+    moved = int((fidelity["rank_analytical"] != fidelity["rank_packet"]).sum())
+    note = (
+        f"<p>The top {len(fidelity)} candidates re-evaluated with collective times from the packet "
+        f"simulator (every group of the step at once on the fabric); {moved} changed rank.</p>"
+    )
+    table = fidelity[[c for c in columns if c in fidelity.columns]]
+    return note + table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
 
 
 def _hover(frame: pd.DataFrame, columns: list[str]) -> list[str]:

@@ -110,8 +110,9 @@ class SearchSpace:
     def gpu(self, name: str) -> GpuSpec:
         return next(g for g in self.resolved.gpus if g.name == name)
 
-    def candidate(self, params: Mapping[str, Any]) -> TrainingCandidate:
-        """The training candidate for one trial's params; PlanError if the plan cannot run."""
+    def candidate(self, params: Mapping[str, Any], network: Network | None = None) -> TrainingCandidate:
+        """The training candidate for one trial's params (on `network` if given, else its
+        fabric's); PlanError if the plan cannot run."""
         settings = self.resolved.study.training
         n, tp, pp, cp = params["num_gpus"], params["tp"], params["pp"], params["cp"]
         if n % (tp * pp * cp):
@@ -143,7 +144,7 @@ class SearchSpace:
             hardware.memory_reserve_gb,
             hardware.calibration,
             self.resolved.compute_fraction,
-            self.network(gpu, n, params["fabric"], params["nic_gbps"]),
+            network or self.network(gpu, n, params["fabric"], params["nic_gbps"]),
         )
         return TrainingCandidate(self.resolved.model, system, plan)
 

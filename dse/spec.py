@@ -266,6 +266,19 @@ class ServingSettings(_Frozen):
     profile_all_reduce: str | None = None
 
 
+class PacketFidelity(_Frozen):
+    """Re-evaluate the `top` candidates of the analytical front with collective times slowed by
+    the packet simulator's congestion factors (every group of the step at once on the fabric),
+    messages capped at `message_cap_mb` MB in the packet runs."""
+
+    top: int = Field(default=5, ge=1)
+    message_cap_mb: float = Field(default=16.0, gt=0)
+
+
+class Fidelity(_Frozen):
+    packet: PacketFidelity | None = None
+
+
 class Objective(_Frozen):
     metric: str
     direction: Literal["minimize", "maximize"] | None = None
@@ -305,6 +318,7 @@ class Study(_Frozen):
         Objective(metric="usd_per_mtok"),
     ]
     constraints: list[Constraint] = []
+    fidelity: Fidelity = Fidelity()
     budget: Budget = Budget()
     sampler: Literal["auto", "tpe", "nsga2", "random", "grid"] = "auto"
     seed: int = 0

@@ -243,7 +243,8 @@ def _collective_s(network: Network, op: str, nbytes: float, ranks: int, stride: 
     call of the algorithm chooser costs ~0.2 ms."""
     if ranks == 1 or nbytes == 0:
         return 0.0
-    return float(collective_time_s(op, nbytes, ranks, stride, network))
+    factor = dict(network.slowdown).get((op, ranks, stride), 1.0) if network.slowdown else 1.0
+    return factor * float(collective_time_s(op, nbytes, ranks, stride, network))
 
 
 # ZeRO-3 moves parameters and gradients in buckets, each collective paying its latency: DeepSpeed's

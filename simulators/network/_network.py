@@ -127,6 +127,10 @@ class Network:
     scaleup_efficiency: float = NVLINK_SM90_EFFICIENCY
     nic_efficiency: float = NIC_CX7_EFFICIENCY
     nvls_efficiency: float = NVLS_HOPPER_EFFICIENCY  # used only where `nvls`
+    # Measured slowdowns of collectives when every group of the step runs at once on the real
+    # fabric ((op, ranks, stride) -> factor, from the packet simulator's fidelity pass); the
+    # training model multiplies those collectives' times by them. Empty: the tiers alone.
+    slowdown: tuple[tuple[tuple[str, int, int], float], ...] = ()
 
     def __post_init__(self) -> None:
         _check("network.name", self.name, isinstance(self.name, str) and self.name != "", "a non-empty string")

@@ -40,12 +40,7 @@ def collective_flows(
         return []
     if op == "all_to_all":
         chunk = max(1, nbytes // n)
-        return [
-            Flow(route(src, dst), chunk, mtu_bytes, start_s)
-            for src in ranks
-            for dst in ranks
-            if src != dst
-        ]
+        return [Flow(route(src, dst), chunk, mtu_bytes, start_s) for src in ranks for dst in ranks if src != dst]
     if algorithm == "ring":
         steps = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1}.get(op)
         if steps is None:
@@ -63,9 +58,7 @@ def collective_flows(
             raise SpecError(f"halving_doubling: needs all_reduce on a power of two ranks, not {op} on {n}")
         levels = n.bit_length() - 1
         sizes = [max(1, nbytes >> (k + 1)) for k in range(levels)]
-        schedule = [(1 << k, sizes[k]) for k in range(levels)] + [
-            (1 << k, sizes[k]) for k in reversed(range(levels))
-        ]
+        schedule = [(1 << k, sizes[k]) for k in range(levels)] + [(1 << k, sizes[k]) for k in reversed(range(levels))]
         flows = []
         for step, (distance, size) in enumerate(schedule):
             for i in range(n):

@@ -115,7 +115,9 @@ def two_tier_incast(senders: int, nbytes: int, hosts: int = 32, per_tor: int = 4
 def star(hosts: int, gbps: float = 400, delay_s: float = DELAY_S):
     """`hosts` GPUs on one switch (node `hosts`): a non-blocking fabric. Returns the links, the
     switch set and a route function for collectives."""
-    links = [Link(h, hosts, gbps, delay_s) for h in range(hosts)] + [Link(hosts, h, gbps, delay_s) for h in range(hosts)]
+    links = [Link(h, hosts, gbps, delay_s) for h in range(hosts)] + [
+        Link(hosts, h, gbps, delay_s) for h in range(hosts)
+    ]
 
     def route(src: int, dst: int) -> tuple[int, ...]:
         return (src, hosts + dst)

@@ -1,0 +1,80 @@
+"""Packet-level fidelity for a training candidate: how much its collectives slow each other down
+on the real fabric, as factors the analytical model applies.
+
+For each distinct collective of the step that leaves a server (simulators.analytical
+.plan_collectives), every group of the plan runs it at once on the candidate's fabric graph (all
+data-parallel rings of the iteration together, say), with ECMP routes; the same collective of one
+group alone on the same fabric is the baseline. The factor is their ratio of completion times: 1
+where groups never meet, above 1 where their flows share links (ECMP collisions,
+oversubscription). Messages are capped (the factor is a property of the routes, not of the size,
+once transfers are bandwidth-bound) so the packet runs stay short; line-rate senders, as in the
+ns-3 reference runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from simulators.analytical import plan_collectives
+from simulators.network import Fabric, fabric_graph
+from simulators.packet._collectives import collective_flows
+from simulators.packet._run import Flow, RoceSettings, simulate
+from simulators.packet._scenarios import fabric_links
+from simulators.workload import TrainingCandidate
+
+MTU_BYTES = 4096
+
+
+@dataclass(frozen=True)
+class CongestionFactor:
+    op: str
+    ranks: int
+    stride: int
+    groups: int
+    alone_s: float
+    together_s: float
+
+    @property
+    def factor(self) -> float:
+        return self.together_s / self.alone_s
+
+
+def groups_of(num_gpus: int, ranks: int, stride: int) -> list[list[int]]:
+    """Every group of `ranks` members `stride` apart (the placement `Group` describes): GPU
+    (outer * ranks + j) * stride + inner for each (outer, inner)."""
+    span = ranks * stride
+    return [
+        [(outer * ranks + j) * stride + inner for j in range(ranks)]
+        for outer in range(num_gpus // span)
+        for inner in range(stride)
+    ]
+
+
+def congestion_factors(
+    candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int = 16 << 20
+) -> list[CongestionFactor]:
+    """The factor of each collective of `candidate` that crosses servers."""
+    system = candidate.system
+    graph = fabric_graph(fabric, system.gpu, system.num_gpus)
+    links, switches, route = fabric_links(graph)
+    out = []
+    for use in plan_collectives(candidate):
+        if use.ranks < 2 or use.ranks * use.stride <= fabric.gpus_per_server:
+            continue  # inside one server: the fabric plays no part
+        op = use.op
+        nbytes = int(min(use.nbytes, message_cap_bytes))
+        groups = groups_of(system.num_gpus, use.ranks, use.stride)
+        if op == "send_recv":
+            pairs = [(a, b) for group in groups for a, b in zip(group[::2], group[1::2])]
+            together = [Flow(route(a, b), nbytes, MTU_BYTES) for a, b in pairs]
+            alone = together[:1]
+        else:
+            together = []
+            for group in groups:
+                together += collective_flows(op, group, nbytes, route, mtu_bytes=MTU_BYTES, offset=len(together))
+            alone = collective_flows(op, groups[0], nbytes, route, mtu_bytes=MTU_BYTES)
+        line = RoceSettings.line_rate()
+        alone_s = float(simulate(links, alone, line, switches).finish_s.max())
+        together_s = float(simulate(links, together, line, switches).finish_s.max())
+        out.append(CongestionFactor(use.op, use.ranks, use.stride, len(groups), alone_s, together_s))
+    return out
