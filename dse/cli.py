@@ -95,6 +95,11 @@ def _parser() -> argparse.ArgumentParser:
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
     gpus.set_defaults(handler=_gpus)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
+    topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
+    topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --simai)")
+    topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --simai)")
+    topologies.add_argument("--num-gpus", type=int, default=64, help="GPUs (with --simai)")
+    topologies.add_argument("--nic-gbps", type=float, default=400, help="NIC line rate (with --simai)")
     topologies.set_defaults(handler=_topologies)
     return parser
 
@@ -388,8 +393,23 @@ def _gpus(args: argparse.Namespace, console: Console) -> int:
 def _topologies(args: argparse.Namespace, console: Console) -> int:
     from rich.table import Table
 
-    from simulators.network import FAMILIES, FAMILY_HELP, Fabric, bill_of_materials
+    from simulators.hardware import get_gpu
+    from simulators.network import (
+        FAMILIES,
+        FAMILY_HELP,
+        Fabric,
+        bill_of_materials,
+        fabric_graph,
+        simai_topology_of,
+        write_simai_topology,
+    )
 
+    if args.simai:
+        fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
+        graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
+        write_simai_topology(simai_topology_of(graph), args.simai)
+        console.print(f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs")
+        return 0
     defaults = Fabric()
     table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
     for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):

@@ -40,6 +40,16 @@ def test_listings_show_the_catalogues(capsys):
     assert "32 / 16" in listing  # 1024 GPUs, radix 64: 32 rail leaves and 16 spines (hand count)
 
 
+def test_a_fabric_exports_as_a_simai_topology_that_reads_back(tmp_path, capsys):
+    from simulators.network import read_simai_topology
+
+    path = tmp_path / "fabric.topo"
+    assert main(["topologies", "--simai", str(path), "--family", "leaf-spine", "--num-gpus", "64"]) == 0
+    topology = read_simai_topology(path)
+    # 64 GPUs, 8 NVSwitches (one per server), 2 leaves + 1 spine (bill of materials)
+    assert len(topology.nvswitch_ids) == 8 and len(topology.switch_ids) == 3
+
+
 @pytest.mark.slow
 def test_dse_search_end_to_end_on_a_local_ray(write_spec, tmp_path):
     """The README's main job on a tiny budget, as a user runs it: a subprocess with a fresh Ray."""
