@@ -19,17 +19,8 @@ from simulators.network._algorithm import (
     collective_time_s,
 )
 from simulators.network._fabric import FAMILIES, FAMILY_HELP, BillOfMaterials, Fabric, bill_of_materials
-from simulators.network._graphs import KINDS, Router, ecmp_hops, ecmp_path, fabric_graph
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
-from simulators.network._simai_topology import (
-    SimaiLink,
-    SimaiTopology,
-    graph_of,
-    read_simai_topology,
-    simai_topology_of,
-    write_simai_topology,
-)
 
 __all__ = [
     "ALGORITHMS",
@@ -59,3 +50,29 @@ __all__ = [
     "simai_topology_of",
     "write_simai_topology",
 ]
+
+
+# The graph side needs networkx (~0.1 s to import); load it only when a graph is asked for, so the
+# analytical and serving paths start fast.
+_LAZY = {
+    **{name: "simulators.network._graphs" for name in ("KINDS", "Router", "ecmp_hops", "ecmp_path", "fabric_graph")},
+    **{
+        name: "simulators.network._simai_topology"
+        for name in (
+            "SimaiLink",
+            "SimaiTopology",
+            "graph_of",
+            "read_simai_topology",
+            "simai_topology_of",
+            "write_simai_topology",
+        )
+    },
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'simulators.network' has no attribute {name!r}")

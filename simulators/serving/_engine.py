@@ -106,6 +106,42 @@ def _blocks_for(tokens, block_tokens):
     return (tokens + block_tokens - 1) // block_tokens
 
 
+@numba.njit(cache=True)
+def _enqueue(r, i, head, tail, next_in_queue):
+    """Request i joins the back of replica r's queue."""
+    if tail[r] < 0:
+        head[r] = i
+    else:
+        next_in_queue[tail[r]] = i
+    tail[r] = i
+    next_in_queue[i] = -1
+
+
+@numba.njit(cache=True)
+def _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running):
+    """The head of replica r's queue becomes a running request holding `want` KV blocks."""
+    i = head[r]
+    head[r] = next_in_queue[i]
+    if head[r] < 0:
+        tail[r] = -1
+    free_blocks[r] -= want
+    blocks[i] = want
+    state[i] = _RUNNING
+    running[r, n_running[r]] = i
+    n_running[r] += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _remove_running(r, i, running, n_running):
+    for q in range(n_running[r]):
+        if running[r, q] == i:
+            for q2 in range(q, n_running[r] - 1):
+                running[r, q2] = running[r, q2 + 1]
+            n_running[r] -= 1
+            return
+
+
 class EngineOutput(NamedTuple):
     """What `simulate_serving` returns: per request, then per replica, then totals."""
 
@@ -286,12 +322,7 @@ def simulate_serving(
                             free_blocks[r] += blocks[i]
                             blocks[i] = 0
                             outstanding[r] -= 1
-                        for q in range(n_running[r]):
-                            if running[r, q] == i:
-                                for q2 in range(q, n_running[r] - 1):
-                                    running[r, q2] = running[r, q2 + 1]
-                                n_running[r] -= 1
-                                break
+                        _remove_running(r, i, running, n_running)
             batch_len[r, s] = 0
             if replica_scheduler[r] == STATIC and static_open[r]:
                 over = True
@@ -337,12 +368,7 @@ def simulate_serving(
             replica_of[i] = r
             state[i] = _WAITING
             outstanding[r] += 1
-            if tail[r] < 0:
-                head[r] = i
-            else:
-                next_in_queue[tail[r]] = i
-            tail[r] = i
-            next_in_queue[i] = -1
+            _enqueue(r, i, head, tail, next_in_queue)
             wake[r] = min(wake[r], t)
             wake[src] = min(wake[src], t)  # the source may now admit more
         elif t_arr == t:
@@ -352,12 +378,7 @@ def simulate_serving(
             replica_of[i] = r
             state[i] = _WAITING
             outstanding[r] += 1
-            if tail[r] < 0:
-                head[r] = i
-            else:
-                next_in_queue[tail[r]] = i
-            tail[r] = i
-            next_in_queue[i] = -1
+            _enqueue(r, i, head, tail, next_in_queue)
             wake[r] = min(wake[r], t)
         if t_batch == t or t_move == t or t_arr == t:
             continue  # a replica schedules once every event of this instant is in (its wake)
@@ -396,14 +417,7 @@ def simulate_serving(
                     want = _blocks_for(prompt[i] + output[i], bt)
                     if want > free_blocks[r]:
                         break
-                    head[r] = next_in_queue[i]
-                    if head[r] < 0:
-                        tail[r] = -1
-                    free_blocks[r] -= want
-                    blocks[i] = want
-                    state[i] = _RUNNING
-                    running[r, n_running[r]] = i
-                    n_running[r] += 1
+                    _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                 if n_running[r] > 0:
                     static_open[r] = True
             if static_open[r]:
@@ -522,14 +536,7 @@ def simulate_serving(
                         break
                     if sched == VLLM and need[i] > left and nb > 0:
                         break
-                    head[r] = next_in_queue[i]
-                    if head[r] < 0:
-                        tail[r] = -1
-                    free_blocks[r] -= want
-                    blocks[i] = want
-                    state[i] = _RUNNING
-                    running[r, n_running[r]] = i
-                    n_running[r] += 1
+                    _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                     c = need[i] if sched != SARATHI else min(need[i], left)
                     chunk_len[n_ch] = c
                     chunk_past[n_ch] = 0
@@ -546,15 +553,8 @@ def simulate_serving(
                     want = _blocks_for(prompt[i] + generated[i], bt)
                     if want > free_blocks[r]:
                         break
-                    head[r] = next_in_queue[i]
-                    if head[r] < 0:
-                        tail[r] = -1
-                    free_blocks[r] -= want
-                    blocks[i] = want
+                    _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                     prefilled[i] = need[i]
-                    state[i] = _RUNNING
-                    running[r, n_running[r]] = i
-                    n_running[r] += 1
                     batch_req[r, slot, nb] = i
                     batch_tok[r, slot, nb] = 1
                     nb += 1

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from simulators._errors import SpecError
 
@@ -249,7 +248,7 @@ def empirical(values) -> Empirical:
 # Traces.
 
 
-def _tokens(path: Path, column: str, series: pd.Series) -> np.ndarray:
+def _tokens(path: Path, column: str, series) -> np.ndarray:
     """A token-count column as int64; zeros become 1 (as Vidur does: every request has a token each way)."""
     try:
         values = series.to_numpy(dtype=np.float64)
@@ -262,7 +261,9 @@ def _tokens(path: Path, column: str, series: pd.Series) -> np.ndarray:
     return np.maximum(values.astype(np.int64), 1)
 
 
-def _seconds(path: Path, column: str, series: pd.Series) -> np.ndarray:
+def _seconds(path: Path, column: str, series) -> np.ndarray:
+    import pandas as pd
+
     """Times in seconds from the earliest: numbers are seconds, strings are datetimes (ns precision kept)."""
     if pd.api.types.is_numeric_dtype(series):
         seconds = series.to_numpy(dtype=np.float64)
@@ -309,6 +310,8 @@ def load_trace(path: str | Path, max_tokens: int | None = None) -> TraceData:
     already filtered to <= 4,096 tokens; the Splitwise ones have 1,612 (conv) and 1,257 (code)
     longer requests.
     """
+    import pandas as pd  # only here: importing it costs a third of a second of start-up
+
     path = Path(path)
     if max_tokens is not None:
         max_tokens = _count("max_tokens", max_tokens, 2)
