@@ -51,6 +51,10 @@ def resolve_study(study: Study) -> ResolvedStudy:
             raise SpecError("fidelity.packet: re-evaluates training collectives; not allowed with mode inference")
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
+    if study.hardware.network_calibration:
+        from dse.validate import load_calibration
+
+        load_calibration(study.hardware.network_calibration)
     objectives, directions = _check_metrics(study)
     constraints = tuple(
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})

@@ -94,6 +94,16 @@ def _parser() -> argparse.ArgumentParser:
     models.set_defaults(handler=_models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
     gpus.set_defaults(handler=_gpus)
+    validate = commands.add_parser("validate", help="replay the best candidates' collectives on real NICs or TCP")
+    validate.add_argument("dir", type=Path, nargs="?", help="a study's output directory (reports/<study>)")
+    validate.add_argument("--top", type=int, default=3, help="Pareto candidates to replay (default 3)")
+    validate.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
+    validate.add_argument("--ray-address", default=None, help="run one rank per node of this Ray cluster")
+    validate.add_argument("--max-ranks", type=int, default=8, help="ranks per replayed collective (default 8)")
+    validate.add_argument("--max-mb", type=float, default=64, help="bytes per replayed collective, MB (default 64)")
+    validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
+    validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
+    validate.set_defaults(handler=_validate)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --simai)")
@@ -159,10 +169,55 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _validate(args: argparse.Namespace, console: Console) -> int:
+    from simulators.rdma import devices
+
+    if args.check:
+        console.print(devices().describe())
+        return 0
+    if args.dir is None:
+        raise DseError("validate: give a study directory (reports/<study>), or --check")
+    from dse.validate import validate_study, write_calibration
+
+    runner = "processes"
+    if args.ray_address:
+        import ray
+
+        from dse.replay_ray import run_actors
+
+        ray.init(address=args.ray_address, include_dashboard=False, log_to_driver=False)
+        runner = run_actors
+    table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
+    shown = _table(
+        f"Replayed over {args.transport} (predicted for the candidate's network, measured here)",
+        ["trial", "collective", "ranks", "bytes", "predicted_s", "measured_s", "error %", "busbw GB/s"],
+    )
+    for _, row in table.iterrows():
+        shown.add_row(
+            str(row["trial"]),
+            row["collective"],
+            str(row["ranks"]),
+            f"{row['nbytes']:.4g}",
+            f"{row['predicted_s']:.4g}",
+            f"{row['measured_s']:.4g}",
+            f"{row['error_pct']:+.1f}",
+            f"{row['measured_busbw_gbytes_per_s']:.4g}",
+        )
+    console.print(shown)
+    console.print(f"wrote {args.dir / 'validation.csv'} ({int(table['verified'].sum())} of {len(table)} verified)")
+    if args.calibrate:
+        console.print(f"wrote {write_calibration(table, args.dir)}: name it in hardware.network_calibration")
+    from dse.report import load_study_dir, write_reports
+
+    write_reports(*load_study_dir(args.dir), args.dir)  # report.html now shows the validation
+    return 0
+
+
 def _written(out_dir: Path) -> str:
     """The report files, as one line under the study's table."""
-    names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "fidelity.csv", "trials.csv", "trials.parquet")
-    return f"{out_dir}/: {', '.join(n for n in (*names, 'spec.yaml') if (out_dir / n).exists())}"
+    names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "fidelity.csv", "validation.csv")
+    names += ("trials.csv", "trials.parquet", "spec.yaml")
+    return f"{out_dir}/: {', '.join(n for n in names if (out_dir / n).exists())}"
 
 
 def _simulate(args: argparse.Namespace, console: Console) -> int:

@@ -26,6 +26,7 @@ from dse.report_png import write_pareto_png
 from dse.report_summary import summary_markdown
 from dse.space import SearchSpace, canonical_params, knobs_of, params_of_row
 from dse.spec import Study, load_study
+from dse.validate import VALIDATION_FILE
 from simulators.analytical import simulate_training_batch
 
 SPEC_FILE = "spec.yaml"
@@ -178,6 +179,8 @@ def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -
     front.to_csv(out_dir / "pareto.csv", index=False)
     (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path))
     write_pareto_png(trials, front, resolved, out_dir / "pareto.png")
-    page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity)
+    validation_path = out_dir / VALIDATION_FILE
+    validation = pd.read_csv(validation_path) if validation_path.is_file() else None
+    page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity, validation)
     (out_dir / "report.html").write_text(page)
     return trials, front

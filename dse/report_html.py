@@ -35,6 +35,7 @@ def render_html(
     history: HypervolumeHistory | None,
     spec_text: str,
     fidelity: pd.DataFrame | None = None,
+    validation: pd.DataFrame | None = None,
 ) -> str:
     """The whole page: front scatters, the front as a table, parallel coordinates of every
     feasible trial, time and memory breakdowns of the front, the hypervolume history, the
@@ -54,6 +55,8 @@ def render_html(
         ]
     if fidelity is not None and not fidelity.empty:
         sections.append(("Fidelity comparison", _fidelity_section(fidelity, resolved)))
+    if validation is not None and not validation.empty:
+        sections.append(("Physical validation", _validation_section(validation)))
     sections += [
         ("Hypervolume", _hypervolume_section(figures, history, resolved)),
         ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
@@ -96,6 +99,19 @@ def _fidelity_section(fidelity: pd.DataFrame, resolved: ResolvedStudy) -> str:
         f"simulator (every group of the step at once on the fabric); {moved} changed rank.</p>"
     )
     table = fidelity[[c for c in columns if c in fidelity.columns]]
+    return note + table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
+
+
+def _validation_section(validation: pd.DataFrame) -> str:
+    """dse validate's replays: predicted against measured time and bus bandwidth per collective."""
+    columns = ["trial", "collective", "ranks", "nbytes", "predicted_s", "measured_s", "error_pct"]
+    columns += ["predicted_busbw_gbytes_per_s", "measured_busbw_gbytes_per_s", "verified", "transport", "placement"]
+    note = (
+        f"<p>{len(validation)} collectives of the best candidates replayed with real bytes "
+        f"({int(validation['verified'].sum())} verified byte for byte); predictions are the model's "
+        "for the same size and rank count on the candidate's network.</p>"
+    )
+    table = validation[[c for c in columns if c in validation.columns]]
     return note + table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
 
 

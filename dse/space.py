@@ -6,6 +6,7 @@ the whole candidate. Knobs given as lists become categorical; ranges become inte
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Mapping
@@ -166,7 +167,13 @@ class SearchSpace:
         key = (gpu.name, num_gpus, family, nic_gbps)
         if key not in self._networks:
             try:
-                self._networks[key] = self.fabric(family, nic_gbps).network(gpu, num_gpus)
+                network = self.fabric(family, nic_gbps).network(gpu, num_gpus)
+                calibration = self.resolved.study.hardware.network_calibration
+                if calibration:  # measured on the user's fabric by dse validate --calibrate
+                    from dse.validate import load_calibration
+
+                    network = dataclasses.replace(network, nic_efficiency=load_calibration(calibration))
+                self._networks[key] = network
             except SpecError as exc:
                 self._networks[key] = PlanError(str(exc))
         found = self._networks[key]

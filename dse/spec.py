@@ -140,6 +140,7 @@ class Hardware(_Frozen):
     memory_reserve_gb: float = Field(default=4.0, ge=0)
     fabric: FabricSettings = FabricSettings()
     calibration: str | None = None
+    network_calibration: str | None = None  # `dse validate --calibrate` output: the NIC efficiency
     compute_fraction: float | None = Field(default=None, gt=0, le=1)
 
     _unique = field_validator("gpu")(_non_empty_unique)

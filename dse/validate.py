@@ -1,0 +1,142 @@
+"""Physical validation: the best candidates' collectives replayed with real bytes, beside what the
+model predicts for them (`dse validate`).
+
+For each of the first `top` Pareto candidates of a training study, every collective of its step
+that the replay knows (all-reduce, all-gather, reduce-scatter, all-to-all; simulators.rdma) runs
+on this machine's ranks (local processes, or Ray actors one per node with `--ray-address`) over
+TCP or RDMA. A machine rarely has a job's GPU count or its gigabytes of gradients, so a
+collective replays on at most `max_ranks` ranks and `message_cap_bytes` bytes, and the model's
+prediction is for that same size and rank count on the candidate's network: the comparison is of
+the network model against the transport it runs on. `validation.csv` holds predicted and
+measured times, the error and both bus bandwidths (nccl-tests conventions).
+
+`calibrate` fits the one number the analytical network model takes from such a measurement:
+the NIC efficiency (share of the line rate a collective's bus bandwidth reaches), as the
+median of measured / predicted bus bandwidth times the efficiency the prediction used, and
+writes it as `network_calibration.yaml`, which a later spec names in
+`hardware.network_calibration`.
+"""
+
+from __future__ import annotations
+
+import datetime
+import platform
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+import yaml
+
+from dse.errors import SpecError
+from dse.space import SearchSpace, params_of_row
+from dse.spec import load_study
+from simulators.analytical import plan_collectives
+from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
+from simulators.rdma import OPS, Traffic, replay_many, round_nbytes
+
+VALIDATION_FILE = "validation.csv"
+CALIBRATION_FILE = "network_calibration.yaml"
+
+
+def validate_study(
+    out_dir: Path,
+    top: int = 3,
+    transport: str = "tcp",
+    runner="processes",
+    max_ranks: int = 8,
+    message_cap_bytes: int = 64 << 20,
+    iters: int = 3,
+) -> pd.DataFrame:
+    """Replay the top candidates' collectives; returns (and writes) the validation table."""
+    from dse.checks import resolve_study
+
+    spec_path, front_path = out_dir / "spec.yaml", out_dir / "pareto.csv"
+    for path in (spec_path, front_path):
+        if not path.is_file():
+            raise SpecError(f"validate: {out_dir} holds no {path.name}; run dse search first")
+    resolved = resolve_study(load_study(spec_path))
+    if resolved.study.mode != "training":
+        raise SpecError("validate: replays training collectives; the study's mode is inference (allowed: training)")
+    front = pd.read_csv(front_path)
+    if front.empty:
+        raise SpecError(f"validate: {front_path} has no candidate (no feasible trial)")
+    space = SearchSpace.from_study(resolved)
+    # One replay session per rank count: every collective of that size runs on the same ranks.
+    wanted: dict[int, list[tuple[dict, Traffic, float]]] = defaultdict(list)
+    for _, row in front.head(top).iterrows():
+        candidate = space.candidate(params_of_row(row))
+        network = candidate.system.fabric_network
+        for use in plan_collectives(candidate):
+            if use.op not in OPS or use.ranks < 2:
+                continue
+            ranks = min(use.ranks, max_ranks)
+            nbytes = round_nbytes(use.op, ranks, int(min(use.nbytes, message_cap_bytes)))
+            predicted_s = float(collective_time_s(use.op, nbytes, ranks, use.stride, network))
+            record = {
+                "trial": int(row["trial"]),
+                "collective": use.name,
+                "op": use.op,
+                "ranks": ranks,
+                "stride": use.stride,
+                "nbytes": nbytes,
+                "predicted_s": predicted_s,
+                "nic_efficiency": network.nic_efficiency,
+            }
+            wanted[ranks].append((record, Traffic(use.op, nbytes), predicted_s))
+    rows = []
+    for ranks, items in wanted.items():
+        results = replay_many([traffic for _, traffic, _ in items], transport, ranks, iters=iters, runner=runner)
+        for (record, traffic, predicted_s), result in zip(items, results):
+            predicted_busbw = float(bus_bandwidth_gbytes_per_s(traffic.op, traffic.nbytes, ranks, predicted_s))
+            rows.append(
+                {
+                    **record,
+                    "measured_s": result.time_s,
+                    "error_pct": (predicted_s / result.time_s - 1) * 100,
+                    "predicted_busbw_gbytes_per_s": predicted_busbw,
+                    "measured_busbw_gbytes_per_s": result.busbw_gbytes_per_s,
+                    "verified": result.verified,
+                    "transport": transport,
+                    "placement": result.placement,
+                }
+            )
+    table = pd.DataFrame(rows)
+    table.to_csv(out_dir / VALIDATION_FILE, index=False)
+    return table
+
+
+def fit_nic_efficiency(table: pd.DataFrame) -> float:
+    """The NIC efficiency that makes the model's bus bandwidth the measured one (median over the
+    replayed collectives), clipped to (0, 1]."""
+    if table.empty:
+        raise SpecError("validate --calibrate: no collective was replayed, nothing to fit")
+    ratios = table["measured_busbw_gbytes_per_s"] / table["predicted_busbw_gbytes_per_s"] * table["nic_efficiency"]
+    return float(min(1.0, max(1e-6, statistics.median(ratios))))
+
+
+def write_calibration(table: pd.DataFrame, out_dir: Path) -> Path:
+    """`network_calibration.yaml` for `hardware.network_calibration` in later specs."""
+    path = out_dir / CALIBRATION_FILE
+    efficiency = fit_nic_efficiency(table)
+    record = {
+        "nic_efficiency": round(efficiency, 4),
+        "fitted_on": f"{len(table)} collectives replayed over {table['transport'].iloc[0]} "
+        f"({table['placement'].iloc[0]}) on {platform.node()}",
+        "command": f"dse validate {out_dir} --calibrate",
+        "date": datetime.date.today().isoformat(),
+    }
+    path.write_text(yaml.safe_dump(record, sort_keys=False))
+    return path
+
+
+def load_calibration(path: str | Path) -> float:
+    """The NIC efficiency a `network_calibration.yaml` holds (SpecError naming the file if bad)."""
+    try:
+        record = yaml.safe_load(Path(path).read_text())
+        efficiency = float(record["nic_efficiency"])
+    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+        raise SpecError(f"hardware.network_calibration: {path} is not a calibration file ({exc})") from None
+    if not 0 < efficiency <= 1:
+        raise SpecError(f"hardware.network_calibration: nic_efficiency {efficiency} in {path}; allowed: (0, 1]")
+    return efficiency
