@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from dse.cost import ownership, training_cost_metrics
+from dse.cost import cost_metrics, ownership
 from dse.errors import PlanError, SpecError
 from dse.serving import serve
 from dse.space import SearchSpace
@@ -85,7 +85,7 @@ class Evaluator:
         gpu, num_gpus = candidate.system.gpu, candidate.system.num_gpus
         fabric = self.space.fabric(params["fabric"], params["nic_gbps"])
         metrics.update(
-            training_cost_metrics(
+            cost_metrics(
                 metrics,
                 num_gpus,
                 resolved.usd_per_gpu_hour[gpu.name],

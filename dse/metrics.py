@@ -63,6 +63,17 @@ for _metric in (
     Metric("usd_per_hour", "minimize", "rental cost of the deployment's GPUs, $/hour"),
     Metric("usd_per_mtok", "minimize", "rental cost per million output tokens at the served rate, $"),
     Metric("num_gpus", "minimize", "GPUs of the deployment"),
+    Metric(
+        "capex_usd", "minimize", "purchase price of the deployment's servers, NICs and fabric, $", "cost.server_usd"
+    ),
+    Metric("power_kw", "minimize", "IT power of the deployment's servers and fabric, kW", "cost.server_usd"),
+    Metric("owned_usd_per_hour", "minimize", "owned deployment: amortised capex + energy, $/hour", "cost.server_usd"),
+    Metric(
+        "owned_usd_per_mtok", "minimize", "owned cost per million output tokens at the served rate", "cost.server_usd"
+    ),
+    Metric("qps_per_owned_usd_hour", "maximize", "capacity per owned $/hour", "cost.server_usd"),
+    Metric("kwh_per_mtok", "minimize", "facility energy per million output tokens, kWh", "cost.server_usd"),
+    Metric("co2e_kg_per_mtok", "minimize", "carbon per million output tokens, kg CO2e", "cost.server_usd"),
     Metric("batch_size_mean", "maximize", "requests per iteration, mean"),
     Metric("kv_utilisation_mean", "maximize", "share of the KV cache in use while busy, mean"),
     Metric("kv_utilisation_peak", "minimize", "largest share of the KV cache in use"),
@@ -79,7 +90,11 @@ def metrics_for(mode: str) -> Registry[Metric]:
 
 
 DIRECTIONS = ("minimize", "maximize")
-CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour")  # need the capacity search (serving.qps unset)
+CAPACITY_METRICS = (
+    "capacity_qps",
+    "qps_per_usd_hour",
+    "qps_per_owned_usd_hour",
+)  # need the capacity search (serving.qps unset)
 # Metrics of an owned cluster: they exist where the price book has a server price for the GPU.
 OWNED_METRICS = (
     "capex_usd",
@@ -90,4 +105,5 @@ OWNED_METRICS = (
     "co2e_kg_per_mtok",
     "owned_cost_to_train_usd",
     "co2e_kg_to_train",
+    "qps_per_owned_usd_hour",
 )

@@ -12,7 +12,9 @@ from functools import cache
 from typing import Any
 
 from dse.checks import ResolvedStudy
+from dse.cost import Ownership, cost_metrics, ownership
 from dse.spec import LengthSettings, ServingSettings
+from simulators.network import Fabric
 from simulators.serving import (
     Deployment,
     Pool,
@@ -129,14 +131,17 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
     else:
         result = simulate_deployment(deployment, stream(settings.qps), resolved.study.seed)
     metrics = dict(result.metrics)
-    tokens_per_hour = metrics["throughput_tok_s"] * 3600.0
+    owned = _ownership(resolved, deployment)
+    price = resolved.usd_per_gpu_hour[deployment.gpu.name]
+    served = {"tokens_per_s": metrics["throughput_tok_s"]}
     metrics |= {
         "num_gpus": float(deployment.gpus),
-        "usd_per_hour": usd_per_hour,
-        "usd_per_mtok": usd_per_hour / tokens_per_hour * 1e6,
+        **cost_metrics(served, deployment.gpus, price, None, owned, resolved.prices),
     }
     if capacity is not None:
         metrics |= {"capacity_qps": capacity, "qps_per_usd_hour": capacity / usd_per_hour}
+        if owned is not None:
+            metrics["qps_per_owned_usd_hour"] = capacity / metrics["owned_usd_per_hour"]
     excess = max(metrics["ttft_p90_s"] / settings.ttft_p90_s, _finite(metrics["tbt_p99_s"]) / settings.tbt_p99_s) - 1
     reason = None
     if capacity == 0.0:
@@ -148,6 +153,23 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
             f"tbt_p99_s={metrics['tbt_p99_s']:.3g} (bound {settings.tbt_p99_s:g}) at {settings.qps:g} QPS"
         )
     return metrics, excess, reason
+
+
+def _ownership(resolved: ResolvedStudy, deployment: Deployment) -> Ownership | None:
+    """Buying the deployment: whole servers of its GPUs on the study's first fabric family, with
+    the GPUs' own NIC speed; None where the price book has no server price for the GPU."""
+    settings = resolved.study.hardware.fabric
+    per_server = settings.gpus_per_server
+    gpus = -(-deployment.gpus // per_server) * per_server
+    fabric = Fabric(
+        family=settings.family[0],
+        nic_gbps=deployment.gpu.nic_gbps,
+        gpus_per_server=per_server,
+        nics_per_server=settings.nics_per_server,
+        switch_radix=settings.switch_radix,
+        oversubscription=settings.oversubscription,
+    )
+    return ownership(deployment.gpu, gpus, fabric, resolved.prices)
 
 
 def _finite(value: float) -> float:

@@ -1,7 +1,7 @@
 """The cost model: a dated, sourced price book and the cost metrics of a candidate."""
 
 from dse.cost._catalog import GPU_CATALOGUE_TIER, Price, PriceBook, default_price_book, price_book
-from dse.cost._metrics import Ownership, ownership, training_cost_metrics
+from dse.cost._metrics import Ownership, cost_metrics, ownership
 
 __all__ = [
     "GPU_CATALOGUE_TIER",
@@ -11,5 +11,5 @@ __all__ = [
     "default_price_book",
     "ownership",
     "price_book",
-    "training_cost_metrics",
+    "cost_metrics",
 ]

@@ -47,7 +47,7 @@ def ownership(gpu: GpuSpec, num_gpus: int, fabric: Fabric, book: PriceBook) -> O
     return Ownership(capex, watts / 1e3)
 
 
-def training_cost_metrics(
+def cost_metrics(
     metrics: Mapping[str, float],
     num_gpus: int,
     usd_per_gpu_hour: float,
@@ -55,7 +55,8 @@ def training_cost_metrics(
     owned: Ownership | None,
     book: PriceBook,
 ) -> dict[str, float]:
-    """Cost metrics from a training result's throughput (`tokens_per_s`)."""
+    """Cost metrics from a throughput (`tokens_per_s`: training tokens, or a deployment's output
+    tokens), for training and serving alike."""
     usd_per_hour = num_gpus * usd_per_gpu_hour
     tokens_per_hour = metrics["tokens_per_s"] * 3600.0
     out = {"usd_per_hour": usd_per_hour, "usd_per_mtok": usd_per_hour / tokens_per_hour * 1e6}

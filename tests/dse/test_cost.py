@@ -2,7 +2,7 @@
 
 import pytest
 
-from dse.cost import default_price_book, ownership, price_book, training_cost_metrics
+from dse.cost import cost_metrics, default_price_book, ownership, price_book
 from dse.errors import SpecError
 from simulators.hardware import get_gpu
 from simulators.network import Fabric
@@ -27,7 +27,7 @@ def test_metrics_of_a_known_candidate_by_hand():
     it_kw = (64 * 700 + 8 * 4_600 + 192 * 27 + 128 * 17) / 1e3
     assert owned.capex_usd == pytest.approx(capex) and owned.it_power_kw == pytest.approx(it_kw)
     tokens_per_s = 500_000.0
-    out = training_cost_metrics({"tokens_per_s": tokens_per_s}, 64, 2.99, 1e12, owned, book)
+    out = cost_metrics({"tokens_per_s": tokens_per_s}, 64, 2.99, 1e12, owned, book)
     per_hour = capex / (5 * 8760 * 0.8) + it_kw * 1.5 * 0.10
     mtok_per_hour = tokens_per_s * 3600 / 1e6
     assert out["usd_per_hour"] == pytest.approx(64 * 2.99)

@@ -177,3 +177,25 @@ def test_a_measured_profile_in_the_spec_replaces_the_operations_it_covers(write_
     assert pool_costs(measured, 1024)[0].linear_s[64] != pool_costs(plain, 1024)[0].linear_s[64]
     stream = request_stream(resolved.study.serving, 5)
     assert simulate_deployment(measured, stream(1.0)).metrics["tbt_p50_s"] > 0
+
+
+def test_a_deployment_is_bought_in_whole_servers(write_spec):
+    """4 H100s (tp 2 x 2 replicas) need one 8-GPU server: $294k, 8 NICs at $2k, one rail leaf per
+    NIC (8 leaves, no spine: 8 switch ports at $562.5) and 8 links at $750 = $320,500."""
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    params = dict(
+        gpu="H100-SXM",
+        tp=2,
+        pp=1,
+        replicas=2,
+        scheduler="sarathi",
+        max_batch_requests=128,
+        max_batch_tokens=512,
+        router="round_robin",
+        disaggregated=False,
+        decode_tp=1,
+        decode_replicas=1,
+    )
+    metrics = Evaluator(SearchSpace.from_study(resolved)).evaluate(params).metrics
+    assert metrics["capex_usd"] == pytest.approx(294_000 + 8 * 2_000 + 8 * 562.5 + 8 * 750)
+    assert metrics["qps_per_owned_usd_hour"] == pytest.approx(metrics["capacity_qps"] / metrics["owned_usd_per_hour"])
