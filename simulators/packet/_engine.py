@@ -24,7 +24,9 @@ RoCE behaviour (each part can be switched off):
   (Rt += R_HAI) increases. Timers are applied when the sender next acts (their effect is the
   same as firing them on time, since nothing else reads the rate in between).
 Events at equal times run in the order they were scheduled (ns-3's rule), so runs are exact and
-deterministic.
+deterministic. The few lines that start a link's next transmission are written out where they
+are needed rather than called: a compiled call with array arguments costs more than the event
+(the engine ran 25 % slower with them factored into a function).
 """
 
 from __future__ import annotations
