@@ -9,6 +9,8 @@ dst)` gives the link ids between two GPU nodes (e.g. ECMP over a fabric graph).
 - ring reduce-scatter / all-gather: n - 1 steps of S / n;
 - halving-doubling all-reduce (Rabenseifner): log2 n steps of recursive halving (S/2, S/4, ...)
   then log2 n of doubling, partner i xor 2^k (n a power of two);
+- double binary tree all-reduce (NCCL): two complementary binary trees (the ranks in order and
+  reversed) each reduce S / 2 to their root and broadcast it back, hop by hop;
 - all-to-all (direct): every rank sends S / n to every other at once.
 """
 
@@ -67,4 +69,33 @@ def collective_flows(
                 after = () if step == 0 else (offset + (step - 1) * n + (i ^ schedule[step - 1][0]),)
                 flows.append(Flow(route(ranks[i], ranks[partner]), size, mtu_bytes, start_s, after))
         return flows
-    raise SpecError(f"algorithm: {algorithm!r} is not allowed; allowed: ring, halving_doubling")
+    if algorithm == "tree":
+        if op != "all_reduce":
+            raise SpecError(f"tree: needs all_reduce, not {op}")
+        flows = []
+        for order in (list(ranks), list(reversed(ranks))):  # two complementary trees, S/2 each
+            flows += _tree_all_reduce(order, max(1, nbytes // 2), route, mtu_bytes, start_s, offset + len(flows))
+        return flows
+    raise SpecError(f"algorithm: {algorithm!r} is not allowed; allowed: ring, halving_doubling, tree")
+
+
+def _tree_all_reduce(order, nbytes, route, mtu_bytes, start_s, offset) -> list[Flow]:
+    """A binary tree over `order` (position k's parent is (k - 1) // 2): every position sends its
+    reduced data up once both children's data arrived, then the root's result comes down, each
+    position forwarding once it received it (NCCL's tree without chunk pipelining)."""
+    n = len(order)
+    flows: list[Flow] = []
+    up: dict[int, int] = {}  # position -> index of its flow to its parent
+    for k in range(n - 1, 0, -1):
+        children = [c for c in (2 * k + 1, 2 * k + 2) if c < n]
+        after = tuple(offset + up[c] for c in children)
+        up[k] = len(flows)
+        flows.append(Flow(route(order[k], order[(k - 1) // 2]), nbytes, mtu_bytes, start_s, after))
+    root_children = tuple(offset + up[c] for c in (1, 2) if c < n)
+    down: dict[int, int] = {}
+    for k in range(1, n):
+        parent = (k - 1) // 2
+        after = root_children if parent == 0 else (offset + down[parent],)
+        down[k] = len(flows)
+        flows.append(Flow(route(order[parent], order[k]), nbytes, mtu_bytes, start_s, after))
+    return flows

@@ -115,3 +115,20 @@ def test_flows_wait_for_the_flows_they_depend_on():
     second = Flow((0,), 4096 * 10, 4096, after=(0,), gap_s=5e-6)
     result = simulate(links, [first, second], LINE, switches)
     assert result.start_s[1] == pytest.approx(result.finish_s[0] + 5e-6, rel=1e-12)
+
+
+def test_a_tree_all_reduce_takes_its_depth_in_store_and_forward_hops_up_and_down():
+    """Seven ranks on one switch: each tree is 2 levels deep, so reduce and broadcast take 2
+    sequential transfers each; the two trees (S/2 each) share the links. The slowest transfer
+    of a level carries a node's two children into it: 2 x S/2 on its downlink."""
+    from simulators.packet import collective_flows
+    from simulators.packet._scenarios import star
+
+    links, switches, route = star(7, 400)
+    nbytes = 8 << 20
+    flows = collective_flows("all_reduce", list(range(7)), nbytes, route, algorithm="tree")
+    assert len(flows) == 2 * 2 * 6  # two trees, each 6 transfers up and 6 down
+    result = simulate(links, flows, LINE, switches)
+    half_s = nbytes / 2 * 8 / 400e9
+    assert 4 * half_s < result.finish_s.max() < 4 * 2 * half_s * 1.1  # 4 levels, at most two halves each
+    assert np.isfinite(result.finish_s).all()
