@@ -26,6 +26,7 @@ switch tiers cost extra time.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from functools import cached_property
@@ -155,6 +156,14 @@ class Network:
                 f"a multiple of {inner} greater than {inner} (tiers grow from the inside out and nest)",
             )
             inner = tier.group_gpus
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        """Computed once: networks key the training model's memo tables, hashed on every call."""
+        return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
 
     @classmethod
     def from_gpu(cls, gpu: GpuSpec, tiers: tuple[Tier, ...] = ()) -> Network:
