@@ -16,9 +16,11 @@ RoCE behaviour (each part can be switched off):
   above XOFF makes the fabric lossless.
 - ECN at egress: a packet is marked when it is queued behind q bytes with probability 0 below
   Kmin, Pmax (q - Kmin) / (Kmax - Kmin) up to Kmax, 1 above (a seeded generator).
-- DCQCN at the sender: the receiver returns a CNP for a marked packet (at most one per flow per
-  CNP interval) over the reverse path (propagation and serialisation of a 64-byte frame, no
-  queueing); on a CNP the sender sets Rt = Rc, Rc = Rc (1 - alpha / 2), alpha = (1 - g) alpha + g;
+- ACKs: the receiver acknowledges every packet with a 64-byte frame that travels the reverse
+  path through the links' queues, ahead of data (strict priority) and never paused; without
+  ACKs a CNP alone takes the reverse path's latency (propagation and serialisation).
+- DCQCN at the sender: the receiver marks the ACK of a marked packet as a CNP (at most one per
+  flow per CNP interval); on a CNP the sender sets Rt = Rc, Rc = Rc (1 - alpha / 2), alpha = (1 - g) alpha + g;
   every alpha period without CNP alpha = (1 - g) alpha; every increase period the rate recovers:
   F fast-recovery steps Rc = (Rt + Rc) / 2, then additive (Rt += R_AI) and after F more hyper
   (Rt += R_HAI) increases. Timers are applied when the sender next acts (their effect is the
@@ -35,7 +37,8 @@ import numba
 import numpy as np
 
 # event types
-_SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START = 0, 1, 2, 3, 4, 5, 6
+_SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK = 0, 1, 2, 3, 4, 5, 6, 7
+_DATA, _PLAIN_ACK, _CNP_ACK = 0, 1, 2  # what a packet is: data, or a control frame going back
 PS_PER_S = 1e12
 CNP_BYTES = 64
 
@@ -130,6 +133,9 @@ def simulate_packets(
     seed,
     window_start_ps,
     window_end_ps,
+    acks_on,
+    reverse_start,
+    reverse_links,
 ):  # pragma: no cover - compiled
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
@@ -147,6 +153,7 @@ def simulate_packets(
     pkt_hop = np.empty(pcap, np.int64)
     pkt_ecn = np.zeros(pcap, np.bool_)
     pkt_last = np.zeros(pcap, np.bool_)
+    pkt_kind = np.zeros(pcap, np.int64)
     pkt_next = np.full(pcap, -1, np.int64)
     free_head = 0
     for i in range(pcap - 1):
@@ -157,6 +164,9 @@ def simulate_packets(
     q_tail = np.full(n_links, -1, np.int64)
     q_bytes = np.zeros(n_links, np.int64)
     busy = np.zeros(n_links, np.bool_)
+    c_head = np.full(n_links, -1, np.int64)  # control frames (ACK, CNP): strict priority, never paused
+    c_tail = np.full(n_links, -1, np.int64)
+    tx_control = np.zeros(n_links, np.bool_)  # the frame on the wire is a control frame
     paused = np.zeros(n_links, np.bool_)
     pause_sent = np.zeros(n_links, np.bool_)  # the receiver of this link asked it to pause
     in_switch = np.zeros(n_links, np.int64)  # bytes held by the switch this link feeds, that came through it
@@ -240,6 +250,7 @@ def simulate_packets(
                 pkt_hop = np.concatenate((pkt_hop, np.empty(old, np.int64)))
                 pkt_ecn = np.concatenate((pkt_ecn, np.zeros(old, np.bool_)))
                 pkt_last = np.concatenate((pkt_last, np.zeros(old, np.bool_)))
+                pkt_kind = np.concatenate((pkt_kind, np.zeros(old, np.int64)))
                 pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
                 for i in range(old, 2 * old - 1):
                     pkt_next[i] = i + 1
@@ -252,6 +263,7 @@ def simulate_packets(
             pkt_hop[p] = flow_path_start[f]
             pkt_ecn[p] = False
             pkt_last[p] = sent[f] == n_packets[f] - 1
+            pkt_kind[p] = _DATA
             pkt_next[p] = -1
             sent[f] += 1
             link = path_links[flow_path_start[f]]
@@ -263,21 +275,37 @@ def simulate_packets(
             q_tail[link] = p
             q_bytes[link] += nbytes
             q_max[link] = max(q_max[link], q_bytes[link])
-            if not busy[link] and not paused[link]:
-                busy[link] = True
-                size = _push(
-                    heap,
-                    size,
-                    seq,
-                    now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
-                    _TX_DONE,
-                    link,
-                )
-                seq += 1
+            if not busy[link]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[link] if c_head[link] >= 0 else (q_head[link] if not paused[link] else -1)
+                if nxt >= 0:
+                    busy[link] = True
+                    tx_control[link] = c_head[link] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[link]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, link)
+                    seq += 1
             if sent[f] < n_packets[f]:
                 nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
                 size = _push(heap, size, seq, now + _ser_ps(nxt, rc[f]), _SEND, f)
                 seq += 1
+        elif kind == _TX_DONE and tx_control[a]:  # a control frame left: on to the next hop
+            link = a
+            tx_control[link] = False
+            p = c_head[link]
+            c_head[link] = pkt_next[p]
+            if c_head[link] < 0:
+                c_tail[link] = -1
+            link_bytes[link] += pkt_bytes[p]
+            size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
+            seq += 1
+            busy[link] = False
+            if not busy[link]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[link] if c_head[link] >= 0 else (q_head[link] if not paused[link] else -1)
+                if nxt >= 0:
+                    busy[link] = True
+                    tx_control[link] = c_head[link] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[link]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, link)
+                    seq += 1
         elif kind == _TX_DONE:
             link = a
             p = q_head[link]
@@ -304,29 +332,58 @@ def simulate_packets(
                 received_bytes[f] += pkt_bytes[p]
                 if window_start_ps <= arrival < window_end_ps:
                     window_bytes[f] += pkt_bytes[p]
+                cnp = False
                 if pkt_ecn[p]:
                     marked[f] += 1
                     if dcqcn_on and arrival - last_cnp_ps[f] >= cnp_interval_ps:
                         last_cnp_ps[f] = arrival
-                        size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
-                        seq += 1
+                        cnp = True
+                        if not acks_on:  # the CNP alone, in the reverse path's latency
+                            size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
+                            seq += 1
+                if acks_on:  # the receiver acknowledges every packet (the CNP rides on it)
+                    size = _push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
+                    seq += 1
                 pkt_next[p] = free_head
                 free_head = p
             else:
                 size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
                 seq += 1
             busy[link] = False
-            if q_head[link] >= 0 and not paused[link]:
-                busy[link] = True
-                size = _push(
-                    heap,
-                    size,
-                    seq,
-                    now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
-                    _TX_DONE,
-                    link,
-                )
-                seq += 1
+            if not busy[link]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[link] if c_head[link] >= 0 else (q_head[link] if not paused[link] else -1)
+                if nxt >= 0:
+                    busy[link] = True
+                    tx_control[link] = c_head[link] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[link]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, link)
+                    seq += 1
+        elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
+            p = a
+            f = pkt_flow[p]
+            if pkt_hop[p] == reverse_start[f + 1] - 1:  # at the sender
+                if pkt_kind[p] == _CNP_ACK:
+                    size = _push(heap, size, seq, now, _CNP, f)
+                    seq += 1
+                pkt_next[p] = free_head
+                free_head = p
+                continue
+            pkt_hop[p] += 1
+            link = reverse_links[pkt_hop[p]]
+            pkt_next[p] = -1
+            if c_tail[link] < 0:
+                c_head[link] = p
+            else:
+                pkt_next[c_tail[link]] = p
+            c_tail[link] = p
+            if not busy[link]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[link] if c_head[link] >= 0 else (q_head[link] if not paused[link] else -1)
+                if nxt >= 0:
+                    busy[link] = True
+                    tx_control[link] = c_head[link] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[link]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, link)
+                    seq += 1
         elif kind == _ARRIVE:
             p = a
             f = pkt_flow[p]
@@ -335,12 +392,18 @@ def simulate_packets(
                 received_bytes[f] += pkt_bytes[p]
                 if window_start_ps <= now < window_end_ps:
                     window_bytes[f] += pkt_bytes[p]
+                cnp = False
                 if pkt_ecn[p]:
                     marked[f] += 1
                     if dcqcn_on and now - last_cnp_ps[f] >= cnp_interval_ps:
                         last_cnp_ps[f] = now
-                        size = _push(heap, size, seq, now + reverse_ps[f], _CNP, f)
-                        seq += 1
+                        cnp = True
+                        if not acks_on:
+                            size = _push(heap, size, seq, now + reverse_ps[f], _CNP, f)
+                            seq += 1
+                if acks_on:
+                    size = _push(heap, size, seq, now, _ACK, 2 * f + cnp)
+                    seq += 1
                 pkt_next[p] = free_head
                 free_head = p
                 if received_bytes[f] == flow_bytes[f]:
@@ -388,26 +451,62 @@ def simulate_packets(
             q_tail[out] = p
             q_bytes[out] += nbytes
             q_max[out] = max(q_max[out], q_bytes[out])
-            if not busy[out] and not paused[out]:
-                busy[out] = True
-                size = _push(heap, size, seq, now + np.int64(round(nbytes * ps_per_byte[out])), _TX_DONE, out)
-                seq += 1
+            if not busy[out]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[out] if c_head[out] >= 0 else (q_head[out] if not paused[out] else -1)
+                if nxt >= 0:
+                    busy[out] = True
+                    tx_control[out] = c_head[out] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[out]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, out)
+                    seq += 1
         elif kind == _PAUSE:
             paused[a] = True
         elif kind == _RESUME:
             link = a
             paused[link] = False
-            if not busy[link] and q_head[link] >= 0:
-                busy[link] = True
-                size = _push(
-                    heap,
-                    size,
-                    seq,
-                    now + np.int64(round(pkt_bytes[q_head[link]] * ps_per_byte[link])),
-                    _TX_DONE,
-                    link,
-                )
-                seq += 1
+            if not busy[link]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[link] if c_head[link] >= 0 else (q_head[link] if not paused[link] else -1)
+                if nxt >= 0:
+                    busy[link] = True
+                    tx_control[link] = c_head[link] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[link]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, link)
+                    seq += 1
+        elif kind == _ACK:  # the receiver sends a 64-byte acknowledgement back along the reverse path
+            f = a >> 1
+            if free_head < 0:  # grow the pool
+                old = len(pkt_flow)
+                pkt_flow = np.concatenate((pkt_flow, np.empty(old, np.int64)))
+                pkt_bytes = np.concatenate((pkt_bytes, np.empty(old, np.int64)))
+                pkt_hop = np.concatenate((pkt_hop, np.empty(old, np.int64)))
+                pkt_ecn = np.concatenate((pkt_ecn, np.zeros(old, np.bool_)))
+                pkt_last = np.concatenate((pkt_last, np.zeros(old, np.bool_)))
+                pkt_kind = np.concatenate((pkt_kind, np.zeros(old, np.int64)))
+                pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
+                for i in range(old, 2 * old - 1):
+                    pkt_next[i] = i + 1
+                free_head = old
+            p = free_head
+            free_head = pkt_next[p]
+            pkt_flow[p] = f
+            pkt_bytes[p] = CNP_BYTES
+            pkt_hop[p] = reverse_start[f]
+            pkt_kind[p] = _CNP_ACK if a & 1 else _PLAIN_ACK
+            pkt_next[p] = -1
+            link = reverse_links[reverse_start[f]]
+            if c_tail[link] < 0:
+                c_head[link] = p
+            else:
+                pkt_next[c_tail[link]] = p
+            c_tail[link] = p
+            if not busy[link]:  # control frames first (strict priority, never paused), then data
+                nxt = c_head[link] if c_head[link] >= 0 else (q_head[link] if not paused[link] else -1)
+                if nxt >= 0:
+                    busy[link] = True
+                    tx_control[link] = c_head[link] >= 0
+                    done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[link]))
+                    size = _push(heap, size, seq, done_ps, _TX_DONE, link)
+                    seq += 1
         elif kind == _CNP:
             f = a
             cnps[f] += 1

@@ -67,12 +67,13 @@ class RoceSettings:
     rate_ai_gbps: float = 0.04
     rate_hai_gbps: float = 0.2
     min_rate_gbps: float = 0.1
+    acks: bool = True  # per-packet 64-byte ACKs back along the reverse path (CNPs ride on them)
     seed: int = 0
 
     @classmethod
     def line_rate(cls, buffer_bytes: int = 1 << 62) -> RoceSettings:
         """No congestion control, no PFC, no ECN, unlimited buffers: the ns-3 UDP reference case."""
-        return cls(buffer_bytes=buffer_bytes, pfc=False, ecn=False, dcqcn=False)
+        return cls(buffer_bytes=buffer_bytes, pfc=False, ecn=False, dcqcn=False, acks=False)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,29 @@ class PacketResult:
     def link_utilisation(self) -> np.ndarray:
         """Bytes each link carried over the run, as a share of what it could carry."""
         return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
+
+
+def _reverse_paths(links: Sequence[Link], flows: Sequence[Flow], needed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each flow's path back, receiver to sender (for ACKs): for every link of the path, the
+    link joining the same nodes the other way (of parallel ones, the nearest in the list, which
+    is its twin when links are built in pairs)."""
+    start = np.zeros(len(flows) + 1, np.int64)
+    if not needed:
+        return start, np.zeros(0, np.int64)
+    by_ends: dict[tuple[int, int], list[int]] = {}
+    for i, link in enumerate(links):
+        by_ends.setdefault((link.src, link.dst), []).append(i)
+    back = []
+    for n, flow in enumerate(flows):
+        for i in reversed(flow.path):
+            twins = by_ends.get((links[i].dst, links[i].src))
+            if not twins:
+                raise SpecError(
+                    f"flows[{n}]: link {i} has no link back for ACKs; give one or set RoceSettings.acks=False"
+                )
+            back.append(min(twins, key=lambda j: abs(j - i)))
+        start[n + 1] = len(back)
+    return start, np.array(back, np.int64)
 
 
 def simulate(
@@ -169,6 +193,8 @@ def simulate(
         np.int64(roce.seed),
         np.int64(round(window_s[0] * to_ps)),
         np.int64(round(window_s[1] * to_ps)),
+        roce.acks,
+        *_reverse_paths(links, flows, roce.acks),
     )
     begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end = out
     unfinished = int((finish < 0).sum())

@@ -27,9 +27,11 @@ def p2p(payload_bytes: int, gbps: float = 100, mtu: int = 1500):
 
 
 def incast(senders: int, payload_bytes: int, gbps: float = 100, mtu: int = 1500):
-    """Hosts 0..n-1 send to host n through switch n + 1."""
+    """Hosts 0..n-1 send to host n through switch n + 1 (link n: the receiver's; links n + 1...
+    the way back, for acknowledgements)."""
     switch, receiver = senders + 1, senders
     links = [Link(h, switch, gbps, DELAY_S) for h in range(senders)] + [Link(switch, receiver, gbps, DELAY_S)]
+    links += [Link(receiver, switch, gbps, DELAY_S)] + [Link(switch, h, gbps, DELAY_S) for h in range(senders)]
     nbytes, packet = wire_bytes(payload_bytes, mtu)
     flows = [Flow((h, senders), nbytes, packet) for h in range(senders)]
     return links, flows, {switch}

@@ -75,7 +75,7 @@ def test_pfc_keeps_a_small_buffer_lossless_where_drop_tail_loses_packets():
     assert lossy.drops.sum() > 0
     assert lossless.drops.sum() == 0 and lossless.pause_frames.sum() > 0
     assert np.isfinite(lossless.finish_s).all()
-    assert lossless.queue_max_bytes[-1] <= 1_000_000
+    assert lossless.queue_max_bytes[16] <= 1_000_000  # the receiver's link
 
 
 def test_pfc_incast_on_a_two_tier_fabric_favours_the_receivers_own_switch_as_htsim_does():
@@ -106,7 +106,7 @@ def test_dcqcn_with_pfc_keeps_an_incast_queue_bounded_and_lossless():
     links, flows, switches = scenarios.incast(8, 4_000_000, mtu=4096)
     result = simulate(links, flows, RoceSettings(), switches)
     assert result.drops.sum() == 0 and np.isfinite(result.finish_s).all()
-    assert result.queue_max_bytes[-1] <= 8 * 15 * 4096 + 8 * 2 * 100e9 * 1e-6 / 8 + 4096  # XOFF + pause round trip
+    assert result.queue_max_bytes[8] <= 8 * 15 * 4096 + 8 * 2 * 100e9 * 1e-6 / 8 + 4096  # XOFF + pause round trip
 
 
 def test_flows_wait_for_the_flows_they_depend_on():
@@ -131,4 +131,16 @@ def test_a_tree_all_reduce_takes_its_depth_in_store_and_forward_hops_up_and_down
     result = simulate(links, flows, LINE, switches)
     half_s = nbytes / 2 * 8 / 400e9
     assert 4 * half_s < result.finish_s.max() < 4 * 2 * half_s * 1.1  # 4 levels, at most two halves each
+    assert np.isfinite(result.finish_s).all()
+
+
+def test_every_packet_is_acknowledged_along_the_reverse_path():
+    """Two senders, per-packet ACKs: the receiver's uplink and each sender's downlink carry one
+    64-byte frame per data packet that sender sent; a marked packet's CNP rides on its ACK."""
+    links, flows, switches = scenarios.incast(2, 400 * 4096, mtu=4096)
+    result = simulate(links, flows, RoceSettings(pfc=False), switches)
+    packets = flows[0].nbytes // flows[0].mtu_bytes  # 403: ns-3 framing leaves 4068 payload bytes each
+    receiver_up, to_sender = 3, (4, 5)  # links 3.. lead back (see scenarios.incast)
+    assert result.link_bytes[receiver_up] == 2 * packets * 64
+    assert [result.link_bytes[i] for i in to_sender] == [packets * 64, packets * 64]
     assert np.isfinite(result.finish_s).all()
