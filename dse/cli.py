@@ -351,7 +351,8 @@ def _header(resolved, settings) -> str:
         f"{space.size} candidates; objectives: {objectives}\n"
         f"budget {study.budget.trials} trials"
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
-        + f", sampler {study.sampler}, seed {study.seed}; output {settings.out_dir}\n"
+        + f", sampler {_mode(study.sampler, space, study.budget.trials)}, seed {study.seed}; "
+        f"output {settings.out_dir}\n"
         f"kernels at {resolved.compute_fraction:.3g} of the modelled speed"
         + (
             " (hardware.compute_fraction)"
@@ -361,6 +362,15 @@ def _header(resolved, settings) -> str:
             else " (fitted: simulators/hardware/fitted.yaml)"
         )
     )
+
+
+def _mode(sampler: str, space, trials: int) -> str:
+    """The sampler as the study will run it: `grid` is the exact front, evaluated in bulk."""
+    from dse.engine import sampler_name
+
+    chosen = sampler_name(sampler, space, trials)
+    shown = "grid (exact front: every distinct plan, no sampler)" if chosen == "grid" else chosen
+    return shown if sampler == chosen else f"{sampler} -> {shown}"
 
 
 def _table(title: str, headers: Sequence[str]) -> Table:

@@ -30,6 +30,7 @@ from dse.executor import make_executor
 from dse.space import SearchSpace, params_key
 
 OUTCOME_ATTR = "outcome"
+GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
 INTERRUPTED_ATTR = "interrupted"
 SPACE_ATTR = "search_space"
 SAMPLER_ATTR = "sampler"
@@ -136,16 +137,12 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
         seed = spec.seed + len(study.get_trials(deepcopy=False))
         if sampler == "grid" and study.user_attrs[SAMPLER_ATTR] != "grid":
             sampler_name(sampler, space, spec.budget.trials)  # the grid size limit
-            seen = {params_key(t.params) for t in study.get_trials(deepcopy=False)}
-            _enqueue_grid(study, space, seed, skip=seen)
             study.set_user_attr(SAMPLER_ATTR, sampler)
     else:
         sampler = sampler_name(spec.sampler, space, spec.budget.trials)
         seed = spec.seed
         study.set_user_attr(SPACE_ATTR, fingerprint)
         study.set_user_attr(SAMPLER_ATTR, sampler)
-        if sampler == "grid":
-            _enqueue_grid(study, space, spec.seed)
     study.sampler = make_sampler(sampler, seed)
     return study
 
@@ -181,13 +178,13 @@ def run_search(
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
         try:
             with _stop_on_sigint() as stop:
-                while loop.finished < spec.budget.trials:
+                if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
+                    stopped = loop.run_grid(space, spec, executor, stop, deadline)
+                while not grid and loop.finished < spec.budget.trials:
                     if stop.is_set():
                         stopped = "interrupted"
                     elif deadline is not None and time.monotonic() >= deadline:
                         stopped = "timeout reached"
-                    elif grid and not study.get_trials(deepcopy=False, states=(TrialState.WAITING,)):
-                        stopped = "every candidate of the space evaluated"
                     else:
                         count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
                         loop.run_batch([study.ask(space.distributions) for _ in range(count)], executor, stop)
@@ -233,6 +230,46 @@ class _Loop:
             if stop.is_set():
                 return
 
+    def run_grid(self, space: SearchSpace, spec, executor, stop: threading.Event, deadline: float | None) -> str:
+        """Evaluate every distinct plan not yet evaluated (in the seed's shuffled order, up to the
+        budget) in large chunks across the workers, and store each chunk as finished trials:
+        the exact front of the space, with no sampler in the loop. An interruption loses only
+        the chunk in hand."""
+        points = space.grid()
+        order = np.random.default_rng(spec.seed).permutation(len(points))
+        todo = [points[i] for i in order if params_key(points[i]) not in self.cache]
+        todo = todo[: max(0, spec.budget.trials - self.finished)]
+        size = max(spec.budget.batch_size, GRID_CHUNK)
+        for start in range(0, len(todo), size):
+            if stop.is_set():
+                return "interrupted"
+            if deadline is not None and time.monotonic() >= deadline:
+                return "timeout reached"
+            batch = todo[start : start + size]
+            chunks = _chunks(batch, executor.workers)
+            frozen = []
+            for index, outcomes in executor.run(chunks):
+                for params, outcome in zip(chunks[index], outcomes):
+                    frozen.append(self._frozen(space, params, outcome))
+            self.study.add_trials([trial for trial, _ in frozen])
+            first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
+            for number, (params, (_, outcome)) in enumerate(zip(batch, frozen), start=first):
+                self.cache[params_key(params)] = (number, outcome)
+                self.finished += 1
+                self.evaluated += 1
+                if self.on_trial:
+                    self.on_trial(number, outcome)
+        whole = len(self.cache) >= len(points)
+        return "every candidate of the space evaluated" if whole else "trial budget reached"
+
+    def _frozen(self, space: SearchSpace, params, outcome: Outcome):
+        record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
+        common = dict(params=dict(params), distributions=dict(space.distributions), user_attrs={OUTCOME_ATTR: record})
+        if outcome.failed:
+            return optuna.trial.create_trial(state=TrialState.FAIL, **common), outcome
+        values = _objective_values(self.study, self.objectives, outcome.metrics)
+        return optuna.trial.create_trial(values=values, constraints=dict(outcome.constraints), **common), outcome
+
     def _tell(self, trial: optuna.Trial, outcome: Outcome, duplicate_of: int | None = None) -> None:
         record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
         if duplicate_of is not None:
@@ -267,15 +304,6 @@ def _stop_on_sigint():
         yield stop
     finally:
         signal.signal(signal.SIGINT, previous)
-
-
-def _enqueue_grid(study: optuna.Study, space: SearchSpace, seed: int, skip: set[tuple] = frozenset()) -> None:
-    """Queue every distinct plan not in `skip` once, in an order shuffled by the seed (so a
-    budget smaller than the grid still samples it evenly)."""
-    points = space.grid()
-    for index in np.random.default_rng(seed).permutation(len(points)):
-        if params_key(points[index]) not in skip:
-            study.enqueue_trial(points[index])
 
 
 def _counts(trial: optuna.trial.FrozenTrial) -> bool:
