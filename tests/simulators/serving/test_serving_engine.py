@@ -119,12 +119,13 @@ def test_slo_attainment_counts_requests_within_both_bounds():
 
 def test_pipeline_parallel_replicas_keep_batches_in_flight_and_conserve_tokens():
     """With pp = 2 each stage holds half the layers and a second batch enters the first stage
-    while the first is in the second: under a backlog the replica serves about twice the tokens
-    per second of one GPU (one batch at a time would serve about the same), losing none."""
+    while the first is in the second: under a backlog the replica serves well over the tokens per
+    second of one GPU (one batch at a time would serve about the same), losing none."""
     backlog = make_requests(400, 2, rate_qps=None, arrival="static", prompt=uniform(64, 512), output=uniform(50, 200))
     pool = dict(max_batch_requests=32, max_batch_tokens=512)
     one = simulate_deployment(deploy("sarathi", **pool), backlog)
     two = simulate_deployment(deploy("sarathi", pp=2, **pool), backlog)
     assert len(two.gaps_ns) == int((backlog.output_tokens - 1).sum()) and (two.gaps_ns > 0).all()
     ratio = two.metrics["throughput_tok_s"] / one.metrics["throughput_tok_s"]
-    assert 1.6 < ratio < 2.1
+    assert ratio > 1.5  # batches overlap in the stages; one batch at a time would give about 1
+    assert ratio <= 2.0  # never more than twice: two GPUs (the last stage also runs the logits)
