@@ -366,7 +366,7 @@ def _header(resolved, settings) -> str:
 
 def _mode(sampler: str, space, trials: int) -> str:
     """The sampler as the study will run it: `grid` is the exact front, evaluated in bulk."""
-    from dse.engine import sampler_name
+    from dse.samplers import sampler_name
 
     chosen = sampler_name(sampler, space, trials)
     shown = "grid (exact front: every distinct plan, no sampler)" if chosen == "grid" else chosen

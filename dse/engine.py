@@ -13,7 +13,6 @@ import contextlib
 import signal
 import threading
 import time
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +26,7 @@ from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator, Outcome
 from dse.executor import make_executor
+from dse.samplers import make_sampler, sampler_name
 from dse.space import SearchSpace, params_key
 
 OUTCOME_ATTR = "outcome"
@@ -70,37 +70,6 @@ def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     Path(target).parent.mkdir(parents=True, exist_ok=True)
     backend = optuna.storages.journal.JournalFileBackend(target)
     return optuna.storages.JournalStorage(backend)
-
-
-GRID_LIMIT = 100_000
-
-
-def sampler_name(name: str, space: SearchSpace, trials: int) -> str:
-    """The sampler a spec's `sampler` means; `auto` enumerates spaces no larger than the budget."""
-    if name == "auto":
-        return "grid" if space.size <= trials else "tpe"
-    if name == "grid" and space.size > GRID_LIMIT:
-        raise SpecError(
-            f"sampler: grid would enumerate {space.size} candidates (limit {GRID_LIMIT}); "
-            f"allowed for this space: auto, tpe, nsga2, random"
-        )
-    return name
-
-
-def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler for a resolved sampler name.
-
-    A grid is enumerated by enqueueing every candidate (see `_enqueue_grid`) in front of a
-    random sampler: Optuna's GridSampler stops the study from inside `tell`, which the ask-and-
-    tell loop cannot allow.
-    """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        if name == "tpe":
-            return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-        if name == "nsga2":
-            return optuna.samplers.NSGAIISampler(seed=seed)
-        return optuna.samplers.RandomSampler(seed=seed)
 
 
 def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
