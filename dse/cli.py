@@ -49,6 +49,9 @@ def _parser() -> argparse.ArgumentParser:
         "'off' to evaluate in this process",
     )
     search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
+    search.add_argument(
+        "--cache", type=Path, metavar="FILE", help="content-addressed outcome cache shared with other runs (JSON lines)"
+    )
     search.set_defaults(handler=_search)
 
     report = commands.add_parser(
@@ -140,21 +143,30 @@ def _search(args: argparse.Namespace, console: Console) -> int:
 
     def start(total, prior):  # the study is open: save its spec now, so even a killed run can be reported
         save_spec(study, settings.out_dir)
-        progress.start(total, prior)
+        row.start(total, prior)
 
-    with SearchProgress(resolved, console) as progress:
-        summary = run_search(resolved, settings, on_trial=progress.trial, on_start=start)
+    with SearchProgress(console) as progress:
+        row = progress.row(resolved)
+        summary = run_search(resolved, settings, on_trial=row.trial, on_start=start, shared=_cache(args.cache))
     trials, front = write_reports(summary.study, resolved, settings.out_dir)
     console.print(_front_table(front, resolved))
     console.print(
         f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run), "
-        f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front\n"
-        f"wrote {_written(settings.out_dir)}"
+        f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front"
+        + (f"; {summary.shared_hits} outcomes from the shared cache" if args.cache else "")
+        + f"\n{summary.usage.describe(summary.wall_s)}\nwrote {_written(settings.out_dir)}"
     )
     if summary.stopped_because == "interrupted":
         console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
         return EXIT_INTERRUPTED
     return 0
+
+
+def _cache(path: Path | None):
+    """The shared outcome cache a run reads and extends, when one is named."""
+    from dse.cache import SharedCache
+
+    return SharedCache(path) if path is not None else None
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:

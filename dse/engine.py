@@ -13,7 +13,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,10 +22,11 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
+from dse.cache import SharedCache, candidate_address, evaluation_context
 from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator, Outcome
-from dse.executor import make_executor
+from dse.executor import Executor, Usage, make_executor
 from dse.samplers import make_sampler, sampler_name
 from dse.space import SearchSpace, params_key
 
@@ -51,8 +52,11 @@ class SearchSummary:
     study: optuna.Study
     space: SearchSpace
     finished: int
-    evaluated: int
+    evaluated: int  # simulated by this run (not a duplicate, not from the shared cache)
     stopped_because: str
+    shared_hits: int = 0  # outcomes another study of the batch (or an earlier run) had simulated
+    wall_s: float = 0.0
+    usage: Usage | None = None  # the executor's, when this run owned it
 
 
 TrialCallback = Callable[[int, Outcome], None]
@@ -121,20 +125,27 @@ def run_search(
     settings: RunSettings,
     on_trial: TrialCallback | None = None,
     on_start: Callable[[int, list[Outcome]], None] | None = None,
+    *,
+    executor: Executor | None = None,
+    stop: threading.Event | None = None,
+    shared: SharedCache | None = None,
 ) -> SearchSummary:
     """Run the study to its trial budget or timeout; returns when either is reached.
 
     The first Ctrl-C asks the loop to stop after the chunk in hand (nothing half-told); a
     second one interrupts at once. Either way finished trials are already in the database.
+    A batch passes the executor, stop event and shared cache its studies have in common.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = resolved.study
     space = SearchSpace.from_study(resolved)
-    executor = make_executor(Evaluator(space), settings.ray_address)  # fails before any study exists
+    started = time.monotonic()
+    owned = executor is None
+    executor = executor or make_executor(settings.ray_address)  # fails before any study exists
     stopped = "trial budget reached"
     try:
         study = open_study(resolved, space, settings)
-        loop = _Loop(study, resolved.objectives, _requeue_interrupted(study), on_trial)
+        loop = _Loop(study, resolved, Evaluator(space), executor, shared, _requeue_interrupted(study), on_trial)
         prior = [
             outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
             for t in study.get_trials(deepcopy=False)
@@ -146,9 +157,9 @@ def run_search(
         deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
         try:
-            with _stop_on_sigint() as stop:
+            with _stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
                 if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
-                    stopped = loop.run_grid(space, spec, executor, stop, deadline)
+                    stopped = loop.run_grid(space, spec, stop, deadline)
                 while not grid and loop.finished < spec.budget.trials:
                     if stop.is_set():
                         stopped = "interrupted"
@@ -156,28 +167,67 @@ def run_search(
                         stopped = "timeout reached"
                     else:
                         count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
-                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], executor, stop)
+                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop)
                         continue
                     break
         except KeyboardInterrupt:
             stopped = "interrupted"
     finally:
-        executor.close()
-    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped)
+        if owned:
+            executor.close()
+    wall_s = time.monotonic() - started
+    usage = executor.usage if owned else None
+    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage)
 
 
 class _Loop:
     """Evaluates asked trials once per distinct candidate and tells each as its chunk returns."""
 
-    def __init__(self, study, objectives, cache, on_trial) -> None:
+    def __init__(self, study, resolved, evaluator, executor, shared, cache, on_trial) -> None:
         self.study = study
-        self.objectives = objectives
+        self.objectives = resolved.objectives
+        self.evaluator = evaluator
+        self.executor = executor
+        self.shared = shared
+        self.context = evaluation_context(resolved) if shared is not None else ""
         self.cache: dict[tuple, tuple[int, Outcome]] = cache  # candidate -> (first trial, outcome)
         self.on_trial = on_trial
         self.finished = 0
         self.evaluated = 0
+        self.shared_hits = 0
 
-    def run_batch(self, batch: list[optuna.Trial], executor, stop: threading.Event) -> None:
+    def _evaluate(self, items: list[dict[str, Any]]) -> Iterator[list[tuple[int, Outcome]]]:
+        """Judged outcomes of distinct candidates, in groups of (position, outcome) as they come:
+        first those the shared cache knows, then those simulated here, then those another
+        study was simulating (simulated here after all if that study gave them up)."""
+        if self.shared is None:
+            for group in self.executor.run(self.evaluator, items):
+                self.evaluated += len(group)
+                yield [(i, self.evaluator.judge(o)) for i, o in group]
+            return
+        addresses = [candidate_address(self.context, p) for p in items]
+        known, mine, theirs = self.shared.claim(addresses)
+        self.shared_hits += len(known)
+        if known:
+            yield [(i, self.evaluator.judge(o)) for i, o in known.items()]
+        try:
+            for group in self.executor.run(self.evaluator, [items[i] for i in mine]):
+                self.evaluated += len(group)
+                for j, outcome in group:
+                    self.shared.put(addresses[mine[j]], outcome)
+                yield [(mine[j], self.evaluator.judge(o)) for j, o in group]
+        finally:
+            self.shared.release([addresses[i] for i in mine])
+        waited = {i: self.shared.wait(addresses[i]) for i in theirs}
+        self.shared_hits += sum(o is not None for o in waited.values())
+        if any(o is not None for o in waited.values()):
+            yield [(i, self.evaluator.judge(o)) for i, o in waited.items() if o is not None]
+        again = [i for i, o in waited.items() if o is None]
+        for group in self.executor.run(self.evaluator, [items[i] for i in again]) if again else ():
+            self.evaluated += len(group)
+            yield [(again[j], self.evaluator.judge(o)) for j, o in group]
+
+    def run_batch(self, batch: list[optuna.Trial], stop: threading.Event) -> None:
         fresh: dict[tuple, list[optuna.Trial]] = {}
         for trial in batch:
             key = params_key(trial.params)
@@ -187,19 +237,17 @@ class _Loop:
             else:
                 fresh.setdefault(key, []).append(trial)
         keys = list(fresh)
-        chunks = _chunks(keys, executor.workers)
-        for index, outcomes in executor.run([[fresh[k][0].params for k in chunk] for chunk in chunks]):
-            for key, outcome in zip(chunks[index], outcomes):
-                first, *repeats = fresh[key]
-                self.cache[key] = (first.number, outcome)
-                self.evaluated += 1
+        for group in self._evaluate([fresh[k][0].params for k in keys]):
+            for position, outcome in group:
+                first, *repeats = fresh[keys[position]]
+                self.cache[keys[position]] = (first.number, outcome)
                 self._tell(first, outcome)
                 for trial in repeats:
                     self._tell(trial, outcome, duplicate_of=first.number)
             if stop.is_set():
                 return
 
-    def run_grid(self, space: SearchSpace, spec, executor, stop: threading.Event, deadline: float | None) -> str:
+    def run_grid(self, space: SearchSpace, spec, stop: threading.Event, deadline: float | None) -> str:
         """Evaluate every distinct plan not yet evaluated (in the seed's shuffled order, up to the
         budget) in large chunks across the workers, and store each chunk as finished trials:
         the exact front of the space, with no sampler in the loop. An interruption loses only
@@ -215,29 +263,28 @@ class _Loop:
             if deadline is not None and time.monotonic() >= deadline:
                 return "timeout reached"
             batch = todo[start : start + size]
-            chunks = _chunks(batch, executor.workers)
-            frozen = []
-            for index, outcomes in executor.run(chunks):
-                for params, outcome in zip(chunks[index], outcomes):
-                    frozen.append(self._frozen(space, params, outcome))
-            self.study.add_trials([trial for trial, _ in frozen])
+            outcomes: list[Outcome | None] = [None] * len(batch)
+            for group in self._evaluate(batch):
+                for position, outcome in group:
+                    outcomes[position] = outcome
+            frozen = [self._frozen(space, params, outcome) for params, outcome in zip(batch, outcomes)]
+            self.study.add_trials(frozen)
             first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
-            for number, (params, (_, outcome)) in enumerate(zip(batch, frozen), start=first):
+            for number, (params, outcome) in enumerate(zip(batch, outcomes), start=first):
                 self.cache[params_key(params)] = (number, outcome)
                 self.finished += 1
-                self.evaluated += 1
                 if self.on_trial:
                     self.on_trial(number, outcome)
         whole = len(self.cache) >= len(points)
         return "every candidate of the space evaluated" if whole else "trial budget reached"
 
-    def _frozen(self, space: SearchSpace, params, outcome: Outcome):
+    def _frozen(self, space: SearchSpace, params, outcome: Outcome) -> optuna.trial.FrozenTrial:
         record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
         common = dict(params=dict(params), distributions=dict(space.distributions), user_attrs={OUTCOME_ATTR: record})
         if outcome.failed:
-            return optuna.trial.create_trial(state=TrialState.FAIL, **common), outcome
+            return optuna.trial.create_trial(state=TrialState.FAIL, **common)
         values = _objective_values(self.study, self.objectives, outcome.metrics)
-        return optuna.trial.create_trial(values=values, constraints=dict(outcome.constraints), **common), outcome
+        return optuna.trial.create_trial(values=values, constraints=dict(outcome.constraints), **common)
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome, duplicate_of: int | None = None) -> None:
         record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
@@ -313,12 +360,3 @@ def outcome_from_attrs(record: Mapping[str, Any], constraints: Mapping[str, floa
         reason=record.get("reason"),
         error=record.get("error"),
     )
-
-
-def _chunks(items: list, workers: int) -> list[list]:
-    """Split a batch into about two chunks per worker, keeping order."""
-    if not items:
-        return []
-    count = min(len(items), 2 * workers)
-    size = -(-len(items) // count)
-    return [items[i : i + size] for i in range(0, len(items), size)]

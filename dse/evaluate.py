@@ -7,6 +7,7 @@ simulator raised: the trial is recorded as failed and the study goes on).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -58,7 +59,12 @@ class Evaluator:
         return self.evaluate_many([params], network)[0]
 
     def evaluate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
-        """Outcomes in order; the valid plans are simulated together in one batch call."""
+        """Outcomes in order, judged against the study's own constraints."""
+        return [self.judge(outcome) for outcome in self.simulate_many(batch, network)]
+
+    def simulate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
+        """Outcomes in order before the study's own constraints (what studies can share: see
+        dse.cache); the valid plans are simulated together in one batch call."""
         if self.space.resolved.study.mode == "inference":
             return [self._serve(params) for params in batch]
         outcomes: list[Outcome | None] = [None] * len(batch)
@@ -67,18 +73,36 @@ class Evaluator:
             try:
                 valid.append((i, self.space.candidate(params, network)))
             except PlanError as exc:
-                violated = {name: 0.0 for name in self.constraint_names}
-                violated["plan_valid"] = 1.0
-                outcomes[i] = Outcome(constraints=violated, reason=str(exc))
+                outcomes[i] = self._invalid(exc)
         try:
             results = simulate_training_batch([c for _, c in valid], breakdown=False)
         except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
             results = [_simulate_one(c) for _, c in valid]
         for (i, candidate), result in zip(valid, results):
-            outcomes[i] = result if isinstance(result, Outcome) else self._judge(batch[i], candidate, result)
+            outcomes[i] = result if isinstance(result, Outcome) else self._fit(batch[i], candidate, result)
         return outcomes
 
-    def _judge(self, params: Mapping[str, Any], candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
+    def judge(self, outcome: Outcome) -> Outcome:
+        """The outcome with the study's own constraints added (<= 0 when met), and the reason
+        each violated one gives."""
+        if outcome.failed:
+            return outcome
+        user = self.constraint_names[2:]
+        if not outcome.metrics:  # an invalid plan: only plan_valid is violated
+            return dataclasses.replace(outcome, constraints={**outcome.constraints, **dict.fromkeys(user, 0.0)})
+        constraints = dict(outcome.constraints)
+        reasons = [outcome.reason] if outcome.reason else []
+        for name, c in zip(user, self.space.resolved.constraints):
+            value = outcome.metrics[c.metric]
+            bound = c.max if c.max is not None else c.min
+            excess = value - bound if c.max is not None else bound - value
+            constraints[name] = excess / abs(bound) if bound else excess
+            if excess > 0:
+                side = "above max" if c.max is not None else "below min"
+                reasons.append(f"{c.metric}={value:.4g} is {side} {bound:g}")
+        return dataclasses.replace(outcome, constraints=constraints, reason="; ".join(reasons) or None)
+
+    def _fit(self, params: Mapping[str, Any], candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
         """Cost metrics, then the memory and user constraints (<= 0 when met) with reasons."""
         resolved = self.space.resolved
         metrics = dict(result.metrics)
@@ -96,35 +120,21 @@ class Evaluator:
         )
         capacity_gb = candidate.system.gpu.hbm_bytes / 1e9
         fits = (metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb
-        return self._constrained(metrics, fits, result.infeasible_reason)
+        return Outcome(metrics, {"plan_valid": 0.0, "memory_fits": fits}, result.infeasible_reason)
 
     def _serve(self, params: Mapping[str, Any]) -> Outcome:
         """One inference candidate: capacity (or the fixed rate) on the study's request stream."""
         try:
             metrics, slo_excess, reason = serve(self.space.resolved, params)
         except (PlanError, SpecError) as exc:
-            violated = {name: 0.0 for name in self.constraint_names}
-            violated["plan_valid"] = 1.0
-            return Outcome(constraints=violated, reason=str(exc))
+            return self._invalid(exc)
         except Exception as exc:  # a simulator bug must not end the study: record it
             return Outcome(error=f"{type(exc).__name__}: {exc}")
-        return self._constrained(metrics, slo_excess, reason)
+        return Outcome(metrics, {"plan_valid": 0.0, "slo_met": slo_excess}, reason)
 
-    def _constrained(self, metrics: dict[str, float], fits: float, reason: str | None) -> Outcome:
-        """The outcome with its constraints (<= 0 when met): the plan is valid, it fits (memory,
-        or the SLO for serving), and the user's bounds; `reason` says why it does not fit."""
-        resolved = self.space.resolved
-        constraints = {"plan_valid": 0.0, self.constraint_names[1]: fits}
-        reasons = [reason] if reason else []
-        for name, c in zip(self.constraint_names[2:], resolved.constraints):
-            value = metrics[c.metric]
-            bound = c.max if c.max is not None else c.min
-            excess = value - bound if c.max is not None else bound - value
-            constraints[name] = excess / abs(bound) if bound else excess
-            if excess > 0:
-                side = "above max" if c.max is not None else "below min"
-                reasons.append(f"{c.metric}={value:.4g} is {side} {bound:g}")
-        return Outcome(metrics=metrics, constraints=constraints, reason="; ".join(reasons) or None)
+    def _invalid(self, exc: Exception) -> Outcome:
+        """A plan that cannot be built: only `plan_valid` is violated."""
+        return Outcome(constraints={"plan_valid": 1.0, self.constraint_names[1]: 0.0}, reason=str(exc))
 
 
 def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:

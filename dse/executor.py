@@ -1,30 +1,105 @@
-"""Where candidate batches are evaluated: Ray tasks (local or a cluster), or in-process.
+"""Where candidates are evaluated: Ray tasks (local or a cluster), or in-process.
 
-Ray is imported only here and only when used (STYLE 10). Each chunk of params is one Ray task,
-so the per-task overhead (~2 ms, ../shared/TOOLCHAIN.md) is paid per chunk, not per trial.
+Ray is imported only here and only when used (STYLE 10). The executor, not the engine, sizes
+the work into tasks: each task should run long enough (`TASK_TARGET_S`) that Ray's ~2 ms per
+task (../shared/TOOLCHAIN.md) stays a few per cent, yet there should be enough tasks to keep
+every CPU of the cluster busy; it learns each study's seconds per candidate from the tasks it
+has run. At most `WINDOW_PER_CPU` tasks per CPU are in flight at once, so the object store
+holds a bounded number of arguments and results; each study's evaluator is put there once.
+
+A task whose worker dies (a node lost, a simulator crashing its process) is re-run by Ray up to
+`MAX_RETRIES` times; a chunk that still fails is split into single candidates, so the one that
+crashes its simulator is found and recorded as failed with the error after `SINGLE_RETRIES`
+more attempts, and its neighbours are evaluated normally: never retried forever.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import socket
+import threading
+import time
+from collections import deque
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from dse.errors import DseError
 from dse.evaluate import Evaluator, Outcome
 
-WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # one thread per Ray CPU slot
+TASK_TARGET_S = 0.05
+WINDOW_PER_CPU = 2
+MAX_RETRIES = 3
+SINGLE_RETRIES = 1
+
+Evaluated = list[tuple[int, Outcome]]  # (position in the items run, its outcome)
+
+
+@dataclass
+class Usage:
+    """What the workers did: the busy CPU-seconds of evaluation against the CPUs available
+    over the time evaluations were in flight (the utilisation a run reports at the end)."""
+
+    cpus: int
+    busy_s: float = 0.0
+    span_s: float = 0.0
+    tasks: int = 0
+    candidates: int = 0
+    crashes: int = 0
+
+    @property
+    def utilisation(self) -> float:
+        return self.busy_s / (self.span_s * self.cpus) if self.span_s > 0 else 0.0
+
+    def describe(self, wall_s: float) -> str:
+        """One line for the end of a run; `wall_s` is the whole run, sampling and telling included."""
+        per_task = self.candidates / self.tasks if self.tasks else 0.0
+        overall = self.busy_s / (wall_s * self.cpus) if wall_s > 0 else 0.0
+        crashed = f"; {self.crashes} tasks lost their worker" if self.crashes else ""
+        return (
+            f"workers: {self.busy_s:.1f} CPU-s of evaluation on {self.cpus} CPUs: busy {self.utilisation:.0%} "
+            f"while evaluations were in flight ({self.span_s:.1f} s), {overall:.0%} of the whole run ({wall_s:.1f} s); "
+            f"{self.tasks} tasks of {per_task:.1f} candidates{crashed}"
+        )
 
 
 class Executor(Protocol):
-    """Evaluates chunks of params; yields (chunk index, outcomes) as chunks finish."""
+    """Evaluates candidates of a study; yields groups of (position, outcome) as tasks finish.
+
+    Outcomes are before the study's own constraints (`Evaluator.simulate_many`)."""
 
     workers: int
+    usage: Usage
 
-    def run(self, chunks: Sequence[Sequence[dict[str, Any]]]) -> Iterator[tuple[int, list[Outcome]]]: ...
+    def run(self, evaluator: Evaluator, items: Sequence[dict[str, Any]]) -> Iterator[Evaluated]: ...
 
     def close(self) -> None: ...
+
+
+class _Sizer:
+    """Chunk sizes from the measured seconds per candidate of each evaluator; thread-safe, as
+    a batch's studies share one executor."""
+
+    def __init__(self) -> None:
+        self._seconds: dict[int, float] = {}
+        self._lock = threading.Lock()
+
+    def size(self, evaluator: Evaluator, count: int, workers: int) -> int:
+        """Two chunks per CPU for balance, but none shorter than TASK_TARGET_S while that
+        still leaves a chunk for every CPU."""
+        balanced = math.ceil(count / (2 * workers))
+        seconds = self._seconds.get(id(evaluator))
+        if seconds is None:
+            return max(1, balanced)
+        return max(1, balanced, min(math.ceil(TASK_TARGET_S / seconds), math.ceil(count / workers)))
+
+    def learn(self, evaluator: Evaluator, candidates: int, busy_s: float) -> None:
+        with self._lock:
+            per = busy_s / max(1, candidates)
+            old = self._seconds.get(id(evaluator))
+            self._seconds[id(evaluator)] = per if old is None else 0.7 * old + 0.3 * per
 
 
 class InProcessExecutor:
@@ -32,25 +107,53 @@ class InProcessExecutor:
 
     workers = 1
 
-    def __init__(self, evaluator: Evaluator) -> None:
-        self._evaluator = evaluator
+    def __init__(self) -> None:
+        self.usage = Usage(cpus=1)
+        self._sizer = _Sizer()
+        self._lock = threading.Lock()
+        self._since: float | None = None  # when the current stretch with evaluations in flight began
+        self._runs = 0
 
-    def run(self, chunks):
-        for i, chunk in enumerate(chunks):
-            yield i, self._evaluator.evaluate_many(chunk)
+    def _begin(self) -> None:
+        with self._lock:
+            if self._runs == 0:
+                self._since = time.perf_counter()
+            self._runs += 1
+
+    def _end(self) -> None:
+        with self._lock:
+            self._runs -= 1
+            if self._runs == 0:
+                self.usage.span_s += time.perf_counter() - self._since
+
+    def run(self, evaluator, items):
+        size = self._sizer.size(evaluator, len(items), 1)
+        for start in range(0, len(items), size):
+            self._begin()
+            outcomes, busy_s = _evaluate_chunk(evaluator, list(items[start : start + size]))
+            self._end()
+            self._account(evaluator, len(outcomes), busy_s)
+            yield list(enumerate(outcomes, start=start))
+
+    def _account(self, evaluator, candidates: int, busy_s: float) -> None:
+        self._sizer.learn(evaluator, candidates, busy_s)
+        with self._lock:
+            self.usage.busy_s += busy_s
+            self.usage.tasks += 1
+            self.usage.candidates += candidates
 
     def close(self) -> None:
         pass
 
 
-class RayExecutor:
+class RayExecutor(InProcessExecutor):
     """Evaluates chunks as Ray tasks on a local Ray started here or on an existing cluster.
 
     `address` is "local" (start a private Ray for this run), "auto" (join the cluster this
     machine belongs to) or a cluster address such as "10.0.0.1:6379" or "ray://head:10001".
     """
 
-    def __init__(self, evaluator: Evaluator, address: str = "local") -> None:
+    def __init__(self, address: str = "local") -> None:
         import ray
 
         self._ray = ray
@@ -77,21 +180,46 @@ class RayExecutor:
                         f"allowed: local, off, auto, or the address of a running cluster"
                     ) from None
             self._started_here = True
-        self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
-        self._evaluator_ref = ray.put(evaluator)
-        self._task = ray.remote(_evaluate_chunk)
+        super().__init__()
+        self.usage.cpus = self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        self._refs: dict[int, tuple[Evaluator, Any]] = {}
+        self._task = ray.remote(max_retries=MAX_RETRIES)(_evaluate_chunk)
+        self._lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError, ray.exceptions.NodeDiedError)
+        self._lost += (ray.exceptions.OutOfMemoryError,)
 
-    def run(self, chunks):
+    def run(self, evaluator, items):
         ray = self._ray
-        pending = {self._task.remote(self._evaluator_ref, list(chunk)): i for i, chunk in enumerate(chunks)}
+        if id(evaluator) not in self._refs:  # the evaluator is shipped once per study
+            self._refs[id(evaluator)] = (evaluator, ray.put(evaluator))
+        ref = self._refs[id(evaluator)][1]
+        size = self._sizer.size(evaluator, len(items), self.workers)
+        queue = deque((list(range(i, min(i + size, len(items)))), MAX_RETRIES) for i in range(0, len(items), size))
+        pending: dict[Any, list[int]] = {}
+        window = WINDOW_PER_CPU * self.workers
+        self._begin()
         try:
-            while pending:
+            while queue or pending:
+                while queue and len(pending) < window:
+                    positions, retries = queue.popleft()
+                    task = self._task.options(max_retries=retries).remote(ref, [items[i] for i in positions])
+                    pending[task] = positions
                 done, _ = ray.wait(list(pending), num_returns=1)
-                for ref in done:
-                    yield pending.pop(ref), ray.get(ref)
+                positions = pending.pop(done[0])
+                try:
+                    outcomes, busy_s = ray.get(done[0])
+                except self._lost as exc:
+                    self.usage.crashes += 1
+                    if len(positions) > 1:  # find the candidate that brings its worker down
+                        queue.extend(([i], SINGLE_RETRIES) for i in positions)
+                    else:
+                        yield [(positions[0], Outcome(error=_crash_message(exc)))]
+                    continue
+                self._account(evaluator, len(outcomes), busy_s)
+                yield list(zip(positions, outcomes))
         finally:
-            for ref in pending:
-                ray.cancel(ref, force=True)
+            self._end()
+            for task in pending:
+                ray.cancel(task, force=True)
 
     def close(self) -> None:
         if self._started_here:
@@ -112,11 +240,22 @@ def _check_reachable(address: str) -> None:
         ) from None
 
 
-def _evaluate_chunk(evaluator: Evaluator, chunk: list[dict[str, Any]]) -> list[Outcome]:
-    return evaluator.evaluate_many(chunk)
+def _evaluate_chunk(evaluator: Evaluator, chunk: list[dict[str, Any]]) -> tuple[list[Outcome], float]:
+    """A task: the chunk's outcomes and the seconds they took (for sizing and utilisation)."""
+    start = time.perf_counter()
+    outcomes = evaluator.simulate_many(chunk)
+    return outcomes, time.perf_counter() - start
 
 
-def make_executor(evaluator: Evaluator, ray_address: str) -> Executor:
+def _crash_message(exc: Exception) -> str:
+    first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+    attempts = MAX_RETRIES + SINGLE_RETRIES + 2
+    return (
+        f"the simulator's process died on this candidate in each of {attempts} attempts: {type(exc).__name__}: {first}"
+    )
+
+
+def make_executor(ray_address: str) -> Executor:
     if ray_address == "off":
-        return InProcessExecutor(evaluator)
-    return RayExecutor(evaluator, ray_address)
+        return InProcessExecutor()
+    return RayExecutor(ray_address)

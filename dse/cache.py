@@ -1,0 +1,170 @@
+"""The shared, content-addressed cache of candidate evaluations (issue 8: batches of studies).
+
+A candidate's address is a digest of everything its evaluation depends on: the model, the GPU
+catalogue entries, the fixed hardware, fabric, workload and cost settings, the files those name
+(by content), the simulator code itself, and the candidate's own plan. Two studies that ask for
+the same address share one simulation, even while both run: the first to claim an address
+simulates it; the other waits for the result instead of simulating it again. What is cached is
+the outcome before a study's own constraints (dse.evaluate.Evaluator.judge applies those), so
+studies that differ only in objectives, constraints or search ranges still share.
+
+The cache lives in the driver (workers never see it) and, given a path, in an append-only
+JSON-lines file, so a later batch or `--resume` starts from every outcome already known.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from dse.checks import ResolvedStudy
+from dse.evaluate import Outcome
+from dse.space import params_key
+
+_KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
+_FILE_FIELDS = (
+    ("hardware", "calibration"),
+    ("hardware", "network_calibration"),
+    ("serving", "trace"),
+    ("serving", "profile_mlp"),
+    ("serving", "profile_attention"),
+    ("serving", "profile_all_reduce"),
+)
+
+
+def evaluation_context(resolved: ResolvedStudy) -> str:
+    """The digest of what, besides its plan, decides a candidate's outcome in this study.
+
+    Knob lists (gpu, num_gpus, fabric families and NIC speeds) are left out: each candidate's
+    own values are part of its plan. Name, objectives, constraints, budget and sampler are left
+    out: they do not change a simulation.
+    """
+    study = resolved.study
+    inference = study.mode == "inference"
+    parts: dict[str, Any] = {
+        "mode": study.mode,
+        "model": resolved.model.model_dump(mode="json"),
+        "gpus": sorted((gpu.model_dump(mode="json") for gpu in resolved.gpus), key=lambda g: g["name"]),
+        "hardware": study.hardware.model_dump(
+            mode="json", exclude={"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}
+        ),
+        "work": (study.serving if inference else study.training).model_dump(mode="json"),
+        "cost": study.cost.model_dump(mode="json"),
+        "prices": resolved.prices.model_dump(mode="json"),
+        "usd_per_gpu_hour": resolved.usd_per_gpu_hour,
+        "compute_fraction": resolved.compute_fraction,
+        "seed": study.seed if inference else None,  # the request stream of a serving study
+        "files": {".".join(f): _file_digest(getattr(getattr(study, f[0]), f[1])) for f in _FILE_FIELDS},
+        "code": code_fingerprint(),
+    }
+    return _digest(parts)
+
+
+def candidate_address(context: str, params: Mapping[str, Any]) -> str:
+    """The content address of one candidate of a study with this evaluation context."""
+    return _digest([context, repr(params_key(params))])
+
+
+@cache
+def code_fingerprint() -> str:
+    """A digest of the simulator and evaluation code and data: a cache file written by another
+    version of dse is not trusted."""
+    roots = [Path(__file__).parent, Path(__file__).parent.parent / "simulators"]
+    files = sorted(p for root in roots for p in root.rglob("*") if p.suffix in (".py", ".yaml", ".csv", ".json"))
+    digest = hashlib.sha256()
+    for path in files:
+        digest.update(str(path.relative_to(roots[0].parent)).encode())
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+class SharedCache:
+    """Outcomes by address, shared by every study of a batch (threads of one driver)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self.path = path
+        self._outcomes: dict[str, Outcome] = {}
+        self._pending: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        self.hits = 0
+        if path is not None and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:  # a line cut short when the driver was killed
+                    continue
+                address = record.pop("address")
+                self._outcomes[address] = Outcome(**record)
+        self._file = path.open("a") if path is not None else None
+
+    def __len__(self) -> int:
+        return len(self._outcomes)
+
+    def claim(self, addresses: Sequence[str]) -> tuple[dict[int, Outcome], list[int], list[int]]:
+        """Split positions of `addresses` into known outcomes, those the caller must simulate
+        (now claimed by it), and those another study is simulating right now."""
+        known, mine, theirs = {}, [], []
+        with self._lock:
+            for i, address in enumerate(addresses):
+                if address in self._outcomes:
+                    known[i] = self._outcomes[address]
+                elif address in self._pending:
+                    theirs.append(i)
+                else:
+                    self._pending[address] = threading.Event()
+                    mine.append(i)
+            self.hits += len(known)
+        return known, mine, theirs
+
+    def put(self, address: str, outcome: Outcome) -> None:
+        """Store a claimed address's outcome (failed ones are not stored: they may be transient)."""
+        with self._lock:
+            if not outcome.failed:
+                self._outcomes[address] = outcome
+                if self._file is not None:
+                    record = {"address": address, **dataclasses.asdict(outcome)}
+                    self._file.write(json.dumps(record) + "\n")
+                    self._file.flush()
+            event = self._pending.pop(address, None)
+        if event is not None:
+            event.set()
+
+    def release(self, addresses: Sequence[str]) -> None:
+        """Give up claims never put (an interrupted study): their waiters simulate them."""
+        with self._lock:
+            events = [self._pending.pop(a) for a in addresses if a in self._pending]
+        for event in events:
+            event.set()
+
+    def wait(self, address: str) -> Outcome | None:
+        """The outcome of an address another study claimed, once it is there; None if that
+        study gave it up (or its evaluation failed)."""
+        with self._lock:
+            event = self._pending.get(address)
+        if event is not None:
+            event.wait()
+        with self._lock:
+            outcome = self._outcomes.get(address)
+            self.hits += outcome is not None
+        return outcome
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+
+
+def _file_digest(path: str | None) -> str | None:
+    if path is None:
+        return None
+    file = Path(path)
+    return hashlib.sha256(file.read_bytes()).hexdigest() if file.is_file() else path
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True, default=str).encode()).hexdigest()
