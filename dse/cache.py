@@ -5,8 +5,8 @@ catalogue entries, the fixed hardware, fabric, workload and cost settings, the f
 (by content), the simulator code itself, and the candidate's own plan. Two studies that ask for
 the same address share one simulation, even while both run: the first to claim an address
 simulates it; the other waits for the result instead of simulating it again. What is cached is
-the outcome before a study's own constraints (dse.evaluate.Evaluator.judge applies those), so
-studies that differ only in objectives, constraints or search ranges still share.
+the outcome before a study's prices and constraints (dse.evaluate.Evaluator.judge adds those),
+so studies that differ only in prices, objectives, constraints or search ranges still share.
 
 The cache lives in the driver (workers never see it) and, given a path, in an append-only
 JSON-lines file, so a later batch or `--resume` starts from every outcome already known.
@@ -19,6 +19,7 @@ import hashlib
 import json
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from dse.evaluate import Outcome
 from dse.space import params_key
 
 _KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
+_COST_ONLY = {"train_tokens"}  # a training setting only the cost metrics read
 _FILE_FIELDS = (
     ("hardware", "calibration"),
     ("hardware", "network_calibration"),
@@ -38,37 +40,43 @@ _FILE_FIELDS = (
 )
 
 
-def evaluation_context(resolved: ResolvedStudy) -> str:
-    """The digest of what, besides its plan, decides a candidate's outcome in this study.
+@dataclass(frozen=True)
+class EvaluationContext:
+    """What, besides its plan, decides a candidate's outcome in one study: a digest of the
+    study's fixed settings and one of each GPU's catalogue entry."""
+
+    settings: str
+    gpus: Mapping[str, str]
+
+    def address(self, params: Mapping[str, Any]) -> str:
+        """The content address of one candidate of the study."""
+        return _digest([self.settings, self.gpus[params["gpu"]], repr(params_key(params))])
+
+
+def evaluation_context(resolved: ResolvedStudy) -> EvaluationContext:
+    """The evaluation context of a study's candidates.
 
     Knob lists (gpu, num_gpus, fabric families and NIC speeds) are left out: each candidate's
-    own values are part of its plan. Name, objectives, constraints, budget and sampler are left
-    out: they do not change a simulation.
+    own values are part of its plan. Prices, objectives, constraints, name, budget and sampler
+    are left out: they do not change a simulation (each study adds its own costs and
+    constraints to a shared outcome: dse.evaluate.Evaluator.judge).
     """
     study = resolved.study
     inference = study.mode == "inference"
     parts: dict[str, Any] = {
         "mode": study.mode,
         "model": resolved.model.model_dump(mode="json"),
-        "gpus": sorted((gpu.model_dump(mode="json") for gpu in resolved.gpus), key=lambda g: g["name"]),
         "hardware": study.hardware.model_dump(
             mode="json", exclude={"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}
         ),
-        "work": (study.serving if inference else study.training).model_dump(mode="json"),
-        "cost": study.cost.model_dump(mode="json"),
-        "prices": resolved.prices.model_dump(mode="json"),
-        "usd_per_gpu_hour": resolved.usd_per_gpu_hour,
+        "work": study.serving.model_dump(mode="json") if inference else study.training.model_dump(exclude=_COST_ONLY),
         "compute_fraction": resolved.compute_fraction,
         "seed": study.seed if inference else None,  # the request stream of a serving study
         "files": {".".join(f): _file_digest(getattr(getattr(study, f[0]), f[1])) for f in _FILE_FIELDS},
         "code": code_fingerprint(),
     }
-    return _digest(parts)
-
-
-def candidate_address(context: str, params: Mapping[str, Any]) -> str:
-    """The content address of one candidate of a study with this evaluation context."""
-    return _digest([context, repr(params_key(params))])
+    gpus = {gpu.name: _digest(gpu.model_dump(mode="json")) for gpu in resolved.gpus}
+    return EvaluationContext(_digest(parts), gpus)
 
 
 @cache

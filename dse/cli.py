@@ -54,6 +54,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     search.set_defaults(handler=_search)
 
+    batch = commands.add_parser(
+        "batch", help="run many studies at once on one Ray cluster, sharing one cache; write a combined report"
+    )
+    batch.add_argument("specs", type=Path, nargs="+", metavar="SPEC", help="study specs, e.g. search_spaces/*.yaml")
+    batch.add_argument("--trials", type=int, help="trial budget of every study")
+    batch.add_argument("--timeout", type=float, metavar="S", help="stop every study after S seconds")
+    batch.add_argument("--seed", type=int, help="sampler seed of every study")
+    batch.add_argument(
+        "--out", type=Path, metavar="DIR", default=Path("reports/batch"), help="batch directory (default reports/batch)"
+    )
+    batch.add_argument("--ray-address", default="local", metavar="ADDR", help="as for dse search")
+    batch.add_argument("--resume", action="store_true", help="continue every study of the batch in DIR")
+    batch.set_defaults(handler=_batch)
+
     report = commands.add_parser(
         "report", help="re-render a study's reports (HTML, PNG, summary, tables) from its directory"
     )
@@ -169,9 +183,88 @@ def _cache(path: Path | None):
     return SharedCache(path) if path is not None else None
 
 
-def _report(args: argparse.Namespace, console: Console) -> int:
-    from dse.report import load_study_dir, write_reports
+def _batch(args: argparse.Namespace, console: Console) -> int:
+    from dse.batch import CACHE_FILE, load_batch, run_batch
+    from dse.engine import RunSettings
+    from dse.progress import SearchProgress
+    from dse.report import save_spec
+    from dse.report_batch import write_batch_dir
 
+    overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
+    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
+        if value is not None and value <= 0:
+            raise DseError(f"{flag}: {value} must be positive")
+    studies = load_batch(args.specs, args.out, overrides)
+    console.print(f"[bold]batch[/] of {len(studies)} studies; output {args.out}; shared cache {args.out / CACHE_FILE}")
+    for _, resolved in studies:
+        console.print(_header(resolved, RunSettings(resolved.study.output_dir)))
+    with SearchProgress(console) as progress:
+        rows = {r.study.name: progress.row(r, r.study.name) for _, r in studies}
+        total = progress.row(None, "total")
+
+        def on_study(resolved):
+            row = rows[resolved.study.name]
+
+            def start(trials, prior):  # as in dse search: the spec is saved once the study is open
+                save_spec(resolved.study, resolved.study.output_dir)
+                row.start(trials, prior)
+                total.add_total(trials, len(prior))
+
+            return start, row.trial
+
+        result = run_batch(studies, args.out, args.ray_address, args.resume, on_study)
+    runs = {
+        run.resolved.study.name: {
+            "simulated": run.summary.evaluated,
+            "shared_hits": run.summary.shared_hits,
+            "wall_s": round(run.summary.wall_s, 2),
+            "trials_per_s": round(run.summary.finished / max(run.summary.wall_s, 1e-9), 1),
+            "stopped_because": run.summary.stopped_because,
+        }
+        for run in result.runs
+    }
+    reports = write_batch_dir(args.out, runs)
+    shown = _table(
+        "Studies", ["study", "trials", "feasible", "front", "simulated", "from cache", "trials/s", "stopped"]
+    )
+    for report in reports:
+        run = runs[report.resolved.study.name]
+        shown.add_row(
+            report.resolved.study.name,
+            str(len(report.trials)),
+            str(int(report.trials["feasible"].sum())),
+            str(len(report.front)),
+            str(run["simulated"]),
+            str(run["shared_hits"]),
+            f"{run['trials_per_s']:g}",
+            run["stopped_because"],
+        )
+    console.print(shown)
+    simulated = sum(r["simulated"] for r in runs.values())
+    finished = sum(r.summary.finished for r in result.runs)
+    console.print(
+        f"{finished} trials in {result.wall_s:.1f} s ({finished / max(result.wall_s, 1e-9):,.0f} trials/s), "
+        f"{simulated} simulated, {sum(r['shared_hits'] for r in runs.values())} from the shared cache "
+        f"({result.cached_before} outcomes in it at the start)\n{result.usage.describe(result.wall_s)}\n"
+        f"wrote {args.out}/: batch.html, batch.md, fronts.csv, studies.csv, and each study's directory"
+    )
+    if any(r.summary.stopped_because == "interrupted" for r in result.runs):
+        console.print(f"resume with: dse batch {' '.join(map(str, args.specs))} --out {args.out} --resume")
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _report(args: argparse.Namespace, console: Console) -> int:
+    from dse.batch import BATCH_FILE
+    from dse.report import load_study_dir, write_reports
+    from dse.report_batch import write_batch_dir
+
+    if (args.dir / BATCH_FILE).is_file():
+        reports = write_batch_dir(args.dir)
+        console.print(
+            f"{len(reports)} studies re-rendered\nwrote {args.dir}/: batch.html, batch.md, fronts.csv, studies.csv"
+        )
+        return 0
     study, resolved = load_study_dir(args.dir)
     trials, front = write_reports(study, resolved, args.dir)
     console.print(

@@ -22,7 +22,7 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from dse.cache import SharedCache, candidate_address, evaluation_context
+from dse.cache import SharedCache, evaluation_context
 from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator, Outcome
@@ -157,7 +157,7 @@ def run_search(
         deadline = time.monotonic() + spec.budget.timeout_s if spec.budget.timeout_s else None
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
         try:
-            with _stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
+            with stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
                 if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
                     stopped = loop.run_grid(space, spec, stop, deadline)
                 while not grid and loop.finished < spec.budget.trials:
@@ -189,7 +189,7 @@ class _Loop:
         self.evaluator = evaluator
         self.executor = executor
         self.shared = shared
-        self.context = evaluation_context(resolved) if shared is not None else ""
+        self.context = evaluation_context(resolved) if shared is not None else None
         self.cache: dict[tuple, tuple[int, Outcome]] = cache  # candidate -> (first trial, outcome)
         self.on_trial = on_trial
         self.finished = 0
@@ -200,32 +200,33 @@ class _Loop:
         """Judged outcomes of distinct candidates, in groups of (position, outcome) as they come:
         first those the shared cache knows, then those simulated here, then those another
         study was simulating (simulated here after all if that study gave them up)."""
+        judge = self.evaluator.judge
         if self.shared is None:
             for group in self.executor.run(self.evaluator, items):
                 self.evaluated += len(group)
-                yield [(i, self.evaluator.judge(o)) for i, o in group]
+                yield [(i, judge(items[i], o)) for i, o in group]
             return
-        addresses = [candidate_address(self.context, p) for p in items]
+        addresses = [self.context.address(p) for p in items]
         known, mine, theirs = self.shared.claim(addresses)
         self.shared_hits += len(known)
         if known:
-            yield [(i, self.evaluator.judge(o)) for i, o in known.items()]
+            yield [(i, judge(items[i], o)) for i, o in known.items()]
         try:
             for group in self.executor.run(self.evaluator, [items[i] for i in mine]):
                 self.evaluated += len(group)
                 for j, outcome in group:
                     self.shared.put(addresses[mine[j]], outcome)
-                yield [(mine[j], self.evaluator.judge(o)) for j, o in group]
+                yield [(mine[j], judge(items[mine[j]], o)) for j, o in group]
         finally:
             self.shared.release([addresses[i] for i in mine])
         waited = {i: self.shared.wait(addresses[i]) for i in theirs}
         self.shared_hits += sum(o is not None for o in waited.values())
         if any(o is not None for o in waited.values()):
-            yield [(i, self.evaluator.judge(o)) for i, o in waited.items() if o is not None]
+            yield [(i, judge(items[i], o)) for i, o in waited.items() if o is not None]
         again = [i for i, o in waited.items() if o is None]
         for group in self.executor.run(self.evaluator, [items[i] for i in again]) if again else ():
             self.evaluated += len(group)
-            yield [(again[j], self.evaluator.judge(o)) for j, o in group]
+            yield [(again[j], judge(items[again[j]], o)) for j, o in group]
 
     def run_batch(self, batch: list[optuna.Trial], stop: threading.Event) -> None:
         fresh: dict[tuple, list[optuna.Trial]] = {}
@@ -303,7 +304,7 @@ class _Loop:
 
 
 @contextlib.contextmanager
-def _stop_on_sigint():
+def stop_on_sigint():
     """Turn the first SIGINT into a stop request; the second raises KeyboardInterrupt."""
     stop = threading.Event()
     if threading.current_thread() is not threading.main_thread():

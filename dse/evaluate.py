@@ -14,7 +14,7 @@ from typing import Any
 
 from dse.cost import cost_metrics, ownership
 from dse.errors import PlanError, SpecError
-from dse.serving import serve
+from dse.serving import serve, serving_costs
 from dse.space import SearchSpace
 from simulators.analytical import TrainingResult, simulate_training_batch
 from simulators.network import Network
@@ -44,6 +44,7 @@ class Evaluator:
     """Everything a worker needs to evaluate params of one study; picklable, shipped once."""
 
     space: SearchSpace
+    _owned: dict = field(default_factory=dict, compare=False, repr=False)  # ownership per cluster bought
 
     @property
     def constraint_names(self) -> tuple[str, ...]:
@@ -60,11 +61,11 @@ class Evaluator:
 
     def evaluate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
         """Outcomes in order, judged against the study's own constraints."""
-        return [self.judge(outcome) for outcome in self.simulate_many(batch, network)]
+        return [self.judge(params, outcome) for params, outcome in zip(batch, self.simulate_many(batch, network))]
 
     def simulate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
-        """Outcomes in order before the study's own constraints (what studies can share: see
-        dse.cache); the valid plans are simulated together in one batch call."""
+        """Outcomes in order before the study's prices and own constraints (what studies can
+        share: see dse.cache); the valid plans are simulated together in one batch call."""
         if self.space.resolved.study.mode == "inference":
             return [self._serve(params) for params in batch]
         outcomes: list[Outcome | None] = [None] * len(batch)
@@ -79,48 +80,58 @@ class Evaluator:
         except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
             results = [_simulate_one(c) for _, c in valid]
         for (i, candidate), result in zip(valid, results):
-            outcomes[i] = result if isinstance(result, Outcome) else self._fit(batch[i], candidate, result)
+            outcomes[i] = result if isinstance(result, Outcome) else self._fit(candidate, result)
         return outcomes
 
-    def judge(self, outcome: Outcome) -> Outcome:
-        """The outcome with the study's own constraints added (<= 0 when met), and the reason
-        each violated one gives."""
+    def judge(self, params: Mapping[str, Any], outcome: Outcome) -> Outcome:
+        """The outcome with the study's cost metrics and own constraints added (<= 0 when met),
+        and the reason each violated one gives."""
         if outcome.failed:
             return outcome
         user = self.constraint_names[2:]
         if not outcome.metrics:  # an invalid plan: only plan_valid is violated
             return dataclasses.replace(outcome, constraints={**outcome.constraints, **dict.fromkeys(user, 0.0)})
+        resolved = self.space.resolved
+        if resolved.study.mode == "inference":
+            costs = serving_costs(resolved, params, outcome.metrics)
+        else:
+            costs = self._training_costs(params, outcome.metrics)
+        metrics = {**outcome.metrics, **costs}
         constraints = dict(outcome.constraints)
         reasons = [outcome.reason] if outcome.reason else []
-        for name, c in zip(user, self.space.resolved.constraints):
-            value = outcome.metrics[c.metric]
+        for name, c in zip(user, resolved.constraints):
+            value = metrics[c.metric]
             bound = c.max if c.max is not None else c.min
             excess = value - bound if c.max is not None else bound - value
             constraints[name] = excess / abs(bound) if bound else excess
             if excess > 0:
                 side = "above max" if c.max is not None else "below min"
                 reasons.append(f"{c.metric}={value:.4g} is {side} {bound:g}")
-        return dataclasses.replace(outcome, constraints=constraints, reason="; ".join(reasons) or None)
+        return Outcome(metrics, constraints, "; ".join(reasons) or None)
 
-    def _fit(self, params: Mapping[str, Any], candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
-        """Cost metrics, then the memory and user constraints (<= 0 when met) with reasons."""
-        resolved = self.space.resolved
-        metrics = dict(result.metrics)
-        gpu, num_gpus = candidate.system.gpu, candidate.system.num_gpus
-        fabric = self.space.fabric(params["fabric"], params["nic_gbps"])
-        metrics.update(
-            cost_metrics(
-                metrics,
-                num_gpus,
-                resolved.usd_per_gpu_hour[gpu.name],
-                resolved.study.training.train_tokens,
-                ownership(gpu, num_gpus, fabric, resolved.prices),
-                resolved.prices,
-            )
-        )
+    def _fit(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
+        """The simulated step with its memory constraint (<= 0 when it fits)."""
         capacity_gb = candidate.system.gpu.hbm_bytes / 1e9
-        fits = (metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb
-        return Outcome(metrics, {"plan_valid": 0.0, "memory_fits": fits}, result.infeasible_reason)
+        fits = (result.metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb
+        return Outcome(dict(result.metrics), {"plan_valid": 0.0, "memory_fits": fits}, result.infeasible_reason)
+
+    def _training_costs(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, float]:
+        """Rental and owned cost, energy and carbon of a training step; buying a cluster is
+        costed once per GPU type, count and fabric (the judge runs in the driver)."""
+        resolved = self.space.resolved
+        gpu = next(g for g in resolved.gpus if g.name == params["gpu"])
+        key = (gpu.name, params["num_gpus"], params["fabric"], params["nic_gbps"])
+        if key not in self._owned:
+            fabric = self.space.fabric(params["fabric"], params["nic_gbps"])
+            self._owned[key] = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
+        return cost_metrics(
+            metrics,
+            params["num_gpus"],
+            resolved.usd_per_gpu_hour[gpu.name],
+            resolved.study.training.train_tokens,
+            self._owned[key],
+            resolved.prices,
+        )
 
     def _serve(self, params: Mapping[str, Any]) -> Outcome:
         """One inference candidate: capacity (or the fixed rate) on the study's request stream."""

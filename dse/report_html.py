@@ -42,7 +42,7 @@ def render_html(
     fidelity comparison when the study ran one, the spec."""
     feasible = trials[trials["feasible"]]
     knobs = _varied_knobs(resolved, feasible)
-    figures = _Figures()
+    figures = Figures()
     sections = [
         ("Pareto front", _front_section(figures, feasible, front, resolved, knobs)),
         ("Pareto candidates", _front_table(front, resolved, knobs)),
@@ -65,10 +65,10 @@ def render_html(
     title = html.escape(f"{study.name}: {study.mode} of {resolved.model.name}")
     counts = f"{len(trials)} finished trials, {len(feasible)} feasible, {len(front)} on the Pareto front"
     body = "\n".join(f"<section><h2>{name}</h2>\n{content}\n</section>" for name, content in sections)
-    return _PAGE.format(title=title, counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
+    return PAGE.format(title=title, counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
 
 
-class _Figures:
+class Figures:
     """Turns figures into divs with ids in order of appearance (plot-1, plot-2, ...)."""
 
     def __init__(self) -> None:
@@ -241,7 +241,7 @@ def _hypervolume_section(figures, history: HypervolumeHistory | None, resolved: 
     return text + figures.div(fig, height_px=420)
 
 
-_PAGE = """<!DOCTYPE html>
+PAGE = """<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">

@@ -116,11 +116,11 @@ def _lengths(spec: LengthSettings):
 
 
 def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str, float], float, str | None]:
-    """Metrics of the candidate, its SLO excess (<= 0 when met) and the reason when it is not."""
+    """Metrics of the candidate (before its cost: `serving_costs`), its SLO excess (<= 0 when
+    met) and the reason when it is not met."""
     settings = resolved.study.serving
     deployment = deployment_of(resolved, params)
     stream = request_stream(settings, resolved.study.seed)
-    usd_per_hour = deployment.gpus * resolved.usd_per_gpu_hour[deployment.gpu.name]
     bounds = dict(ttft_p90_s=settings.ttft_p90_s, tbt_p99_s=settings.tbt_p99_s)
     capacity = None
     if settings.qps is None:
@@ -130,18 +130,9 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
         result = found.result or simulate_deployment(deployment, stream(lowest), resolved.study.seed)
     else:
         result = simulate_deployment(deployment, stream(settings.qps), resolved.study.seed)
-    metrics = dict(result.metrics)
-    owned = _ownership(resolved, deployment)
-    price = resolved.usd_per_gpu_hour[deployment.gpu.name]
-    served = {"tokens_per_s": metrics["throughput_tok_s"]}
-    metrics |= {
-        "num_gpus": float(deployment.gpus),
-        **cost_metrics(served, deployment.gpus, price, None, owned, resolved.prices),
-    }
+    metrics = dict(result.metrics) | {"num_gpus": float(deployment.gpus)}
     if capacity is not None:
-        metrics |= {"capacity_qps": capacity, "qps_per_usd_hour": capacity / usd_per_hour}
-        if owned is not None:
-            metrics["qps_per_owned_usd_hour"] = capacity / metrics["owned_usd_per_hour"]
+        metrics["capacity_qps"] = capacity
     excess = max(metrics["ttft_p90_s"] / settings.ttft_p90_s, _finite(metrics["tbt_p99_s"]) / settings.tbt_p99_s) - 1
     reason = None
     if capacity == 0.0:
@@ -153,6 +144,21 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
             f"tbt_p99_s={metrics['tbt_p99_s']:.3g} (bound {settings.tbt_p99_s:g}) at {settings.qps:g} QPS"
         )
     return metrics, excess, reason
+
+
+def serving_costs(resolved: ResolvedStudy, params: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, float]:
+    """The cost metrics of a served candidate: rental and owned $/hour and $/Mtok of its output
+    tokens, and QPS per $/hour where its capacity was searched."""
+    deployment = deployment_of(resolved, params)
+    owned = _ownership(resolved, deployment)
+    price = resolved.usd_per_gpu_hour[deployment.gpu.name]
+    served = {"tokens_per_s": metrics["throughput_tok_s"]}
+    out = cost_metrics(served, deployment.gpus, price, None, owned, resolved.prices)
+    if "capacity_qps" in metrics:
+        out["qps_per_usd_hour"] = metrics["capacity_qps"] / (deployment.gpus * price)
+        if owned is not None:
+            out["qps_per_owned_usd_hour"] = metrics["capacity_qps"] / out["owned_usd_per_hour"]
+    return out
 
 
 def _ownership(resolved: ResolvedStudy, deployment: Deployment) -> Ownership | None:

@@ -1,0 +1,190 @@
+"""The combined report of a batch: the studies' fronts side by side (e.g. one model on H100, H200
+and B200, or 70B against 405B), written to the batch directory beside each study's own report.
+
+- `batch.html`: one self-contained page: a table of the studies (trials, feasible, front size,
+  simulated here, taken from the shared cache, throughput; a link to each report.html), the
+  best value of each objective per study, and for every pair of objectives the studies share a
+  scatter with one front per study;
+- `fronts.csv`: every study's Pareto front, a `study` column first;
+- `studies.csv`: one row per study with those figures; `batch.md`: the same as text.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+from itertools import combinations
+from pathlib import Path
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.offline
+
+from dse.checks import ResolvedStudy
+from dse.report_html import PAGE, Figures
+from dse.report_summary import best_row
+
+STUDIES_FILE = "studies.csv"
+RUN_COLUMNS = ("simulated", "shared_hits", "wall_s", "trials_per_s", "stopped_because")
+
+
+@dataclass(frozen=True)
+class StudyReport:
+    """One study of the batch as its report sees it; `run` holds RUN_COLUMNS (from the run, or
+    from studies.csv when the batch report is re-rendered)."""
+
+    resolved: ResolvedStudy
+    out_dir: Path
+    trials: pd.DataFrame
+    front: pd.DataFrame
+    run: dict
+
+
+def write_batch_report(out_dir: Path, studies: list[StudyReport]) -> None:
+    table = _studies_table(out_dir, studies)
+    table.to_csv(out_dir / STUDIES_FILE, index=False)
+    fronts = [s.front.assign(study=s.resolved.study.name) for s in studies if not s.front.empty]
+    combined = pd.concat(fronts, ignore_index=True) if fronts else pd.DataFrame(columns=["study"])
+    combined[["study", *(c for c in combined.columns if c != "study")]].to_csv(out_dir / "fronts.csv", index=False)
+    best = _best_table(studies)
+    (out_dir / "batch.md").write_text(_markdown(table, best))
+    (out_dir / "batch.html").write_text(_page(table, best, studies))
+
+
+def _studies_table(out_dir: Path, studies: list[StudyReport]) -> pd.DataFrame:
+    rows = []
+    for s in studies:
+        study = s.resolved.study
+        rows.append(
+            {
+                "study": study.name,
+                "mode": study.mode,
+                "model": s.resolved.model.name,
+                "gpus": " ".join(g.name for g in s.resolved.gpus),
+                "objectives": ", ".join(f"{d[:3]} {m}" for m, d in zip(s.resolved.objectives, s.resolved.directions)),
+                "trials": len(s.trials),
+                "feasible": int(s.trials["feasible"].sum()),
+                "front": len(s.front),
+                **{k: s.run.get(k) for k in RUN_COLUMNS},
+                "report": str((s.out_dir / "report.html").relative_to(out_dir)),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _objectives(studies: list[StudyReport]) -> dict[str, str]:
+    """Every objective of the batch with its direction, in first-seen order."""
+    found: dict[str, str] = {}
+    for s in studies:
+        for metric, direction in zip(s.resolved.objectives, s.resolved.directions):
+            found.setdefault(metric, direction)
+    return found
+
+
+def _best_table(studies: list[StudyReport]) -> pd.DataFrame:
+    """Per study, the best front value of each objective it optimises (blank for the others)."""
+    objectives = _objectives(studies)
+    rows = []
+    for s in studies:
+        row = {"study": s.resolved.study.name}
+        for metric, direction in objectives.items():
+            if metric in s.resolved.objectives and not s.front.empty:
+                row[metric] = best_row(s.front, metric, direction)[metric]
+        rows.append(row)
+    return pd.DataFrame(rows, columns=["study", *objectives])
+
+
+def _markdown(table: pd.DataFrame, best: pd.DataFrame) -> str:
+    shown = table.drop(columns=["objectives"])
+    return "\n".join(
+        [
+            "# Batch",
+            "",
+            f"{len(table)} studies, {int(table['trials'].sum())} finished trials, "
+            f"{int(table['simulated'].fillna(0).sum())} simulated in this run, "
+            f"{int(table['shared_hits'].fillna(0).sum())} taken from the shared cache.",
+            "",
+            "## Studies",
+            "",
+            _md_table(shown),
+            "",
+            "## Best value of each objective (on each study's front)",
+            "",
+            _md_table(best),
+            "",
+        ]
+    )
+
+
+def _md_table(frame: pd.DataFrame) -> str:
+    def cell(value) -> str:
+        if isinstance(value, float):
+            return "" if value != value else f"{value:.4g}"
+        return str(value)
+
+    lines = ["| " + " | ".join(frame.columns) + " |", "|" + "---|" * len(frame.columns)]
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in frame.itertuples(index=False)]
+    return "\n".join(lines)
+
+
+def _page(table: pd.DataFrame, best: pd.DataFrame, studies: list[StudyReport]) -> str:
+    figures = Figures()
+    links = table.copy()
+    links["study"] = [
+        f'<a href="{html.escape(r)}">{html.escape(n)}</a>' for n, r in zip(table["study"], table["report"])
+    ]
+    sections = [
+        ("Studies", links.drop(columns=["report"]).to_html(index=False, escape=False, classes="front", na_rep="")),
+        ("Best of each objective", best.to_html(index=False, classes="front", na_rep="", float_format="{:.4g}".format)),
+    ]
+    objectives = _objectives(studies)
+    for x, y in combinations(objectives, 2):
+        shared = [s for s in studies if x in s.resolved.objectives and y in s.resolved.objectives]
+        if shared:
+            sections.append((f"Fronts: {y} against {x}", _fronts(figures, shared, x, y, objectives)))
+    body = "\n".join(f"<section><h2>{name}</h2>\n{content}\n</section>" for name, content in sections)
+    counts = f"{len(studies)} studies, {int(table['trials'].sum())} finished trials"
+    return PAGE.format(title="Batch of studies", counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
+
+
+def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, objectives: dict[str, str]) -> str:
+    """One trace per study: its front projected on (x, y), joined in the order of x."""
+    fig = go.Figure()
+    for s in studies:
+        front = s.front.sort_values(x)
+        if front.empty:
+            continue
+        hover = [f"{s.resolved.study.name}: trial {t}" for t in front["trial"]]
+        fig.add_trace(go.Scatter(x=front[x], y=front[y], mode="lines+markers", name=s.resolved.study.name, text=hover))
+    if not fig.data:
+        return "<p>No study has a feasible candidate: nothing to plot.</p>"
+    fig.update_layout(
+        title=f"{y} ({objectives[y]}) against {x} ({objectives[x]}): each study's Pareto front",
+        xaxis_title=x,
+        yaxis_title=y,
+    )
+    return figures.div(fig)
+
+
+def write_batch_dir(out_dir: Path, runs: dict[str, dict] | None = None) -> list[StudyReport]:
+    """Re-render every study of the batch in `out_dir` and the combined report. `runs` are the
+    figures of the run just finished; without them (`dse report` on a batch directory) the
+    previous studies.csv provides them."""
+    import yaml
+
+    from dse.batch import BATCH_FILE
+    from dse.report import load_study_dir, write_reports
+
+    listing = yaml.safe_load((out_dir / BATCH_FILE).read_text())["studies"]
+    if runs is None:
+        previous = out_dir / STUDIES_FILE
+        table = pd.read_csv(previous) if previous.is_file() else pd.DataFrame(columns=["study", *RUN_COLUMNS])
+        runs = {row["study"]: {k: row[k] for k in RUN_COLUMNS} for _, row in table.iterrows()}
+    studies = []
+    for entry in listing:
+        study_dir = out_dir / entry["dir"]
+        study, resolved = load_study_dir(study_dir)
+        trials, front = write_reports(study, resolved, study_dir)
+        studies.append(StudyReport(resolved, study_dir, trials, front, runs.get(entry["name"], {})))
+    write_batch_report(out_dir, studies)
+    return studies

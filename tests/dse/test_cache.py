@@ -1,0 +1,109 @@
+"""The shared content-addressed cache: what an address depends on, the claim/put/wait protocol
+between studies, the file it persists to, and two studies sharing one cache in the engine."""
+
+import json
+import threading
+
+import pytest
+
+from dse.cache import SharedCache, evaluation_context
+from dse.checks import resolve_study
+from dse.engine import RunSettings, run_search
+from dse.evaluate import Evaluator, Outcome
+from dse.report import trials_frame
+from dse.space import SearchSpace, params_key
+from dse.spec import load_study
+from tests.conftest import TINY_PARAMS
+
+
+def address(write_spec, extra="", file="spec.yaml", params=TINY_PARAMS, **overrides):
+    resolved = resolve_study(load_study(write_spec(extra=extra, name=file), **overrides))
+    return evaluation_context(resolved).address(params)
+
+
+def test_an_address_depends_on_the_simulation_not_on_prices_objectives_or_knob_lists(write_spec):
+    base = address(write_spec)
+    assert address(write_spec, file="again.yaml") == base
+    # What only the study's own judgement or search reads leaves the address alone.
+    assert address(write_spec, "cost:\n  usd_per_gpu_hour: {H100-SXM: 9.5}\n", "priced.yaml") == base
+    assert address(write_spec, "constraints:\n  - {metric: memory_gb_per_gpu, max: 60}\n", "bounded.yaml") == base
+    assert address(write_spec, file="named.yaml", name="other", seed=99, sampler="random") == base
+    assert address(write_spec, file="wider.yaml", **{"hardware.gpu": ["H100-SXM", "H200"]}) == base
+    assert address(write_spec, file="tokens.yaml", **{"training.train_tokens": 1e12}) == base
+    # What the simulation reads changes it.
+    assert address(write_spec, file="longer.yaml", **{"training.seq_len": 8192}) != base
+    assert address(write_spec, file="fp8.yaml", **{"training.precision": "fp8"}) != base
+    assert address(write_spec, file="radix.yaml", **{"hardware.fabric": {"switch_radix": 32}}) != base
+    assert address(write_spec, params={**TINY_PARAMS, "tp": 2}) != base
+
+
+def test_a_calibration_file_is_addressed_by_its_content(write_spec, tmp_path):
+    table = tmp_path / "kernels.csv"
+    header = "gpu,op,precision,m,n,k,batch,heads,seq_q,seq_kv,head_dim,causal,phase,nbytes,time_s,source\n"
+    table.write_text(header + "H100-SXM,gemm,bf16,4096,6144,4096,1,,,,,,,,0.002,test\n")
+    first = address(write_spec, file="a.yaml", **{"hardware.calibration": str(table)})
+    table.write_text(header + "H100-SXM,gemm,bf16,4096,6144,4096,1,,,,,,,,0.003,test\n")
+    assert address(write_spec, file="b.yaml", **{"hardware.calibration": str(table)}) != first
+
+
+def test_claims_split_known_mine_and_theirs_and_waiters_get_the_result():
+    cache = SharedCache()
+    done = Outcome(metrics={"x": 1.0})
+    known, mine, theirs = cache.claim(["a", "b"])
+    assert (known, mine, theirs) == ({}, [0, 1], [])
+    known, mine, theirs = cache.claim(["a", "c"])  # another study, while the first simulates
+    assert (known, mine, theirs) == ({}, [1], [0])
+    got = []
+    waiter = threading.Thread(target=lambda: got.append(cache.wait("a")))
+    waiter.start()
+    cache.put("a", done)
+    waiter.join(timeout=5)
+    assert got == [done]
+    cache.release(["b"])  # given up: a waiter for "b" gets None and simulates it itself
+    assert cache.wait("b") is None
+    assert cache.claim(["a"])[0] == {0: done}
+    assert cache.hits == 2
+
+
+def test_the_file_keeps_outcomes_but_not_failures_and_survives_a_cut_line(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    cache = SharedCache(path)
+    cache.claim(["ok", "failed"])
+    cache.put("ok", Outcome(metrics={"t": 2.5}, constraints={"plan_valid": 0.0}, reason="slow"))
+    cache.put("failed", Outcome(error="boom"))
+    cache.close()
+    with path.open("a") as file:
+        file.write('{"address": "cut", "metr')  # the driver was killed mid-line
+    again = SharedCache(path)
+    assert len(again) == 1
+    assert again.claim(["ok", "failed"])[0][0] == Outcome({"t": 2.5}, {"plan_valid": 0.0}, "slow")
+    assert [json.loads(line)["address"] for line in path.read_text().splitlines()[:1]] == ["ok"]
+
+
+BOUNDED = """
+constraints:
+  - {metric: memory_gb_per_gpu, max: 40}
+cost:
+  usd_per_gpu_hour: {H100-SXM: 7.0}
+"""
+
+
+def test_a_second_study_takes_shared_outcomes_and_judges_them_with_its_own_prices_and_bounds(write_spec, tmp_path):
+    cache = SharedCache(tmp_path / "cache.jsonl")
+    first = resolve_study(load_study(write_spec(), sampler="grid", **{"budget.trials": 100}))
+    second = resolve_study(
+        load_study(write_spec(extra=BOUNDED, name="b.yaml"), sampler="grid", **{"budget.trials": 100})
+    )
+    a = run_search(first, RunSettings(tmp_path / "a", None, "off"), shared=cache)
+    b = run_search(second, RunSettings(tmp_path / "b", None, "off"), shared=cache)
+    distinct = len({params_key(p) for p in SearchSpace.from_study(first).grid()})
+    assert a.evaluated == distinct and a.shared_hits == 0
+    assert b.evaluated == 0 and b.shared_hits == distinct  # every candidate simulated once in all
+    evaluator = Evaluator(SearchSpace.from_study(second))
+    trials = trials_frame(b.study, second)
+    for trial in b.study.get_trials()[:6]:  # judged as the second study would judge them itself
+        direct = evaluator.evaluate(trial.params)
+        row = trials[trials["trial"] == trial.number].iloc[0]
+        assert row["usd_per_mtok"] == pytest.approx(direct.metrics["usd_per_mtok"], rel=1e-12)
+        assert bool(row["feasible"]) == direct.feasible
+        assert trial.constraints == pytest.approx(dict(direct.constraints))
