@@ -13,7 +13,7 @@ import contextlib
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,6 +31,7 @@ from dse.samplers import make_sampler, sampler_name
 from dse.space import SearchSpace, params_key
 
 OUTCOME_ATTR = "outcome"
+LOCK_GRACE_S = 3
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
 INTERRUPTED_ATTR = "interrupted"
 SPACE_ATTR = "search_space"
@@ -72,8 +73,15 @@ def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     if "://" in target:
         return optuna.storages.get_storage(target)
     Path(target).parent.mkdir(parents=True, exist_ok=True)
-    backend = optuna.storages.journal.JournalFileBackend(target)
-    return optuna.storages.JournalStorage(backend)
+    return journal_storage(Path(target))
+
+
+def journal_storage(path: Path) -> optuna.storages.JournalStorage:
+    """The journal file's storage. Its lock is held for milliseconds per write, so a lock older
+    than a few seconds was left by a driver that was killed: it is taken over after
+    `LOCK_GRACE_S` (Optuna's default waits 30 s before `--resume` can start)."""
+    lock = optuna.storages.journal.JournalFileOpenLock(str(path), grace_period=LOCK_GRACE_S)
+    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path), lock_obj=lock))
 
 
 def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
@@ -145,7 +153,8 @@ def run_search(
     stopped = "trial budget reached"
     try:
         study = open_study(resolved, space, settings)
-        loop = _Loop(study, resolved, Evaluator(space), executor, shared, _requeue_interrupted(study), on_trial)
+        cache = _requeue_interrupted(study, space.knobs)
+        loop = _Loop(study, resolved, Evaluator(space), executor, shared, cache, on_trial)
         prior = [
             outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
             for t in study.get_trials(deepcopy=False)
@@ -328,8 +337,9 @@ def _counts(trial: optuna.trial.FrozenTrial) -> bool:
     return trial.state in (TrialState.COMPLETE, TrialState.FAIL) and not trial.user_attrs.get(INTERRUPTED_ATTR)
 
 
-def _requeue_interrupted(study: optuna.Study) -> dict[tuple, tuple[int, Outcome]]:
-    """Fail trials an interruption left running and ask their candidates again.
+def _requeue_interrupted(study: optuna.Study, knobs: Sequence[str]) -> dict[tuple, tuple[int, Outcome]]:
+    """Fail trials an interruption left running and ask their candidates again (a trial whose
+    driver was killed while it was being asked holds only some knobs: it was never a candidate).
 
     Returns the cache of finished evaluations, so a resumed study does not repeat them.
     """
@@ -338,7 +348,8 @@ def _requeue_interrupted(study: optuna.Study) -> dict[tuple, tuple[int, Outcome]
         if trial.state == TrialState.RUNNING:
             optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial.number, state=TrialState.FAIL)
-            study.enqueue_trial(trial.params, skip_if_exists=False)
+            if set(knobs) <= set(trial.params):
+                study.enqueue_trial(trial.params, skip_if_exists=False)
         elif _counts(trial) and OUTCOME_ATTR in trial.user_attrs:
             key = params_key(trial.params)
             if key not in cache and "duplicate_of" not in trial.user_attrs[OUTCOME_ATTR]:

@@ -15,7 +15,7 @@ import yaml
 from optuna.trial import TrialState
 
 from dse.checks import ResolvedStudy, resolve_study
-from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
+from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR, journal_storage
 from dse.errors import DseError
 from dse.fidelity import FIDELITY_FILE, packet_fidelity
 from dse.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
@@ -149,8 +149,7 @@ def load_study_dir(out_dir: Path) -> tuple[optuna.Study, ResolvedStudy]:
     if study.storage:
         storage = optuna.storages.get_storage(study.storage)
     elif (out_dir / JOURNAL_FILE).is_file():
-        backend = optuna.storages.journal.JournalFileBackend(str(out_dir / JOURNAL_FILE))
-        storage = optuna.storages.JournalStorage(backend)
+        storage = journal_storage(out_dir / JOURNAL_FILE)
     else:
         raise DseError(f"report: {out_dir} holds no {JOURNAL_FILE} and {SPEC_FILE} names no storage")
     try:
