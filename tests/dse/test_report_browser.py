@@ -50,9 +50,22 @@ def _plots(dom: str) -> dict[str, str]:
 
 @pytest.mark.slow
 def test_every_plot_renders_offline_without_script_errors(reported_study, tmp_path):
-    page = reported_study / "report.html"
+    _every_plot_drawn(reported_study / "report.html", tmp_path, ARTIFACTS / "report.png")
+
+
+@pytest.mark.slow
+def test_the_batch_page_draws_every_front_offline(write_spec, tmp_path):
+    from dse.cli import main
+
+    first = write_spec(name="a.yaml")
+    second = write_spec(name="b.yaml", extra="name: tiny-h200\nhardware:\n  gpu: [H200]\n  num_gpus: [8, 16]\n")
+    out = tmp_path / "batch"
+    assert main(["batch", str(first), str(second), "--ray-address", "off", "--out", str(out), "--trials", "16"]) == 0
+    _every_plot_drawn(out / "batch.html", tmp_path, ARTIFACTS / "batch.png", min_bytes=20_000)
+
+
+def _every_plot_drawn(page: Path, tmp_path: Path, shot: Path, min_bytes: int = 50_000) -> None:
     ARTIFACTS.mkdir(exist_ok=True)
-    shot = ARTIFACTS / "report.png"
     shot.unlink(missing_ok=True)
     run = _chromium(page, tmp_path / "profile", "--window-size=1400,5200", f"--screenshot={shot}", "--dump-dom")
     expected = re.findall(r'<div id="(plot-\d+)"', page.read_text())
@@ -62,7 +75,7 @@ def test_every_plot_renders_offline_without_script_errors(reported_study, tmp_pa
     assert sorted(drawn) == sorted(expected), f"not drawn: {set(expected) - set(drawn)}"
     assert 'class="no-webgl"' not in run.stdout  # plotly's notice in place of a 3-D or parallel-coordinates plot
     assert _page_errors(run.stderr, page) == []
-    assert shot.stat().st_size > 50_000  # a page of plots, not a blank one
+    assert shot.stat().st_size > min_bytes  # a page of plots, not a blank one
 
 
 @pytest.mark.slow
