@@ -3,8 +3,9 @@
 Ray is imported only here and only when used (STYLE 10). The executor, not the engine, sizes
 the work into tasks: each task should run long enough (`TASK_TARGET_S`) that Ray's ~2 ms per
 task (../shared/TOOLCHAIN.md) stays a few per cent, yet there should be enough tasks to keep
-every CPU of the cluster busy; it learns each study's seconds per candidate from the tasks it
-has run. At most `WINDOW_PER_CPU` tasks per CPU are in flight at once, so the object store
+every CPU of the cluster busy, and none so long (`TASK_LIMIT_S`) that the studies of a batch
+wait behind one another's tasks; it learns each study's seconds per candidate from the tasks
+it has run. At most `WINDOW_PER_CPU` tasks per CPU are in flight at once, so the object store
 holds a bounded number of arguments and results; each study's evaluator is put there once.
 
 A task whose worker dies (a node lost, a simulator crashing its process) is re-run by Ray up to
@@ -30,6 +31,7 @@ from dse.evaluate import Evaluator, Outcome
 
 WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # one thread per Ray CPU slot
 TASK_TARGET_S = 0.05
+TASK_LIMIT_S = 0.5  # longer tasks would hold a CPU that another study's short tasks are queued for
 WINDOW_PER_CPU = 2
 MAX_RETRIES = 3
 SINGLE_RETRIES = 1
@@ -88,12 +90,13 @@ class _Sizer:
 
     def size(self, evaluator: Evaluator, count: int, workers: int) -> int:
         """Two chunks per CPU for balance, but none shorter than TASK_TARGET_S while that
-        still leaves a chunk for every CPU."""
+        still leaves a chunk for every CPU, and none longer than TASK_LIMIT_S."""
         balanced = math.ceil(count / (2 * workers))
         seconds = self._seconds.get(id(evaluator))
         if seconds is None:
             return max(1, balanced)
-        return max(1, balanced, min(math.ceil(TASK_TARGET_S / seconds), math.ceil(count / workers)))
+        size = max(balanced, min(math.ceil(TASK_TARGET_S / seconds), math.ceil(count / workers)))
+        return max(1, min(size, math.floor(TASK_LIMIT_S / seconds)))
 
     def learn(self, evaluator: Evaluator, candidates: int, busy_s: float) -> None:
         with self._lock:
