@@ -175,7 +175,7 @@ class RayExecutor(InProcessExecutor):
             else:
                 _check_reachable(address)
                 try:
-                    ray.init(address=address, log_to_driver=False, runtime_env={"env_vars": WORKER_ENV})
+                    ray.init(address=address, log_to_driver=False, runtime_env=_cluster_env())
                 except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError...
                     first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                     raise DseError(
@@ -227,6 +227,17 @@ class RayExecutor(InProcessExecutor):
     def close(self) -> None:
         if self._started_here:
             self._ray.shutdown()
+
+
+def _cluster_env() -> dict[str, Any]:
+    """What a joined cluster's workers get: one thread each, and this driver's own dse and
+    simulators packages (Ray ships them), so nodes need only the dependencies installed and
+    never evaluate with another version of the simulators."""
+    import dse
+    import simulators
+
+    packages = [os.path.dirname(module.__file__) for module in (dse, simulators)]
+    return {"env_vars": WORKER_ENV, "py_modules": packages}
 
 
 def _check_reachable(address: str) -> None:
