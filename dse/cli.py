@@ -249,7 +249,8 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         f"wrote {args.out}/: batch.html, batch.md, fronts.csv, studies.csv, and each study's directory"
     )
     if any(r.summary.stopped_because == "interrupted" for r in result.runs):
-        console.print(f"resume with: dse batch {' '.join(map(str, args.specs))} --out {args.out} --resume")
+        again = " ".join(map(str, args.specs)) + (f" --trials {args.trials}" if args.trials else "")
+        console.print(f"resume with: dse batch {again} --out {args.out} --resume")
         return EXIT_INTERRUPTED
     return 0
 

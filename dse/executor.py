@@ -116,6 +116,7 @@ class InProcessExecutor:
         self._lock = threading.Lock()
         self._since: float | None = None  # when the current stretch with evaluations in flight began
         self._runs = 0
+        self._one_at_a_time = threading.Lock()
 
     def _begin(self) -> None:
         with self._lock:
@@ -132,9 +133,10 @@ class InProcessExecutor:
     def run(self, evaluator, items):
         size = self._sizer.size(evaluator, len(items), 1)
         for start in range(0, len(items), size):
-            self._begin()
-            outcomes, busy_s = _evaluate_chunk(evaluator, list(items[start : start + size]))
-            self._end()
+            with self._one_at_a_time:  # one CPU: a batch's study threads take turns
+                self._begin()
+                outcomes, busy_s = _evaluate_chunk(evaluator, list(items[start : start + size]))
+                self._end()
             self._account(evaluator, len(outcomes), busy_s)
             yield list(enumerate(outcomes, start=start))
 
