@@ -10,7 +10,11 @@ value of the whole space is 0 and the reference point 1 (the reference point: ea
 worst feasible value over the whole space, 10 % beyond; dse.hypervolume.reference_point), so
 the exact hypervolume is the share of that box the true front dominates.
 
-    python benchmarks/search_quality.py [--seeds 5] [--spec PATH]
+Two spaces: Llama-3-8B (the default), and as a second check the knobs and hardware of
+search_spaces/mixtral8x7b.yaml (expert parallelism, more invalid plans) with the same two
+objectives (that file's own pair, throughput per GPU and cost per token, has a one-plan front).
+
+    python benchmarks/search_quality.py [--seeds 5] [--space llama3-8b|mixtral-8x7b]
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
+import yaml
 
 from dse.checks import resolve_study
 from dse.engine import RunSettings, run_search
@@ -46,7 +51,13 @@ SPACE = {
     },
     "objectives": [{"iteration_time_s": "minimize"}, {"usd_per_mtok": "minimize"}],
 }
-SAMPLERS = ("tpe", "nsga2", "random")
+MIXTRAL = {
+    **yaml.safe_load((Path(__file__).parents[1] / "search_spaces" / "mixtral8x7b.yaml").read_text()),
+    "name": "search-quality-mixtral",
+    "objectives": SPACE["objectives"],
+}
+SPACES = {"llama3-8b": SPACE, "mixtral-8x7b": MIXTRAL}
+SAMPLERS = ("tpe", "refine", "nsga2", "random")
 
 
 def exact(resolved) -> tuple[dict[tuple, np.ndarray], np.ndarray, np.ndarray, float, int]:
@@ -93,8 +104,9 @@ def trials_to_reach(resolved, sampler: str, seed: int, budget: int, values, sign
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=5)
+    parser.add_argument("--space", choices=sorted(SPACES), default="llama3-8b")
     args = parser.parse_args()
-    resolved = resolve_study(parse_study(SPACE))
+    resolved = resolve_study(parse_study(SPACES[args.space]))
     values, sign, scale, exact_hv, size = exact(resolved)
     budget = size // 10
     print(f"space: {size} distinct plans, {len(values)} feasible; exact hypervolume {exact_hv:.4f} of the box")

@@ -19,7 +19,7 @@ from simulators.network import FAMILIES
 from simulators.serving import ROUTERS, SCHEDULERS
 from simulators.workload import RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
 
-SAMPLERS = ("auto", "tpe", "nsga2", "random", "grid")
+SAMPLERS = ("auto", "tpe", "nsga2", "random", "refine", "grid")
 
 
 class _Frozen(BaseModel):
@@ -321,7 +321,7 @@ class Study(_Frozen):
     constraints: list[Constraint] = []
     fidelity: Fidelity = Fidelity()
     budget: Budget = Budget()
-    sampler: Literal["auto", "tpe", "nsga2", "random", "grid"] = "auto"
+    sampler: Literal["auto", "tpe", "nsga2", "random", "refine", "grid"] = "auto"
     seed: int = 0
     output: str | None = None
     storage: str | None = None
