@@ -167,6 +167,7 @@ class RayExecutor(InProcessExecutor):
             if address == "local":
                 os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback-only private cluster
                 ray.init(
+                    address="local",  # a private Ray even where RAY_ADDRESS names another cluster
                     num_cpus=os.cpu_count() or 1,
                     include_dashboard=False,
                     object_store_memory=256 * 1024**2,
