@@ -17,7 +17,9 @@ def local_ray():
         started = False
         if not ray.is_initialized():
             try:
-                ray.init(num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False)
+                ray.init(
+                    address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False
+                )
             except Exception as exc:  # no Ray on this machine: the only reason to skip
                 pytest.skip(f"Ray cannot start here: {exc}")
             started = True
