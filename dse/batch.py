@@ -94,7 +94,14 @@ def run_batch(
                 settings = RunSettings(resolved.study.output_dir, None, ray_address, resume)
                 try:
                     summary = run_search(
-                        resolved, settings, on_trial, on_start, executor=executor, stop=stop, shared=cache
+                        resolved,
+                        settings,
+                        on_trial,
+                        on_start,
+                        executor=executor,
+                        stop=stop,
+                        shared=cache,
+                        studies_sharing=len(studies),
                     )
                 except BaseException:
                     stop.set()  # one study failing stops the others cleanly

@@ -165,7 +165,9 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     trials, front = write_reports(summary.study, resolved, settings.out_dir)
     console.print(_front_table(front, resolved))
     console.print(
-        f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run), "
+        f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run"
+        + (f", asked {summary.batch_size} at a time" if summary.batch_size else "")
+        + "), "
         f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front"
         + (f"; {summary.shared_hits} outcomes from the shared cache" if args.cache else "")
         + f"\n{summary.usage.describe(summary.wall_s)}\nwrote {_written(settings.out_dir)}"

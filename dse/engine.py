@@ -33,6 +33,7 @@ from dse.space import SearchSpace, params_key
 OUTCOME_ATTR = "outcome"
 LOCK_GRACE_S = 3
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
+MIN_BATCH = 32  # the batch the search-quality figures were measured with (benchmarks/RESULTS.md)
 INTERRUPTED_ATTR = "interrupted"
 SPACE_ATTR = "search_space"
 SAMPLER_ATTR = "sampler"
@@ -58,6 +59,16 @@ class SearchSummary:
     shared_hits: int = 0  # outcomes another study of the batch (or an earlier run) had simulated
     wall_s: float = 0.0
     usage: Usage | None = None  # the executor's, when this run owned it
+    batch_size: int | None = None  # trials asked at once; None in the exact (grid) mode, which asks none
+
+
+def batch_size(setting: int | str, cpus: int, studies_sharing: int = 1) -> int:
+    """Trials asked at once. `auto` gives each CPU of the cluster two candidates, so a large
+    cluster is not left idle behind a fixed batch (the studies of a batch share its CPUs), and
+    never fewer than MIN_BATCH, so on a small machine the samplers run as measured."""
+    if setting != "auto":
+        return int(setting)
+    return max(MIN_BATCH, -(-2 * cpus // studies_sharing))
 
 
 TrialCallback = Callable[[int, Outcome], None]
@@ -137,12 +148,14 @@ def run_search(
     executor: Executor | None = None,
     stop: threading.Event | None = None,
     shared: SharedCache | None = None,
+    studies_sharing: int = 1,
 ) -> SearchSummary:
     """Run the study to its trial budget or timeout; returns when either is reached.
 
     The first Ctrl-C asks the loop to stop after the chunk in hand (nothing half-told); a
     second one interrupts at once. Either way finished trials are already in the database.
-    A batch passes the executor, stop event and shared cache its studies have in common.
+    A batch passes the executor, stop event and shared cache its studies have in common, and
+    how many studies share the executor's CPUs.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = resolved.study
@@ -150,6 +163,7 @@ def run_search(
     started = time.monotonic()
     owned = executor is None
     executor = executor or make_executor(settings.ray_address)  # fails before any study exists
+    batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
     stopped = "trial budget reached"
     try:
         study = open_study(resolved, space, settings)
@@ -168,14 +182,14 @@ def run_search(
         try:
             with stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
                 if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
-                    stopped = loop.run_grid(space, spec, stop, deadline)
+                    stopped = loop.run_grid(space, spec, max(batch, GRID_CHUNK), stop, deadline)
                 while not grid and loop.finished < spec.budget.trials:
                     if stop.is_set():
                         stopped = "interrupted"
                     elif deadline is not None and time.monotonic() >= deadline:
                         stopped = "timeout reached"
                     else:
-                        count = min(spec.budget.batch_size, spec.budget.trials - loop.finished)
+                        count = min(batch, spec.budget.trials - loop.finished)
                         loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop)
                         continue
                     break
@@ -186,7 +200,8 @@ def run_search(
             executor.close()
     wall_s = time.monotonic() - started
     usage = executor.usage if owned else None
-    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage)
+    asked = None if grid else batch
+    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked)
 
 
 class _Loop:
@@ -257,7 +272,7 @@ class _Loop:
             if stop.is_set():
                 return
 
-    def run_grid(self, space: SearchSpace, spec, stop: threading.Event, deadline: float | None) -> str:
+    def run_grid(self, space: SearchSpace, spec, size: int, stop: threading.Event, deadline: float | None) -> str:
         """Evaluate every distinct plan not yet evaluated (in the seed's shuffled order, up to the
         budget) in large chunks across the workers, and store each chunk as finished trials:
         the exact front of the space, with no sampler in the loop. An interruption loses only
@@ -266,7 +281,6 @@ class _Loop:
         order = np.random.default_rng(spec.seed).permutation(len(points))
         todo = [points[i] for i in order if params_key(points[i]) not in self.cache]
         todo = todo[: max(0, spec.budget.trials - self.finished)]
-        size = max(spec.budget.batch_size, GRID_CHUNK)
         for start in range(0, len(todo), size):
             if stop.is_set():
                 return "interrupted"

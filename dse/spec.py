@@ -300,7 +300,14 @@ class Constraint(_Frozen):
 class Budget(_Frozen):
     trials: int = Field(default=200, ge=1)
     timeout_s: float | None = Field(default=None, gt=0)
-    batch_size: int = Field(default=32, ge=1)
+    batch_size: int | Literal["auto"] = "auto"
+
+    @field_validator("batch_size", mode="before")
+    @classmethod
+    def _batch_size(cls, value: Any) -> Any:
+        if value == "auto" or (type(value) is int and value >= 1):
+            return value
+        raise ValueError(f"{value!r} is not allowed; allowed: auto, or a whole number of trials (1 or more)")
 
 
 class Study(_Frozen):

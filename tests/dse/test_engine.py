@@ -4,12 +4,13 @@ import pandas as pd
 import pytest
 
 from dse.checks import resolve_study
-from dse.engine import RunSettings, run_search
+from dse.engine import RunSettings, batch_size, run_search
 from dse.errors import SpecError
+from dse.executor import InProcessExecutor
 from dse.report import write_reports
 from dse.space import KNOBS, SearchSpace, params_key
 from dse.spec import load_study
-from tests.conftest import TINY_PARAMS
+from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 
 def search(spec_path, out, on_trial=None, resume=False, storage=None, **overrides):
@@ -184,3 +185,22 @@ def test_user_constraints_make_candidates_infeasible_with_their_reason(write_spe
         "constraints[0]:usd_per_hour_max",
         "constraints[1]:usd_per_hour_min",
     }
+
+
+def test_auto_batch_gives_each_cpu_two_candidates_and_never_fewer_than_32():
+    assert [batch_size("auto", cpus) for cpus in (1, 2, 16, 17, 64)] == [32, 32, 32, 34, 128]
+    assert batch_size("auto", 64, studies_sharing=3) == 43  # the studies of a batch share the CPUs
+    assert batch_size("auto", 64, studies_sharing=8) == 32
+    assert batch_size(8, 64) == 8  # a number in the spec is kept, whatever the cluster
+
+
+def test_on_a_large_cluster_a_study_asks_two_trials_per_cpu_before_telling_any(write_spec, tmp_path):
+    executor = InProcessExecutor()
+    executor.usage.cpus = 40  # what a 40-CPU Ray cluster reports
+    spec = write_spec(TINY_SPEC.replace("batch_size: 8", "batch_size: auto"))
+    resolved = resolve_study(load_study(spec, **{"budget.trials": 100}))
+    summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False), executor=executor)
+    trials = summary.study.get_trials(deepcopy=False)
+    first_batch = trials[:80]
+    assert all(t.datetime_start <= min(u.datetime_complete for u in first_batch) for t in first_batch)
+    assert trials[80].datetime_start >= max(t.datetime_complete for t in first_batch)

@@ -61,6 +61,8 @@ def replace(*pairs):
             "allowed: none, selective, full",
         ),
         (replace("trials: 30", "trials: 0"), "budget.trials: 0", "greater than or equal to 1"),
+        (replace("batch_size: 8", "batch_size: 0"), "budget.batch_size: 0 is not allowed", "allowed: auto"),
+        (replace("batch_size: 8", "batch_size: many"), "budget.batch_size: 'many'", "a whole number"),
         (replace("tp: [1, 2, 4]", "tp: {low: 4, high: 1}"), "search.tp: high=1 is below low=4", ""),
         (replace("seq_len: 4096", "seq_len: 65536"), "training.seq_len: 65536 exceeds max_seq_len=8192", ""),
         (
