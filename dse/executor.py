@@ -7,6 +7,7 @@ every CPU of the cluster busy, and none so long (`TASK_LIMIT_S`) that the studie
 wait behind one another's tasks; it learns each study's seconds per candidate from the tasks
 it has run. At most `WINDOW_PER_CPU` tasks per CPU are in flight at once, so the object store
 holds a bounded number of arguments and results; each study's evaluator is put there once.
+The store's use is sampled as results come (`STORE_SAMPLE_S`) and its peak reported.
 
 A task whose worker dies (a node lost, a simulator crashing its process) is re-run by Ray up to
 `MAX_RETRIES` times; a chunk that still fails is split into single candidates, so the one that
@@ -35,6 +36,7 @@ TASK_LIMIT_S = 0.5  # longer tasks would hold a CPU that another study's short t
 WINDOW_PER_CPU = 2
 MAX_RETRIES = 3
 SINGLE_RETRIES = 1
+STORE_SAMPLE_S = 0.2  # how often the object store's use is read from Ray's resource view
 
 Evaluated = list[tuple[int, Outcome]]  # (position in the items run, its outcome)
 
@@ -50,6 +52,8 @@ class Usage:
     tasks: int = 0
     candidates: int = 0
     crashes: int = 0
+    store_capacity_bytes: int = 0  # the Ray object store's size (0: no Ray)
+    store_peak_bytes: int = 0  # the most of it in use when sampled
 
     @property
     def utilisation(self) -> float:
@@ -60,10 +64,15 @@ class Usage:
         per_task = self.candidates / self.tasks if self.tasks else 0.0
         overall = self.busy_s / (wall_s * self.cpus) if wall_s > 0 else 0.0
         crashed = f"; {self.crashes} tasks lost their worker" if self.crashes else ""
+        store = (
+            f"; object store peak {self.store_peak_bytes / 2**20:.1f} of {self.store_capacity_bytes / 2**20:.0f} MiB"
+            if self.store_capacity_bytes
+            else ""
+        )
         return (
             f"workers: {self.busy_s:.1f} CPU-s of evaluation on {self.cpus} CPUs: busy {self.utilisation:.0%} "
             f"while evaluations were in flight ({self.span_s:.1f} s), {overall:.0%} of the whole run ({wall_s:.1f} s); "
-            f"{self.tasks} tasks of {per_task:.1f} candidates{crashed}"
+            f"{self.tasks} tasks of {per_task:.1f} candidates{store}{crashed}"
         )
 
 
@@ -187,7 +196,10 @@ class RayExecutor(InProcessExecutor):
                     ) from None
             self._started_here = True
         super().__init__()
-        self.usage.cpus = self.workers = max(1, int(ray.cluster_resources().get("CPU", 1)))
+        resources = ray.cluster_resources()
+        self.usage.cpus = self.workers = max(1, int(resources.get("CPU", 1)))
+        self.usage.store_capacity_bytes = int(resources.get("object_store_memory", 0))
+        self._store_sampled_at = 0.0
         self._refs: dict[int, tuple[Evaluator, Any]] = {}
         self._task = ray.remote(max_retries=MAX_RETRIES)(_evaluate_chunk)
         self._lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError, ray.exceptions.NodeDiedError)
@@ -210,6 +222,7 @@ class RayExecutor(InProcessExecutor):
                     task = self._task.options(max_retries=retries).remote(ref, [items[i] for i in positions])
                     pending[task] = positions
                 done, _ = ray.wait(list(pending), num_returns=1)
+                self._sample_store()
                 positions = pending.pop(done[0])
                 try:
                     outcomes, busy_s = ray.get(done[0])
@@ -226,6 +239,17 @@ class RayExecutor(InProcessExecutor):
             self._end()
             for task in pending:
                 ray.cancel(task, force=True)
+
+    def _sample_store(self) -> None:
+        """Note the object store's use (Ray counts it as a resource) at most every STORE_SAMPLE_S."""
+        now = time.perf_counter()
+        if now - self._store_sampled_at < STORE_SAMPLE_S:
+            return
+        self._store_sampled_at = now
+        free = self._ray.available_resources().get("object_store_memory", self.usage.store_capacity_bytes)
+        with self._lock:
+            used = int(self.usage.store_capacity_bytes - free)
+            self.usage.store_peak_bytes = max(self.usage.store_peak_bytes, used)
 
     def close(self) -> None:
         if self._started_here:

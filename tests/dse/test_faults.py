@@ -106,6 +106,31 @@ def test_a_candidate_that_kills_its_worker_is_failed_alone_after_bounded_attempt
     assert (attempts <= (MAX_RETRIES + 1) + (SINGLE_RETRIES + 1)).all()  # never retried forever
 
 
+@dataclasses.dataclass(frozen=True)
+class BallastEvaluator(Evaluator):
+    """An evaluator carrying `ballast` bytes, as one with a large measured-kernel table would."""
+
+    ballast: bytes = b""
+
+
+def test_the_object_store_peak_is_measured_and_holds_only_what_was_shipped(cluster, write_spec):
+    import ray
+
+    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    ballast = 8 * 2**20
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec())))
+    items = [{**TINY_PARAMS, "num_gpus": n, "tp": tp} for n in (8, 16) for tp in (1, 2, 4)] * 20
+    executor = RayExecutor(cluster.address)
+    evaluator = BallastEvaluator(space, ballast=bytes(ballast))
+    for _ in range(5):  # runs spaced past the sampling interval, so the store is read several times
+        assert sum(len(group) for group in executor.run(evaluator, items)) == len(items)
+        time.sleep(0.3)
+    usage = executor.usage
+    assert usage.store_capacity_bytes > ballast
+    assert ballast <= usage.store_peak_bytes < ballast + 2**20  # the evaluator, put once; results travel inline
+    assert "object store peak 8." in usage.describe(1.0)
+
+
 def test_numba_runs_one_thread_per_ray_worker(cluster):
     import ray
 
