@@ -62,7 +62,9 @@ class StudyRow:
         self._feasible = 0
         self._done_here = 0
         self._started = time.monotonic()
-        self._task = view._progress.add_task(label, total=None, rate="", status="waiting", start=False)
+        # hidden until its study opens: a run that fails first (a bad address, an existing study)
+        # shows its one-line error, not an empty bar
+        self._task = view._progress.add_task(label, total=None, rate="", status="", start=False, visible=False)
 
     def start(self, total: int, prior: list[Outcome]) -> None:
         """Show the bar; `prior` are the outcomes a resumed study already holds."""
@@ -71,7 +73,7 @@ class StudyRow:
         self._started = time.monotonic()
         progress = self._view._progress
         progress.start_task(self._task)
-        progress.update(self._task, total=total, completed=len(prior), status=self._status())
+        progress.update(self._task, total=total, completed=len(prior), status=self._status(), visible=True)
 
     def add_total(self, total: int, done: int) -> None:
         """For the total row: a study has opened with `total` trials, `done` already finished."""
@@ -80,7 +82,7 @@ class StudyRow:
         if not task.started:
             progress.start_task(self._task)
             self._started = time.monotonic()
-        progress.update(self._task, total=(task.total or 0) + total, completed=task.completed + done)
+        progress.update(self._task, total=(task.total or 0) + total, completed=task.completed + done, visible=True)
 
     def trial(self, number: int, outcome: Outcome) -> None:
         self._view._advance(self, outcome)
