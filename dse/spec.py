@@ -62,6 +62,24 @@ def _non_empty_unique(values: list) -> list:
     return values
 
 
+def _positive_knob(knob: Any) -> Any:
+    """A knob given as a list: non-empty, no repeats, every value at least 1 (a range checks itself)."""
+    if isinstance(knob, list):
+        _non_empty_unique(knob)
+        if any(not isinstance(v, bool) and v < 1 for v in knob):
+            raise ValueError(f"{knob} holds a value below 1")
+    return knob
+
+
+def _one_of(values: list, allowed) -> list:
+    """A list of choices: non-empty, no repeats, each one of `allowed`."""
+    _non_empty_unique(values)
+    for value in values:
+        if value not in allowed:
+            raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+    return values
+
+
 class TrainingSettings(_Frozen):
     seq_len: int = Field(default=4096, ge=1)
     precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
@@ -145,14 +163,7 @@ class Hardware(_Frozen):
 
     _unique = field_validator("gpu")(_non_empty_unique)
 
-    @field_validator("num_gpus")
-    @classmethod
-    def _counts(cls, knob: IntKnob) -> IntKnob:
-        if isinstance(knob, list):
-            _non_empty_unique(knob)
-            if min(knob) < 1:
-                raise ValueError(f"{min(knob)} is not a positive GPU count")
-        return knob
+    _counts = field_validator("num_gpus")(_positive_knob)
 
 
 class TrainingSearch(_Frozen):
@@ -170,24 +181,15 @@ class TrainingSearch(_Frozen):
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
 
-    @field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "sequence_parallel")
-    @classmethod
-    def _lists(cls, knob: Any) -> Any:
-        if isinstance(knob, list):
-            _non_empty_unique(knob)
-            if any(not isinstance(v, bool) and v < 1 for v in knob):
-                raise ValueError(f"{knob} holds a value below 1")
-        return knob
+    _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "sequence_parallel")(
+        _positive_knob
+    )
 
     @field_validator("recompute", "schedule", "zero_stage")
     @classmethod
     def _choices(cls, values: list, info) -> list:
-        allowed = {"recompute": RECOMPUTE_MODES, "schedule": SCHEDULES, "zero_stage": ZERO_STAGES}[info.field_name]
-        _non_empty_unique(values)
-        for value in values:
-            if value not in allowed:
-                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
-        return values
+        allowed = {"recompute": RECOMPUTE_MODES, "schedule": SCHEDULES, "zero_stage": ZERO_STAGES}
+        return _one_of(values, allowed[info.field_name])
 
 
 class ServingSearch(_Frozen):
@@ -206,24 +208,15 @@ class ServingSearch(_Frozen):
     decode_tp: IntKnob = [4]
     decode_replicas: IntKnob = [1]
 
-    @field_validator("tp", "pp", "replicas", "max_batch_requests", "max_batch_tokens", "decode_tp", "decode_replicas")
-    @classmethod
-    def _counts(cls, knob: Any) -> Any:
-        if isinstance(knob, list):
-            _non_empty_unique(knob)
-            if min(knob) < 1:
-                raise ValueError(f"{knob} holds a value below 1")
-        return knob
+    _counts = field_validator(
+        "tp", "pp", "replicas", "max_batch_requests", "max_batch_tokens", "decode_tp", "decode_replicas"
+    )(_positive_knob)
 
     @field_validator("scheduler", "router", "disaggregated")
     @classmethod
     def _choices(cls, values: list, info) -> list:
-        allowed = {"scheduler": SCHEDULERS, "router": ROUTERS, "disaggregated": (False, True)}[info.field_name]
-        _non_empty_unique(values)
-        for value in values:
-            if value not in allowed:
-                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
-        return values
+        allowed = {"scheduler": SCHEDULERS, "router": ROUTERS, "disaggregated": (False, True)}
+        return _one_of(values, allowed[info.field_name])
 
 
 class LengthSettings(_Frozen):

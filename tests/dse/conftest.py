@@ -8,22 +8,14 @@ from pathlib import Path
 import pytest
 
 from dse.cli import main
+from tests.conftest import TINY_SPEC
 
 # Three objectives in both directions, two GPU types: every plot of the report has something to show.
-REPORT_SPEC = """
-name: reported
-model: llama3-8b
-training:
-  seq_len: 4096
-hardware:
-  gpu: [H100-SXM, H200]
-  num_gpus: [8, 16]
-search:
-  tp: [1, 2, 4]
-  pp: [1, 2]
-  micro_batch: [1, 2]
-  global_batch: [64]
-  recompute: [none, full]
+REPORT_SPEC = (
+    TINY_SPEC.split("objectives:")[0]
+    .replace("name: tiny", "name: reported")
+    .replace("gpu: [H100-SXM]", "gpu: [H100-SXM, H200]")
+    + """
 objectives:
   - iteration_time_s
   - tokens_per_s_per_gpu: maximize
@@ -34,6 +26,7 @@ budget:
 sampler: tpe
 seed: 3
 """
+)
 
 # No plan fits in 1 GB: every trial is infeasible and the front is empty.
 INFEASIBLE_SPEC = """

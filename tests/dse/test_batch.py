@@ -10,20 +10,9 @@ from dse.spec import load_study
 from tests.conftest import TINY_SPEC
 
 # The tiny study again, judged differently: other objectives, a memory bound, another price.
-SECOND = """
-name: tiny-bounded
-model: llama3-8b
-training:
-  seq_len: 4096
-hardware:
-  gpu: [H100-SXM]
-  num_gpus: [8, 16]
-search:
-  tp: [1, 2, 4]
-  pp: [1, 2]
-  micro_batch: [1, 2]
-  global_batch: [64]
-  recompute: [none, full]
+SECOND = (
+    TINY_SPEC.split("objectives:")[0].replace("name: tiny", "name: tiny-bounded")
+    + """
 objectives:
   - iteration_time_s
   - memory_gb_per_gpu
@@ -35,6 +24,7 @@ sampler: grid
 budget:
   trials: 100
 """
+)
 
 
 def test_a_batch_simulates_each_shared_candidate_once_and_reports_every_front(write_spec, tmp_path, capsys):
