@@ -35,6 +35,7 @@ class ResolvedStudy:
     directions: tuple[str, ...]  # "minimize" / "maximize", one per objective
     constraints: tuple[Constraint, ...]  # with canonical metric names
     compute_fraction: float  # share of modelled kernel speed assumed sustained
+    nic_efficiency: float | None = None  # measured by `dse validate --calibrate`; None: the fabric's own
 
 
 def resolve_study(study: Study) -> ResolvedStudy:
@@ -51,10 +52,11 @@ def resolve_study(study: Study) -> ResolvedStudy:
             raise SpecError("fidelity.packet: re-evaluates training collectives; not allowed with mode inference")
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
-    if study.hardware.network_calibration:
+    nic_efficiency = None
+    if study.hardware.network_calibration:  # read once here, so a bad file stops the study now
         from dse.validate import load_calibration
 
-        load_calibration(study.hardware.network_calibration)
+        nic_efficiency = load_calibration(study.hardware.network_calibration)
     objectives, directions = _check_metrics(study)
     constraints = tuple(
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
@@ -68,7 +70,9 @@ def resolve_study(study: Study) -> ResolvedStudy:
     fraction = study.hardware.compute_fraction
     if fraction is None:
         fraction = 1.0 if study.hardware.calibration else sustained_compute_fraction()
-    return ResolvedStudy(study, model, gpus, rental, book, nic_gbps, objectives, directions, constraints, fraction)
+    return ResolvedStudy(
+        study, model, gpus, rental, book, nic_gbps, objectives, directions, constraints, fraction, nic_efficiency
+    )
 
 
 def _rental_prices(study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook) -> dict[str, float]:

@@ -303,18 +303,18 @@ class _Loop:
         return "every candidate of the space evaluated" if whole else "trial budget reached"
 
     def _frozen(self, space: SearchSpace, params, outcome: Outcome) -> optuna.trial.FrozenTrial:
-        record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
-        common = dict(params=dict(params), distributions=dict(space.distributions), user_attrs={OUTCOME_ATTR: record})
+        common = dict(
+            params=dict(params),
+            distributions=dict(space.distributions),
+            user_attrs={OUTCOME_ATTR: outcome_attrs(outcome)},
+        )
         if outcome.failed:
             return optuna.trial.create_trial(state=TrialState.FAIL, **common)
         values = _objective_values(self.study, self.objectives, outcome.metrics)
         return optuna.trial.create_trial(values=values, constraints=dict(outcome.constraints), **common)
 
     def _tell(self, trial: optuna.Trial, outcome: Outcome, duplicate_of: int | None = None) -> None:
-        record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
-        if duplicate_of is not None:
-            record["duplicate_of"] = duplicate_of
-        trial.set_user_attr(OUTCOME_ATTR, record)
+        trial.set_user_attr(OUTCOME_ATTR, outcome_attrs(outcome, duplicate_of))
         if outcome.failed:
             self.study.tell(trial, state=TrialState.FAIL)
         else:
@@ -377,6 +377,14 @@ def _objective_values(study: optuna.Study, objectives: tuple[str, ...], metrics:
     violated `plan_valid` constraint already ranks it below every feasible trial."""
     worst = [float("inf") if d == optuna.study.StudyDirection.MINIMIZE else float("-inf") for d in study.directions]
     return [metrics.get(name, w) for name, w in zip(objectives, worst)]
+
+
+def outcome_attrs(outcome: Outcome, duplicate_of: int | None = None) -> dict[str, Any]:
+    """What a trial stores of its outcome besides values and constraints (`outcome_from_attrs` reads it)."""
+    record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
+    if duplicate_of is not None:
+        record["duplicate_of"] = duplicate_of
+    return record
 
 
 def outcome_from_attrs(record: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:

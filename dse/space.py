@@ -168,11 +168,8 @@ class SearchSpace:
         if key not in self._networks:
             try:
                 network = self.fabric(family, nic_gbps).network(gpu, num_gpus)
-                calibration = self.resolved.study.hardware.network_calibration
-                if calibration:  # measured on the user's fabric by dse validate --calibrate
-                    from dse.validate import load_calibration
-
-                    network = dataclasses.replace(network, nic_efficiency=load_calibration(calibration))
+                if self.resolved.nic_efficiency is not None:  # measured on the user's fabric
+                    network = dataclasses.replace(network, nic_efficiency=self.resolved.nic_efficiency)
                 self._networks[key] = network
             except SpecError as exc:
                 self._networks[key] = PlanError(str(exc))
@@ -188,10 +185,14 @@ def _distribution(knob: Any) -> BaseDistribution:
     return CategoricalDistribution(list(knob))
 
 
+def _knobs_in(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The knobs of the study the params (or a table row) come from: only serving has replicas."""
+    return knobs_of("inference" if "replicas" in params else "training")
+
+
 def params_of_row(row: Mapping[str, Any]) -> dict[str, Any]:
     """The knob values of a trials/pareto table row, as plain Python values (not numpy's)."""
-    knobs = SERVING_KNOBS if "replicas" in row else KNOBS
-    return {k: _plain(row[k]) for k in knobs if k in row}
+    return {k: _plain(row[k]) for k in _knobs_in(row) if k in row}
 
 
 def _plain(value: Any) -> Any:
@@ -223,4 +224,4 @@ def params_key(params: Mapping[str, Any]) -> tuple:
     """A hashable identity of the plan the params describe: params that differ only in knobs
     with no effect give the same key, so the plan is simulated once and listed once."""
     canonical = canonical_params(params)
-    return tuple((name, canonical[name]) for name in (SERVING_KNOBS if "replicas" in params else KNOBS))
+    return tuple((name, canonical[name]) for name in _knobs_in(params))
