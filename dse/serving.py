@@ -125,9 +125,8 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
     capacity = None
     if settings.qps is None:
         found = capacity_search(deployment, stream, seed=resolved.study.seed, **bounds)
-        capacity = found.qps
+        capacity, result = found.qps, found.result
         lowest = min(qps for qps, _ in found.probes)
-        result = found.result or simulate_deployment(deployment, stream(lowest), resolved.study.seed)
     else:
         result = simulate_deployment(deployment, stream(settings.qps), resolved.study.seed)
     metrics = dict(result.metrics) | {"num_gpus": float(deployment.gpus)}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from simulators._errors import SpecError
 from simulators.serving._deployment import Deployment, ServingResult, simulate_deployment
 from simulators.serving._requests import Requests
 
@@ -18,7 +19,7 @@ from simulators.serving._requests import Requests
 @dataclass(frozen=True)
 class Capacity:
     qps: float  # the highest rate found to meet the SLO (0 when even the lowest probe fails)
-    result: ServingResult | None  # the run at that rate
+    result: ServingResult  # the run at that rate; when qps is 0, the run at the lowest rate tried
     probes: tuple[tuple[float, bool], ...]  # (rate, met) in the order tried
 
 
@@ -39,12 +40,16 @@ def capacity_search(
     seed: int = 0,
 ) -> Capacity:
     """Bisect the arrival rate; `requests_at(qps)` gives the request stream at a rate."""
+    if isinstance(max_probes, bool) or not isinstance(max_probes, int) or max_probes < 1:
+        raise SpecError(f"max_probes: {max_probes!r} is not allowed; allowed: an integer >= 1")
     probes: list[tuple[float, bool]] = []
+    last: list[ServingResult] = []  # the latest run, met or not
 
     def probe(qps: float) -> ServingResult | None:
         result = simulate_deployment(deployment, requests_at(qps), seed)
         ok = meets(result, ttft_p90_s, tbt_p99_s)
         probes.append((qps, ok))
+        last[:] = [result]
         return result if ok else None
 
     low, low_result, high = 0.0, None, start_qps
@@ -69,4 +74,5 @@ def capacity_search(
             high = middle
         else:
             low, low_result = middle, result
-    return Capacity(low, low_result, tuple(probes))
+    # Nothing met: rates only fell after the first probe, so the latest run is at the lowest rate.
+    return Capacity(low, low_result or last[0], tuple(probes))
