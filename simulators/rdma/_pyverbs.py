@@ -218,12 +218,6 @@ class RdmaTransport(Transport):
 
     # internals
 
-    def _peer_queue(self, queues: dict, peer: int) -> deque:
-        try:
-            return queues[peer]
-        except KeyError:
-            raise ReplayError(f"rdma: rank {self.rank}: no queue pair to rank {peer} (world {self.world})") from None
-
     def _find(self, buf: np.ndarray):
         lo = buf.ctypes.data
         for start, end, mr, _ in self._mrs:

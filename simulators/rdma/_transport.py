@@ -19,7 +19,7 @@ import struct
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
@@ -94,6 +94,15 @@ class Transport(ABC):
         rreq = self.irecv(src, rbuf)
         self.isend(dst, sbuf, imm).wait()
         return rreq.wait()
+
+    def _peer_queue(self, queues: dict[int, deque], peer: int) -> deque:
+        """This rank's queue of messages with `peer` (a one-line error for a rank it has no link to)."""
+        try:
+            return queues[peer]
+        except KeyError:
+            raise ReplayError(
+                f"{self.kind}: rank {self.rank}: no connection to rank {peer} (world {self.world})"
+            ) from None
 
     def barrier(self) -> None:
         """Dissemination barrier: ceil(log2 n) rounds of empty messages."""
@@ -175,13 +184,13 @@ class TcpTransport(Transport):
         view = check_buffer(buf)
         req = Request(self, peer, len(view))
         header = bytearray(_HEADER.pack(len(view), imm & 0xFFFFFFFF, _MAGIC))
-        self._queue(self._sendq, peer).append(_Op(req, view, header))
+        self._peer_queue(self._sendq, peer).append(_Op(req, view, header))
         return req
 
     def irecv(self, peer: int, buf: np.ndarray) -> Request:
         view = check_buffer(buf)
         req = Request(self, peer, len(view))
-        self._queue(self._recvq, peer).append(_Op(req, view, bytearray(_HEADER.size)))
+        self._peer_queue(self._recvq, peer).append(_Op(req, view, bytearray(_HEADER.size)))
         return req
 
     def wait(self, request: Request) -> None:
@@ -240,12 +249,6 @@ class TcpTransport(Transport):
         self._socks[peer] = sock
         self._sendq[peer], self._recvq[peer] = deque(), deque()
 
-    def _queue(self, queues: dict[int, deque[_Op]], peer: int) -> deque[_Op]:
-        try:
-            return queues[peer]
-        except KeyError:
-            raise ReplayError(f"tcp: rank {self.rank}: no connection to rank {peer} (world {self.world})") from None
-
     def _interest(self) -> None:
         """Watch a socket only for what is posted on it, so idle peers cost no wakeups."""
         for peer, sock in self._socks.items():
@@ -264,58 +267,52 @@ class TcpTransport(Transport):
             self._mask[peer] = mask
 
     def _write(self, peer: int) -> None:
-        sock, queue = self._socks[peer], self._sendq[peer]
+        self._progress(peer, self._sendq[peer], self._send_one, "sending to")
+
+    def _read(self, peer: int) -> None:
+        self._progress(peer, self._recvq[peer], self._recv_one, "receiving from")
+
+    def _progress(self, peer: int, queue: deque[_Op], move: Callable, doing: str) -> None:
+        """Complete the queue's messages in posting order until the socket would block."""
+        sock = self._socks[peer]
         try:
             while queue:
-                op = queue[0]
-                if op.hpos < len(op.header):
-                    op.hpos += sock.send(memoryview(op.header)[op.hpos :])
-                    if op.hpos < len(op.header):
-                        return
-                while op.pos < len(op.view):
-                    op.pos += sock.send(op.view[op.pos :])
-                queue.popleft()
-                op.req.done = True
+                move(sock, peer, queue[0])
+                queue.popleft().req.done = True
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
-            raise ReplayError(f"tcp: rank {self.rank}: sending to rank {peer} failed ({exc})") from None
+            raise ReplayError(f"tcp: rank {self.rank}: {doing} rank {peer} failed ({exc})") from None
 
-    def _read(self, peer: int) -> None:
-        sock, queue = self._socks[peer], self._recvq[peer]
-        try:
-            while queue:
-                op = queue[0]
-                while op.hpos < _HEADER.size:
-                    n = sock.recv_into(memoryview(op.header)[op.hpos :])
-                    if n == 0:
-                        self._closed(peer, op)
-                    op.hpos += n
-                    if op.hpos == _HEADER.size:
-                        size, imm, magic = _HEADER.unpack(op.header)
-                        if magic != _MAGIC or size != len(op.view):
-                            raise ReplayError(
-                                f"tcp: rank {self.rank}: rank {peer} sent {size} B (magic {magic:#x}) where "
-                                f"{len(op.view)} B were posted"
-                            )
-                        op.req.imm = imm
-                while op.pos < len(op.view):
-                    n = sock.recv_into(op.view[op.pos :])
-                    if n == 0:
-                        self._closed(peer, op)
-                    op.pos += n
-                queue.popleft()
-                op.req.done = True
-        except (BlockingIOError, InterruptedError):
-            return
-        except ConnectionError as exc:
-            raise ReplayError(f"tcp: rank {self.rank}: connection to rank {peer} failed ({exc})") from None
+    @staticmethod
+    def _send_one(sock: socket.socket, peer: int, op: _Op) -> None:
+        """Send the rest of op's header, then of its payload (BlockingIOError once the socket is full)."""
+        while op.hpos < len(op.header):
+            op.hpos += sock.send(memoryview(op.header)[op.hpos :])
+        while op.pos < len(op.view):
+            op.pos += sock.send(op.view[op.pos :])
 
-    def _closed(self, peer: int, op: _Op) -> None:
-        raise ReplayError(
-            f"tcp: rank {self.rank}: rank {peer} closed the connection with {len(op.view) - op.pos} of "
-            f"{len(op.view)} B outstanding"
-        )
+    def _recv_one(self, sock: socket.socket, peer: int, op: _Op) -> None:
+        """Receive the rest of op's header (checked against the posted size), then of its payload."""
+        while op.hpos < _HEADER.size:
+            op.hpos += self._recv_into(sock, peer, op, memoryview(op.header)[op.hpos :])
+        size, op.req.imm, magic = _HEADER.unpack(op.header)
+        if magic != _MAGIC or size != len(op.view):
+            raise ReplayError(
+                f"tcp: rank {self.rank}: rank {peer} sent {size} B (magic {magic:#x}) where "
+                f"{len(op.view)} B were posted"
+            )
+        while op.pos < len(op.view):
+            op.pos += self._recv_into(sock, peer, op, op.view[op.pos :])
+
+    def _recv_into(self, sock: socket.socket, peer: int, op: _Op, view: memoryview) -> int:
+        n = sock.recv_into(view)
+        if n == 0:
+            raise ReplayError(
+                f"tcp: rank {self.rank}: rank {peer} closed the connection with {len(op.view) - op.pos} of "
+                f"{len(op.view)} B outstanding"
+            )
+        return n
 
 
 def _recv_exact(sock: socket.socket, n: int) -> bytes:
