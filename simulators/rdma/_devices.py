@@ -83,9 +83,7 @@ def devices(sysfs_root: Path = SYSFS) -> DeviceReport:
         sysfs = "absent"
     else:
         sysfs = ", ".join(d.name for d in sysfs_devs) or "empty"
-    found = _pyverbs_devices() if ok else None
-    if found is None:
-        found = sysfs_devs or ()
+    found = _pyverbs_devices() if ok else (sysfs_devs or [])
     return DeviceReport(ok, error, sysfs, tuple(found))
 
 
@@ -100,10 +98,7 @@ def require_rdma() -> DeviceReport:
         what = f"pyverbs is not importable ({INSTALL_HINT})"
     else:
         what = "no RDMA port is ACTIVE"
-    verbs = "importable" if report.pyverbs else f"not importable: {report.pyverbs_error}"
-    ports = "; ".join(f"{d.name} port {p.number} {p.state}" for d in report.devices for p in d.ports)
-    found = f"pyverbs: {verbs}; {SYSFS}: {report.sysfs}" + (f"; ports: {ports}" if ports else "")
-    raise SpecError(f"rdma: {what} ({found}); allowed here: tcp")
+    raise SpecError(f"rdma: {what} ({report.describe()}); allowed here: tcp")
 
 
 def _sysfs_devices(root: Path) -> list[Device] | None:
@@ -113,7 +108,7 @@ def _sysfs_devices(root: Path) -> list[Device] | None:
         out = []
         for dev in sorted(root.iterdir()):
             ports = []
-            for port in sorted((dev / "ports").glob("*"), key=lambda p: int(p.name) if p.name.isdigit() else 0):
+            for port in (dev / "ports").glob("*"):
                 state = _read(port / "state")  # "4: ACTIVE"
                 ports.append(
                     Port(
@@ -123,7 +118,7 @@ def _sysfs_devices(root: Path) -> list[Device] | None:
                         _read(port / "rate"),
                     )
                 )
-            out.append(Device(dev.name, tuple(ports)))
+            out.append(Device(dev.name, tuple(sorted(ports, key=lambda p: p.number))))
         return out
     except OSError:
         return None
@@ -136,12 +131,10 @@ def _read(path: Path) -> str:
         return ""
 
 
-def _pyverbs_devices() -> list[Device] | None:
-    """Devices through pyverbs; None when pyverbs fails (get_device_list raises with no device)."""
-    try:
-        import pyverbs.device as d
-    except Exception:
-        return None
+def _pyverbs_devices() -> list[Device]:
+    """Devices through an importable pyverbs; none where get_device_list raises (no RDMA support)."""
+    import pyverbs.device as d
+
     try:
         listed = d.get_device_list()
     except Exception:  # PyverbsRDMAError where the kernel has no RDMA support

@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from simulators._errors import SpecError
-from simulators.rdma._devices import devices, require_rdma
+from simulators.rdma._devices import require_rdma
 from simulators.rdma._errors import ReplayError
 from simulators.rdma._transport import Request, Transport, check_buffer
 
@@ -104,9 +104,10 @@ class RdmaTransport(Transport):
         v = self._v = _verbs()
         self.rank, self.world = rank, world
         if self.device is None or self.port is None:
-            active = [a for a in require_rdma().active_ports if self.device in (None, a[0])]
+            report = require_rdma()
+            active = [a for a in report.active_ports if self.device in (None, a[0])]
             if not active:
-                raise SpecError(f"device: {self.device!r} has no ACTIVE port; allowed: {devices().describe()}")
+                raise SpecError(f"device: {self.device!r} has no ACTIVE port; allowed: {report.describe()}")
             self.device, self.port = self.device or active[0][0], self.port or active[0][1]
         self._ctx = v.Context(name=self.device)
         self._pd = v.PD(self._ctx)
@@ -114,7 +115,7 @@ class RdmaTransport(Transport):
         self._mtu = port_attr.active_mtu
         peers = [p for p in range(world) if p != rank]
         self._cq = v.CQ(self._ctx, len(peers) * 4 * self.depth + 64, None, None, 0)
-        access = v.IBV_ACCESS_LOCAL_WRITE | v.IBV_ACCESS_REMOTE_WRITE
+        access = self._access = v.IBV_ACCESS_LOCAL_WRITE | v.IBV_ACCESS_REMOTE_WRITE
         # Control slots: per peer, 2·depth receive slots then depth send slots.
         self._ctrl = np.zeros(world * 3 * self.depth * _SLOT, dtype=np.uint8)
         self._ctrl_mr = v.MR(self._pd, self._ctrl.nbytes, access, address=self._ctrl.ctypes.data)
@@ -152,7 +153,7 @@ class RdmaTransport(Transport):
         for peer, qp in self._qps.items():
             remote = book[peer]
             attr = v.QPAttr(port_num=self.port)
-            attr.qp_access_flags = v.IBV_ACCESS_LOCAL_WRITE | v.IBV_ACCESS_REMOTE_WRITE
+            attr.qp_access_flags = self._access
             attr.path_mtu = self._mtu
             attr.dest_qp_num = remote["qpn"][self.rank]
             attr.rq_psn = remote["psn"][self.rank]
@@ -168,9 +169,7 @@ class RdmaTransport(Transport):
         check_buffer(buf)
         if buf.nbytes == 0 or self._find(buf) is not None:
             return
-        v = self._v
-        access = v.IBV_ACCESS_LOCAL_WRITE | v.IBV_ACCESS_REMOTE_WRITE
-        mr = v.MR(self._pd, buf.nbytes, access, address=buf.ctypes.data)
+        mr = self._v.MR(self._pd, buf.nbytes, self._access, address=buf.ctypes.data)
         self._mrs.append((buf.ctypes.data, buf.ctypes.data + buf.nbytes, mr, buf))
 
     def deregister(self, buf: np.ndarray) -> None:
