@@ -100,15 +100,31 @@ class Deployment:
 
 @dataclass(frozen=True)
 class ServingResult:
-    """Per-request times (ns from the first arrival's clock) and the run's metrics."""
+    """The run's metrics and the engine's raw output; per-request times are ns from the first
+    arrival's clock."""
 
     metrics: dict[str, float]
-    first_token_ns: np.ndarray
-    done_ns: np.ndarray
-    replica: np.ndarray
-    preemptions: np.ndarray
-    gaps_ns: np.ndarray = field(repr=False)
-    engine: EngineOutput = field(repr=False, default=None)
+    engine: EngineOutput = field(repr=False)
+
+    @property
+    def first_token_ns(self) -> np.ndarray:
+        return self.engine.first_ns
+
+    @property
+    def done_ns(self) -> np.ndarray:
+        return self.engine.done_ns
+
+    @property
+    def replica(self) -> np.ndarray:
+        return self.engine.replica
+
+    @property
+    def preemptions(self) -> np.ndarray:
+        return self.engine.preemptions
+
+    @property
+    def gaps_ns(self) -> np.ndarray:
+        return self.engine.gaps_ns
 
 
 @dataclass(frozen=True)
@@ -207,7 +223,7 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
     )
     replica_costs = [cost for *_, cost, _ in replicas]
     metrics = _metrics(deployment, arrival_ns, prompt, output, out, replica_costs, slo)
-    return ServingResult(metrics, out.first_ns, out.done_ns, out.replica, out.preemptions, out.gaps_ns, out)
+    return ServingResult(metrics, out)
 
 
 def _percentiles(prefix: str, values_s: np.ndarray) -> dict[str, float]:
