@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulators._errors import PlanError, SpecError
-from simulators.hardware import GpuSpec
+from simulators.hardware import PRECISIONS, GpuSpec
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
-from simulators.serving._cost import ReplicaCost, replica_cost
+from simulators.serving._cost import KV_BYTES, ReplicaCost, replica_cost
 from simulators.serving._engine import (
     ROLE_BOTH,
     ROLE_DECODE,
@@ -38,6 +38,11 @@ from simulators.serving._profile import VidurProfile, apply_profile
 from simulators.serving._requests import Requests
 
 PERCENTILES = (50, 90, 99)
+
+
+def _positive_int(name: str, value: object) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise SpecError(f"{name}: {value!r} is not allowed; allowed: a positive integer")
 
 
 @dataclass(frozen=True)
@@ -56,9 +61,7 @@ class Pool:
         if self.scheduler not in SCHEDULERS:
             raise SpecError(f"scheduler: {self.scheduler!r} is not allowed; allowed: {', '.join(SCHEDULERS)}")
         for name in ("tp", "pp", "count", "max_batch_requests", "max_batch_tokens"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise SpecError(f"{name}: {value!r} is not allowed; allowed: a positive integer")
+            _positive_int(name, getattr(self, name))
 
     @property
     def gpus(self) -> int:
@@ -88,6 +91,13 @@ class Deployment:
             raise SpecError(f"router: {self.router!r} is not allowed; allowed: {', '.join(ROUTERS)}")
         if self.decode is not None and self.decode.scheduler not in ("vllm", "sarathi"):
             raise SpecError(f"decode.scheduler: {self.decode.scheduler!r} is not allowed; allowed: vllm, sarathi")
+        for name, allowed in (("precision", PRECISIONS), ("kv_precision", tuple(KV_BYTES))):
+            if getattr(self, name) not in allowed:
+                raise SpecError(f"{name}: {getattr(self, name)!r} is not allowed; allowed: {', '.join(allowed)}")
+        _positive_int("block_tokens", self.block_tokens)
+        for name in ("memory_fraction", "compute_fraction"):
+            if not 0 < getattr(self, name) <= 1:
+                raise SpecError(f"{name}: {getattr(self, name)!r} is not allowed; allowed: a number in (0, 1]")
 
     @property
     def gpus(self) -> int:
@@ -177,6 +187,8 @@ def kv_transfer_s(deployment: Deployment, cost: ReplicaCost, prompt_tokens: np.n
 
 def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 0, slo: SLO = SLO()) -> ServingResult:
     """Serve `requests` on `deployment`; PlanError if a request can never fit a replica's KV cache."""
+    if len(requests) == 0:
+        raise SpecError("requests: 0 requests; allowed: at least one")
     prompt = np.asarray(requests.prompt_tokens, dtype=np.int64)
     output = np.asarray(requests.output_tokens, dtype=np.int64)
     main, dec = pool_costs(deployment, int(prompt.max()))

@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from simulators._errors import SpecError
 from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.serving import (
@@ -129,3 +130,24 @@ def test_pipeline_parallel_replicas_keep_batches_in_flight_and_conserve_tokens()
     ratio = two.metrics["throughput_tok_s"] / one.metrics["throughput_tok_s"]
     assert ratio > 1.5  # batches overlap in the stages; one batch at a time would give about 1
     assert ratio <= 2.0  # never more than twice: two GPUs (the last stage also runs the logits)
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (dict(precision="bf61"), "^precision: 'bf61' is not allowed; allowed: fp16, bf16, fp8, fp4$"),
+        (dict(kv_precision="int4"), "^kv_precision: 'int4' is not allowed; allowed: bf16, fp16, fp8$"),
+        (dict(block_tokens=0), "^block_tokens: 0 is not allowed; allowed: a positive integer$"),
+        (dict(memory_fraction=0.0), r"^memory_fraction: 0.0 is not allowed; allowed: a number in \(0, 1\]$"),
+        (dict(compute_fraction=1.5), r"^compute_fraction: 1.5 is not allowed; allowed: a number in \(0, 1\]$"),
+    ],
+)
+def test_bad_deployment_fields_give_one_line_errors(fields, message):
+    with pytest.raises(SpecError, match=message):
+        Deployment(LLAMA8B, H100, Pool(), **fields)
+
+
+def test_an_empty_request_stream_is_refused():
+    empty = np.zeros(0, np.int64)
+    with pytest.raises(SpecError, match="^requests: 0 requests; allowed: at least one$"):
+        simulate_deployment(deploy(), Requests(np.zeros(0), empty, empty))
