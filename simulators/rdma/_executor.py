@@ -19,7 +19,7 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.rdma._errors import MismatchError, ReplayError
-from simulators.rdma._schedule import OPS, Schedule, bucket_sizes, schedule_of
+from simulators.rdma._schedule import REDUCE_OPS, Schedule, Step, bucket_sizes, check_op, schedule_of
 from simulators.rdma._transport import Transport
 
 
@@ -33,8 +33,7 @@ class Traffic:
     bucket_bytes: int | None = None
 
     def __post_init__(self) -> None:
-        if self.op not in OPS:
-            raise SpecError(f"op: {self.op!r} cannot be replayed; allowed: {', '.join(OPS)}")
+        check_op(self.op)
 
 
 CHECKSUMS = ("all", "warmup", "off")
@@ -110,7 +109,7 @@ def expected_results(plan: Plan, t: int) -> list[np.ndarray]:
     for b, sch in enumerate(plan.schedules(t)):
         inputs = [pattern(plan.seed, t, r, b, sch.in_bytes) for r in range(plan.world)]
         size = sch.nbytes // plan.world
-        if sch.op in ("all_reduce", "reduce_scatter"):
+        if sch.op in REDUCE_OPS:
             total = inputs[0].view(np.int32).copy()
             for x in inputs[1:]:
                 total += x.view(np.int32)  # wraps around, like the replay's reduction
@@ -126,35 +125,40 @@ def expected_results(plan: Plan, t: int) -> list[np.ndarray]:
     return [p[0] if len(p) == 1 else np.concatenate(p) for p in parts]
 
 
-def expected_message(plan: Plan, t: int, bucket: int, rank: int, step: int) -> np.ndarray:
-    """The bytes `rank` should receive at `step` of a bucket: every rank's schedule replayed in
-    lockstep in memory (each step depends only on the state after the previous one)."""
+def lockstep(plan: Plan, t: int, bucket: int, steps: int | None = None) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Every rank's (input, output) buffers of a bucket after the prologue and the first `steps`
+    steps (all by default), all ranks run in memory one step at a time (each step depends only
+    on the state after the previous one)."""
     sch = plan.schedules(t)[bucket]
     ins = [pattern(plan.seed, t, r, bucket, sch.in_bytes) for r in range(plan.world)]
     outs = [np.zeros(sch.out_bytes, dtype=np.uint8) for _ in range(plan.world)]
     for r in range(plan.world):
         for ilo, ihi, olo, ohi in sch.prologue[r]:
             outs[r][olo:ohi] = ins[r][ilo:ihi]
-    for k in range(step + 1):
-        sent = []
+    for k in range(sch.num_steps if steps is None else steps):
+        sent = [sch.steps[r][k].source(ins[r], outs[r]).copy() for r in range(plan.world)]
         for r in range(plan.world):
             st = sch.steps[r][k]
-            src = ins[r] if st.send_buf == "in" else outs[r]
-            sent.append(src[st.send_lo : st.send_hi].copy())
-        if k == step:
-            return sent[sch.steps[rank][k].recv_peer]
-        for r in range(plan.world):
-            st = sch.steps[r][k]
-            _land(outs[r], st.recv_lo, st.recv_hi, sent[st.recv_peer], st.reduce)
-    raise AssertionError("unreachable")
+            _land(outs[r], st, sent[st.recv_peer])
+    return ins, outs
 
 
-def _land(out: np.ndarray, lo: int, hi: int, data: np.ndarray, reduce: bool) -> None:
-    if reduce:
-        view = out[lo:hi].view(np.int32)
+def expected_message(plan: Plan, t: int, bucket: int, rank: int, step: int) -> np.ndarray:
+    """The bytes `rank` should receive at `step` of a bucket: what its peer holds after the
+    steps before it, all ranks' schedules run in `lockstep`."""
+    ins, outs = lockstep(plan, t, bucket, step)
+    steps = plan.schedules(t)[bucket].steps
+    peer = steps[rank][step].recv_peer
+    return steps[peer][step].source(ins[peer], outs[peer])
+
+
+def _land(out: np.ndarray, st: Step, data: np.ndarray) -> None:
+    """Put what step `st` received into out[recv_lo:recv_hi]: added as int32 when it reduces."""
+    if st.reduce:
+        view = out[st.recv_lo : st.recv_hi].view(np.int32)
         np.add(view, data.view(np.int32), out=view)
     else:
-        out[lo:hi] = data
+        out[st.recv_lo : st.recv_hi] = data
 
 
 def run_rank(rank: int, transport: Transport, plan: Plan, keep_result: bool = True) -> list[RankResult]:
@@ -205,7 +209,7 @@ def _step(rank, transport, plan, t, b, k, g, st, bufs, scratch, check) -> float:
     """One step: post the receive, post the send, wait for both, reduce; returns its seconds.
     The CRCs are computed outside the timed span."""
     bin_, bout = bufs
-    src = (bin_ if st.send_buf == "in" else bout)[st.send_lo : st.send_hi]
+    src = st.source(bin_, bout)
     dst = scratch[: st.recv_bytes] if st.reduce else bout[st.recv_lo : st.recv_hi]
     crc = zlib.crc32(src) if check else 0
     start = time.perf_counter()
@@ -223,7 +227,7 @@ def _step(rank, transport, plan, t, b, k, g, st, bufs, scratch, check) -> float:
             )
         dst[offset] ^= 0xFF
     if st.reduce:
-        _land(bout, st.recv_lo, st.recv_hi, dst, True)
+        _land(bout, st, dst)
     elapsed = time.perf_counter() - start
     if check and zlib.crc32(dst) != got:
         _blame_chunk(rank, plan, t, b, k, g, st, dst)

@@ -45,6 +45,10 @@ class Step:
     def recv_bytes(self) -> int:
         return self.recv_hi - self.recv_lo
 
+    def source(self, inp, out):
+        """The chunk this step sends, as a view of the rank's input or output buffer."""
+        return (inp if self.send_buf == "in" else out)[self.send_lo : self.send_hi]
+
 
 @dataclass(frozen=True)
 class Schedule:
@@ -135,9 +139,13 @@ def schedule_of(op: str, world: int, nbytes: int) -> Schedule:
     return _BUILDERS[op](world, nbytes)
 
 
-def _check(op: str, world: int) -> None:
+def check_op(op: str) -> None:
     if op not in OPS:
         raise SpecError(f"op: {op!r} cannot be replayed; allowed: {', '.join(OPS)}")
+
+
+def _check(op: str, world: int) -> None:
+    check_op(op)
     if isinstance(world, bool) or not isinstance(world, int) or world < 2:
         raise SpecError(f"ranks: {world!r} is not allowed; allowed: integers >= 2")
 

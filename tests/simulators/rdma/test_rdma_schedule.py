@@ -8,26 +8,14 @@ import pytest
 
 from simulators._errors import SpecError
 from simulators.rdma import OPS, Plan, Schedule, Step, Traffic, bucket_sizes, round_nbytes, schedule_of
-from simulators.rdma._executor import _land, expected_message, expected_results, pattern
+from simulators.rdma._executor import expected_message, expected_results, lockstep, pattern
 
 
-def lockstep(plan: Plan, t: int = 0) -> list[np.ndarray]:
-    """Run every rank's schedule in memory, all ranks one step at a time; return the results."""
+def run_all_steps(plan: Plan, t: int = 0) -> list[np.ndarray]:
+    """Every rank's result of traffic item t, its schedules run in lockstep in memory."""
     results: list[list[np.ndarray]] = [[] for _ in range(plan.world)]
     for b, sch in enumerate(plan.schedules(t)):
-        ins = [pattern(plan.seed, t, r, b, sch.in_bytes) for r in range(plan.world)]
-        outs = [np.zeros(sch.out_bytes, dtype=np.uint8) for _ in range(plan.world)]
-        for r in range(plan.world):
-            for ilo, ihi, olo, ohi in sch.prologue[r]:
-                outs[r][olo:ohi] = ins[r][ilo:ihi]
-        for k in range(sch.num_steps):
-            sent = [
-                (ins[r] if st.send_buf == "in" else outs[r])[st.send_lo : st.send_hi].copy()
-                for r, st in enumerate(s[k] for s in sch.steps)
-            ]
-            for r in range(plan.world):
-                st = sch.steps[r][k]
-                _land(outs[r], st.recv_lo, st.recv_hi, sent[st.recv_peer], st.reduce)
+        _, outs = lockstep(plan, t, b)
         for r in range(plan.world):
             results[r].append(outs[r][slice(*sch.result[r])])
     return [np.concatenate(parts) for parts in results]
@@ -38,7 +26,7 @@ def lockstep(plan: Plan, t: int = 0) -> list[np.ndarray]:
 def test_every_schedule_computes_the_numpy_result(op, world):
     nbytes = round_nbytes(op, world, 3000)
     plan = Plan(world, (Traffic(op, nbytes, bucket_bytes=round_nbytes(op, world, 1000)),), seed=3)
-    got, want = lockstep(plan), expected_results(plan, 0)
+    got, want = run_all_steps(plan), expected_results(plan, 0)
     for r in range(world):
         np.testing.assert_array_equal(got[r], want[r], err_msg=f"{op} rank {r}")
 
