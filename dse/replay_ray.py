@@ -65,7 +65,6 @@ def run_actors(
         raise SpecError("runner: ray needs a Ray session; allowed: call ray.init(...) first, or runner='processes'")
     nodes = sum(1 for n in ray.nodes() if n.get("Alive"))
     strategy = "PACK" if nodes <= 1 else ("STRICT_SPREAD" if plan.world <= nodes else "SPREAD")
-    options = {**options, "timeout_s": options.get("timeout_s", timeout_s)}
     pg = placement_group([{"CPU": cpus_per_rank}] * plan.world, strategy=strategy)
     actors = []
     try:
@@ -84,8 +83,7 @@ def run_actors(
         ]
         book = _get(ray, [a.open.remote() for a in actors], timeout_s)
         used = len(set(_get(ray, [a.node.remote() for a in actors], timeout_s)))
-        steps = 1 + len(plan.traffic) * (plan.iters + plan.warmup)
-        results = _get(ray, [a.run.remote(book, verify) for a in actors], timeout_s * steps)
+        results = _get(ray, [a.run.remote(book, verify) for a in actors], timeout_s * plan.rounds)
         return results, f"ray {strategy} on {used} node{'s' if used != 1 else ''}"
     finally:
         for a in actors:

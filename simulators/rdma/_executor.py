@@ -80,6 +80,11 @@ class Plan:
         return {(t.op, size): schedule_of(t.op, self.world, size) for i, t in enumerate(self.traffic)
                 for size in self.buckets(i)}  # fmt: skip
 
+    @property
+    def rounds(self) -> int:
+        """Spans of `timeout_s` a whole replay may take: connecting, then each barrier-led iteration."""
+        return 1 + len(self.traffic) * (self.iters + self.warmup)
+
     def step_bytes(self, t: int) -> np.ndarray:
         """Bytes each rank sends in each step of traffic item t, buckets concatenated."""
         return np.array([st.send_bytes for s in self.schedules(t) for st in s.steps[0]], dtype=np.int64)

@@ -97,7 +97,7 @@ def replay_many(
     step and byte offset for wrong data, ReplayError when a rank fails or times out.
     """
     plan = Plan(ranks, tuple(traffic), iters, warmup, seed, checksum, corrupt)
-    options = dict(transport_options or {})
+    options = {"timeout_s": timeout_s, **(transport_options or {})}  # each rank's transport waits this long
     if runner == "processes":
         transport_of(transport)  # an unavailable transport fails here, in one line
         results = _run_processes(plan, transport, options, verify, timeout_s)
@@ -113,7 +113,7 @@ def replay_many(
 
 def assemble(plan: Plan, transport: str, results: list[list[RankResult]], verify: bool, placement: str) -> list[Replay]:
     """Check the ranks' results (results[rank][t]) and turn them into one Replay per traffic item."""
-    from simulators.network._algorithm import bus_bandwidth_gbytes_per_s
+    from simulators.network import algorithm_bandwidth_gbytes_per_s, bus_bandwidth_gbytes_per_s
 
     out = []
     for t, item in enumerate(plan.traffic):
@@ -136,7 +136,7 @@ def assemble(plan: Plan, transport: str, results: list[list[RankResult]], verify
                 step_bytes=plan.step_bytes(t),
                 rank_s=rank_s,
                 time_s=time_s,
-                algbw_gbytes_per_s=item.nbytes / time_s / 1e9,
+                algbw_gbytes_per_s=float(algorithm_bandwidth_gbytes_per_s(item.nbytes, time_s)),
                 busbw_gbytes_per_s=float(bus_bandwidth_gbytes_per_s(item.op, item.nbytes, plan.world, time_s)),
                 verified=verify,
                 placement=placement,
@@ -151,7 +151,7 @@ def rank_main(rank, plan, kind, options, keep_result, addr_q, book_q, result_q) 
     try:
         transport = transport_of(kind)(**options)
         addr_q.put((rank, transport.open(rank, plan.world)))
-        book = book_q.get(timeout=options.get("timeout_s", 60.0))
+        book = book_q.get(timeout=options["timeout_s"])
         transport.connect(book)
         result_q.put((rank, run_rank(rank, transport, plan, keep_result), None))
     except BaseException as exc:  # noqa: BLE001  (reported to the parent, which raises it)
@@ -167,7 +167,6 @@ def _run_processes(plan: Plan, kind: str, options: dict, verify: bool, timeout_s
     ctx = mp.get_context("spawn")
     addr_q, result_q = ctx.Queue(), ctx.Queue()
     book_qs = [ctx.Queue() for _ in range(plan.world)]
-    options.setdefault("timeout_s", timeout_s)
     procs = [
         ctx.Process(
             target=rank_main,
@@ -179,7 +178,7 @@ def _run_processes(plan: Plan, kind: str, options: dict, verify: bool, timeout_s
     ]
     for p in procs:
         p.start()
-    deadline = time.monotonic() + timeout_s * (1 + len(plan.traffic) * (plan.iters + plan.warmup))
+    deadline = time.monotonic() + timeout_s * plan.rounds
     ok = False
     try:
         book: list[Any] = [None] * plan.world
