@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulators._errors import PlanError
+from simulators._errors import PlanError, SpecError
 from simulators.hardware import GpuSpec, attention_time_s, elementwise_time_s, gemm_time_s, layer_memory_kernels
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
-from simulators.workload import layer_forward_gemms, logits_gemm, tp_problem
+from simulators.workload import layer_forward_gemms, logits_gemm, pp_problem, precision_problem, tp_problem
 
 WEIGHT_BYTES = {"fp16": 2, "bf16": 2, "fp8": 1, "fp4": 0.5}
 # Bytes per cached K or V element: bf16 by default (vLLM's "auto"); fp8 where the checkpoint
@@ -94,30 +94,25 @@ def replica_cost(
         raise PlanError(f"{model.name} is a mixture-of-experts model; the serving model prices dense models only")
     if problem := tp_problem(model, tp):
         raise PlanError(f"tp={tp}: {problem}")
-    if pp > model.layers:
-        raise PlanError(f"pp={pp} exceeds layers={model.layers} of {model.name}")
-    if kv_precision not in KV_BYTES:
-        raise PlanError(f"kv_precision={kv_precision!r}; allowed: {', '.join(KV_BYTES)}")
+    if problem := pp_problem(model, pp):
+        raise PlanError(f"pp={pp}: {problem}")
+    for name, value, allowed in (("precision", precision, WEIGHT_BYTES), ("kv_precision", kv_precision, KV_BYTES)):
+        if value not in allowed:
+            raise SpecError(f"{name}: {value!r} is not allowed; allowed: {', '.join(allowed)}")
+    if problem := precision_problem(gpu, precision):
+        raise PlanError(f"precision: {problem}")
     kv_bytes = KV_BYTES[kv_precision]
-    if precision not in WEIGHT_BYTES or gpu.peak_tflops(precision) is None:
-        raise PlanError(f"{gpu.name} cannot run {precision} GEMMs")
-    tokens = np.arange(max_batch_tokens + 1)
-    t = np.maximum(tokens, 1)
+    # A rank holds heads / tp query heads and its share of KV heads (one whole head when there are
+    # fewer KV heads than ranks).
+    heads, kv_heads = model.heads // tp, max(model.kv_heads // tp, 1)
+    t = np.maximum(np.arange(max_batch_tokens + 1), 1)
     linear = sum(gemm_time_s(gpu, t, g.n, g.k, g.batch, precision) for g in _linear_gemms(model, tp))
     kernels = layer_memory_kernels(
-        t,
-        model.hidden,
-        model.ffn_hidden // tp,
-        model.heads // tp,
-        max(model.kv_heads // tp, 1),
-        model.head_dim,
-        1,
-        gated=model.gated_mlp,
+        t, model.hidden, model.ffn_hidden // tp, heads, kv_heads, model.head_dim, 1, gated=model.gated_mlp
     )
     linear = linear + sum(elementwise_time_s(gpu, k.nbytes) for k in kernels if k.phase == "fwd")
     activation_bytes = t * model.hidden * ACTIVATION_BYTES
     allreduce = 2 * collective_time_s("all_reduce", activation_bytes, tp, 1, network) if tp > 1 else 0 * t
-    heads, kv_heads = model.heads // tp, max(model.kv_heads // tp, 1)
     prefill = attention_time_s(gpu, 1, heads, t, t, model.head_dim, True, kv_heads=kv_heads)
     fixed = float(attention_time_s(gpu, 1, heads, 1, 1, model.head_dim, False, kv_heads=kv_heads))
     long = 1 << 16
@@ -132,7 +127,6 @@ def replica_cost(
     weights_per_gpu = model.total_params * WEIGHT_BYTES[precision] / (tp * pp)
     workspace = max_batch_tokens * (4 * model.hidden + 2 * model.ffn_hidden // tp) * ACTIVATION_BYTES
     free = gpu.hbm_bytes * memory_fraction - weights_per_gpu - workspace
-    # A rank keeps its share of KV heads (one whole head when there are fewer heads than ranks).
     kv_per_token_per_gpu = 2 * model.layers / pp * kv_heads * model.head_dim * kv_bytes
     blocks = int(free // (kv_per_token_per_gpu * block_tokens)) if free > 0 else 0
     if blocks < 1:
