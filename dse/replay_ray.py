@@ -102,14 +102,12 @@ def _get(ray, refs: list, timeout_s: float) -> list:
     except GetTimeoutError:
         raise ReplayError(f"ray: ranks did not answer within {timeout_s:g} s; allowed: a larger timeout_s") from None
     except RayTaskError:
-        errors = []
+        raised, stuck = [], []  # ranks' own errors; placeholders for peers still blocked or killed
         for ref in refs:
             try:
                 ray.get(ref, timeout=5)
             except RayTaskError as exc:
-                errors.append(exc.cause if isinstance(exc.cause, BaseException) else ReplayError(str(exc)))
-            except Exception as exc:  # a peer still blocked, or killed
-                errors.append(ReplayError(f"ray: {type(exc).__name__}"))
-        raise _root_cause(
-            [e for e in errors if not isinstance(e, ReplayError) or "ray:" not in str(e)] or errors
-        ) from None
+                raised.append(exc.cause if isinstance(exc.cause, BaseException) else ReplayError(str(exc)))
+            except Exception as exc:
+                stuck.append(ReplayError(f"ray: {type(exc).__name__}"))
+        raise _root_cause(raised or stuck) from None
