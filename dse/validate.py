@@ -33,7 +33,7 @@ from dse.space import SearchSpace, params_of_row
 from dse.spec import load_study
 from simulators.analytical import plan_collectives
 from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
-from simulators.rdma import OPS, Traffic, replay_many, round_nbytes
+from simulators.rdma import OPS, TRANSPORTS, Traffic, replay_many, round_nbytes
 
 VALIDATION_FILE = "validation.csv"
 CALIBRATION_FILE = "network_calibration.yaml"
@@ -51,6 +51,7 @@ def validate_study(
     """Replay the top candidates' collectives; returns (and writes) the validation table."""
     from dse.checks import resolve_study
 
+    _check_args(top, transport, max_ranks, message_cap_bytes, iters)
     spec_path, front_path = out_dir / "spec.yaml", out_dir / "pareto.csv"
     for path in (spec_path, front_path):
         if not path.is_file():
@@ -63,7 +64,7 @@ def validate_study(
         raise SpecError(f"validate: {front_path} has no candidate (no feasible trial)")
     space = SearchSpace.from_study(resolved)
     # One replay session per rank count: every collective of that size runs on the same ranks.
-    wanted: dict[int, list[tuple[dict, Traffic, float]]] = defaultdict(list)
+    wanted: dict[int, list[tuple[dict, Traffic]]] = defaultdict(list)
     for _, row in front.head(top).iterrows():
         candidate = space.candidate(params_of_row(row))
         network = candidate.system.fabric_network
@@ -82,19 +83,23 @@ def validate_study(
                 "nbytes": nbytes,
                 "predicted_s": predicted_s,
                 "nic_efficiency": network.nic_efficiency,
+                "predicted_busbw_gbytes_per_s": float(bus_bandwidth_gbytes_per_s(use.op, nbytes, ranks, predicted_s)),
             }
-            wanted[ranks].append((record, Traffic(use.op, nbytes), predicted_s))
+            wanted[ranks].append((record, Traffic(use.op, nbytes)))
+    if not wanted:
+        raise SpecError(
+            f"validate: the first {top} candidates of {front_path} run no collective over 2 or more ranks that "
+            f"the replay knows ({', '.join(OPS)}); nothing to replay"
+        )
     rows = []
     for ranks, items in wanted.items():
-        results = replay_many([traffic for _, traffic, _ in items], transport, ranks, iters=iters, runner=runner)
-        for (record, traffic, predicted_s), result in zip(items, results):
-            predicted_busbw = float(bus_bandwidth_gbytes_per_s(traffic.op, traffic.nbytes, ranks, predicted_s))
+        results = replay_many([traffic for _, traffic in items], transport, ranks, iters=iters, runner=runner)
+        for (record, _), result in zip(items, results):
             rows.append(
                 {
                     **record,
                     "measured_s": result.time_s,
-                    "error_pct": (predicted_s / result.time_s - 1) * 100,
-                    "predicted_busbw_gbytes_per_s": predicted_busbw,
+                    "error_pct": (record["predicted_s"] / result.time_s - 1) * 100,
                     "measured_busbw_gbytes_per_s": result.busbw_gbytes_per_s,
                     "verified": result.verified,
                     "transport": transport,
@@ -104,6 +109,21 @@ def validate_study(
     table = pd.DataFrame(rows)
     table.to_csv(out_dir / VALIDATION_FILE, index=False)
     return table
+
+
+def _check_args(top, transport: str, max_ranks, message_cap_bytes, iters) -> None:
+    """One-line errors for bad arguments, before any study is loaded (the CLI flag in brackets)."""
+    for name, flag, value, low in (
+        ("top", "--top", top, 1),
+        ("max_ranks", "--max-ranks", max_ranks, 2),
+        ("message_cap_bytes", "--max-mb", message_cap_bytes, 1),
+        ("iters", None, iters, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            where = f"validate.{name}" + (f" ({flag})" if flag else "")
+            raise SpecError(f"{where}: {value!r} is not allowed; allowed: integers >= {low}")
+    if transport not in TRANSPORTS:
+        raise SpecError(f"validate.transport: {transport!r} is unknown; allowed: {', '.join(TRANSPORTS)}")
 
 
 def fit_nic_efficiency(table: pd.DataFrame) -> float:

@@ -6,10 +6,11 @@ import pytest
 from dse.checks import resolve_study
 from dse.cli import main
 from dse.engine import RunSettings, run_search
+from dse.errors import SpecError
 from dse.report import write_reports
 from dse.space import SearchSpace
 from dse.spec import load_study
-from dse.validate import fit_nic_efficiency, load_calibration, write_calibration
+from dse.validate import fit_nic_efficiency, load_calibration, validate_study, write_calibration
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 
@@ -63,3 +64,23 @@ def test_a_calibration_named_in_the_spec_sets_the_network_models_nic_efficiency(
 def test_validate_check_reports_what_the_machine_has(capsys):
     assert main(["validate", "--check"]) == 0
     assert "pyverbs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"top": -1}, r"validate.top \(--top\): -1 is not allowed; allowed: integers >= 1"),
+        ({"max_ranks": 1}, r"validate.max_ranks \(--max-ranks\): 1 .* allowed: integers >= 2"),
+        ({"message_cap_bytes": 0}, r"validate.message_cap_bytes \(--max-mb\): 0 .* allowed: integers >= 1"),
+        ({"transport": "ib"}, r"validate.transport: 'ib' is unknown; allowed: tcp, rdma"),
+    ],
+)
+def test_bad_validate_arguments_are_one_line_before_any_work(tmp_path, kwargs, match):
+    with pytest.raises(SpecError, match=match):
+        validate_study(tmp_path / "no-study", **kwargs)
+
+
+def test_a_front_without_replayable_collectives_says_so_in_one_line(finished_study, monkeypatch):
+    monkeypatch.setattr("dse.validate.plan_collectives", lambda candidate: [])
+    with pytest.raises(SpecError, match=r"validate: the first 1 candidates .* nothing to replay"):
+        validate_study(finished_study, top=1)
