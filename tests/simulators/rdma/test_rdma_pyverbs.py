@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 import types
-from collections import deque
+from collections import Counter, deque
 
 import numpy as np
 import pytest
@@ -36,6 +36,7 @@ from simulators.rdma import (
     transport_of,
 )
 from simulators.rdma._executor import check_results
+from tests.simulators.rdma.conftest import run_threads
 
 # ---------------------------------------------------------------- detection without pyverbs
 
@@ -102,6 +103,7 @@ class MemoryTransport(Transport):
 
     def __init__(self, hub, flip=None, timeout_s=10.0):
         self.hub, self.flip, self.timeout_s, self.sent, self.pending = hub, flip, timeout_s, 0, {}
+        self.messages = Counter()  # messages sent so far, per peer
 
     def open(self, rank, world):
         self.rank, self.world = rank, world
@@ -112,12 +114,10 @@ class MemoryTransport(Transport):
 
     def isend(self, peer, buf, imm=0):
         data = buf.copy()
-        key = (self.rank, peer)
-        n = self.hub.setdefault(("count",) + key, 0)
-        self.hub[("count",) + key] = n + 1
-        if self.flip is not None and self.flip[:3] == (self.rank, peer, n) and data.size:
+        if self.flip is not None and self.flip[:3] == (self.rank, peer, self.messages[peer]) and data.size:
             data[self.flip[3]] ^= 1
-        self.hub[key].put_nowait((data, imm))
+        self.messages[peer] += 1
+        self.hub[(self.rank, peer)].put_nowait((data, imm))
         self.sent += buf.nbytes
         req = Request(self, peer, buf.nbytes)
         req.done = True
@@ -141,27 +141,10 @@ class MemoryTransport(Transport):
         pass
 
 
-def run_threads(world, make_transport, plan):
+def run_plan(world, make_transport, plan):
     """run_rank on `world` threads; returns (results per rank, transports, errors)."""
     transports = [make_transport(r) for r in range(world)]
-    book = [t.open(r, world) for r, t in enumerate(transports)]
-    results, errors = [None] * world, []
-
-    def body(r):
-        try:
-            transports[r].connect(book)
-            results[r] = run_rank(r, transports[r], plan)
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            transports[r].close()
-
-    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(world)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(60)
-    assert not any(th.is_alive() for th in threads), "a rank hung"
+    results, errors = run_threads(transports, lambda r, t: run_rank(r, t, plan))
     return results, transports, errors
 
 
@@ -175,7 +158,7 @@ def memory_hub(world):
 def test_executor_runs_every_op_over_an_in_memory_transport(world):
     hub = memory_hub(world)
     plan = Plan(world, tuple(Traffic(op, world * 4 * 24, bucket_bytes=world * 4 * 8) for op in OPS), checksum="all")
-    results, transports, errors = run_threads(world, lambda r: MemoryTransport(hub), plan)
+    results, transports, errors = run_plan(world, lambda r: MemoryTransport(hub), plan)
     assert not errors
     for t in range(len(OPS)):
         check_results(plan, t, [results[r][t].result for r in range(world)])
@@ -187,7 +170,7 @@ def test_executor_catches_a_corruption_in_flight_through_the_checksum():
     plan = Plan(world, (Traffic("all_reduce", 3 * 4 * 10),), warmup=1, checksum="warmup")
     # Rank 0 -> rank 1 carries barrier messages first (2 rounds: k=1 only to rank 1), then step 0.
     flip = (0, 1, 1, 3)
-    results, _, errors = run_threads(world, lambda r: MemoryTransport(hub, flip if r == 0 else None, 1.0), plan)
+    results, _, errors = run_plan(world, lambda r: MemoryTransport(hub, flip if r == 0 else None, 1.0), plan)
     mismatches = [e for e in errors if isinstance(e, MismatchError)]
     assert mismatches and (mismatches[0].rank, mismatches[0].step, mismatches[0].offset) == (1, 0, 3)
 
@@ -198,7 +181,6 @@ E = types.SimpleNamespace(
     IBV_QPT_RC=2,
     IBV_ACCESS_LOCAL_WRITE=1,
     IBV_ACCESS_REMOTE_WRITE=2,
-    IBV_WR_RDMA_WRITE=0,
     IBV_WR_RDMA_WRITE_WITH_IMM=1,
     IBV_WR_SEND=2,
     IBV_SEND_SIGNALED=2,
@@ -439,7 +421,7 @@ def test_rdma_transport_runs_the_shared_executor(emulated_pyverbs, world):
         iters=2,
         checksum="all",
     )
-    results, transports, errors = run_threads(world, lambda r: RdmaTransport(depth=4, timeout_s=20), plan)
+    results, transports, errors = run_plan(world, lambda r: RdmaTransport(depth=4, timeout_s=20), plan)
     assert not errors, errors
     for t in range(2):
         check_results(plan, t, [results[r][t].result for r in range(world)])
@@ -452,31 +434,16 @@ def test_rdma_transport_keeps_order_with_more_messages_than_its_depth(emulated_p
     n, size = 25, 40
     sent = np.arange(n * size, dtype=np.uint32).astype(np.uint8)
     got = np.zeros(n * size, dtype=np.uint8)
-    ts = [RdmaTransport(depth=3, timeout_s=20) for _ in range(2)]
-    book = [t.open(r, 2) for r, t in enumerate(ts)]
-    errors = []
 
-    def body(r):
-        try:
-            t = ts[r]
-            t.connect(book)
-            t.register(sent if r == 0 else got)
-            if r == 0:
-                reqs = [t.isend(1, sent[i * size : (i + 1) * size], imm=i) for i in range(n)]
-            else:
-                reqs = [t.irecv(0, got[i * size : (i + 1) * size]) for i in range(n)]
-            imms = [q.wait() for q in reqs]
-            if r == 1:
-                assert imms == list(range(n))
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            ts[r].close()
+    def body(r, t):
+        t.register(sent if r == 0 else got)
+        if r == 0:
+            reqs = [t.isend(1, sent[i * size : (i + 1) * size], imm=i) for i in range(n)]
+        else:
+            reqs = [t.irecv(0, got[i * size : (i + 1) * size]) for i in range(n)]
+        return [q.wait() for q in reqs]
 
-    threads = [threading.Thread(target=body, args=(r,), daemon=True) for r in range(2)]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(30)
+    imms, errors = run_threads([RdmaTransport(depth=3, timeout_s=20) for _ in range(2)], body, join_s=30)
     assert not errors, errors
+    assert imms[1] == list(range(n))
     np.testing.assert_array_equal(got, sent)

@@ -3,13 +3,12 @@ corruption caught with rank, step and offset; the transport itself full-duplex i
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
 from simulators._errors import SpecError
 from simulators.rdma import MismatchError, ReplayError, TcpTransport, Traffic, replay, replay_many
+from tests.simulators.rdma.conftest import run_threads
 
 OPS3 = ("all_reduce", "all_gather", "all_to_all")
 
@@ -72,26 +71,8 @@ def test_bad_arguments_fail_before_any_process_starts():
 
 
 def _pair(fn0, fn1, **kw):
-    """Two connected TcpTransports in threads; returns what fn0 and fn1 returned."""
-    ts = [TcpTransport(**kw) for _ in range(2)]
-    book = [t.open(r, 2) for r, t in enumerate(ts)]
-    out, errors = [None, None], []
-
-    def body(r, fn):
-        try:
-            ts[r].connect(book)
-            out[r] = fn(ts[r])
-        except Exception as exc:
-            errors.append(exc)
-        finally:
-            ts[r].close()
-
-    threads = [threading.Thread(target=body, args=(r, fn)) for r, fn in enumerate((fn0, fn1))]
-    for th in threads:
-        th.start()
-    for th in threads:
-        th.join(30)
-    return out, errors
+    """Two connected TcpTransports in threads; returns what fn0 and fn1 returned, and the errors."""
+    return run_threads([TcpTransport(**kw) for _ in range(2)], lambda r, t: (fn0, fn1)[r](t), join_s=30)
 
 
 def test_tcp_full_duplex_exchange_larger_than_socket_buffers_does_not_deadlock():
