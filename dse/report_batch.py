@@ -18,10 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
-import plotly.offline
 
 from dse.checks import ResolvedStudy
-from dse.report_html import PAGE, Figures
+from dse.report_html import FOUR_DIGITS, Figures, page, table_html
 from dse.report_summary import best_row
 
 STUDIES_FILE = "studies.csv"
@@ -134,17 +133,15 @@ def _page(table: pd.DataFrame, best: pd.DataFrame, studies: list[StudyReport]) -
         f'<a href="{html.escape(r)}">{html.escape(n)}</a>' for n, r in zip(table["study"], table["report"])
     ]
     sections = [
-        ("Studies", links.drop(columns=["report"]).to_html(index=False, escape=False, classes="front", na_rep="")),
-        ("Best of each objective", best.to_html(index=False, classes="front", na_rep="", float_format="{:.4g}".format)),
+        ("Studies", table_html(links.drop(columns=["report"]), escape=False, na_rep="")),
+        ("Best of each objective", table_html(best, na_rep="", float_format=FOUR_DIGITS)),
     ]
     objectives = _objectives(studies)
     for x, y in combinations(objectives, 2):
         shared = [s for s in studies if x in s.resolved.objectives and y in s.resolved.objectives]
         if shared:
             sections.append((f"Fronts: {y} against {x}", _fronts(figures, shared, x, y, objectives)))
-    body = "\n".join(f"<section><h2>{name}</h2>\n{content}\n</section>" for name, content in sections)
-    counts = f"{len(studies)} studies, {int(table['trials'].sum())} finished trials"
-    return PAGE.format(title="Batch of studies", counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
+    return page("Batch of studies", f"{len(studies)} studies, {int(table['trials'].sum())} finished trials", sections)
 
 
 def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, objectives: dict[str, str]) -> str:

@@ -26,6 +26,7 @@ GREY = "rgba(150, 150, 150, 0.45)"
 FRONT = "#d62728"
 CONFIG = {"displaylogo": False, "responsive": True}
 NO_FEASIBLE = "No feasible trial: nothing to plot."
+FOUR_DIGITS = "{:.4g}".format  # float_format of the tables
 
 
 def render_html(
@@ -64,8 +65,20 @@ def render_html(
     study = resolved.study
     title = html.escape(f"{study.name}: {study.mode} of {resolved.model.name}")
     counts = f"{len(trials)} finished trials, {len(feasible)} feasible, {len(front)} on the Pareto front"
+    return page(title, counts, sections)
+
+
+def page(title: str, counts: str, sections: list[tuple[str, str]]) -> str:
+    """A whole self-contained page (plotly.js inline): the title, a line of counts, then each
+    (heading, HTML content) section. `title` is HTML already."""
     body = "\n".join(f"<section><h2>{name}</h2>\n{content}\n</section>" for name, content in sections)
     return PAGE.format(title=title, counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
+
+
+def table_html(frame: pd.DataFrame, **options) -> str:
+    """A table in the pages' style (class `front`, border 0, no index); `options` go to
+    `DataFrame.to_html` (`float_format=FOUR_DIGITS`, `na_rep`, `escape`)."""
+    return frame.to_html(index=False, border=0, classes="front", **options)
 
 
 class Figures:
@@ -99,7 +112,7 @@ def _fidelity_section(fidelity: pd.DataFrame, resolved: ResolvedStudy) -> str:
         f"simulator (every group of the step at once on the fabric); {moved} changed rank.</p>"
     )
     table = fidelity[[c for c in columns if c in fidelity.columns]]
-    return note + table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
+    return note + table_html(table, float_format=FOUR_DIGITS)
 
 
 def _validation_section(validation: pd.DataFrame) -> str:
@@ -112,7 +125,7 @@ def _validation_section(validation: pd.DataFrame) -> str:
         "for the same size and rank count on the candidate's network.</p>"
     )
     table = validation[[c for c in columns if c in validation.columns]]
-    return note + table.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
+    return note + table_html(table, float_format=FOUR_DIGITS)
 
 
 def _hover(frame: pd.DataFrame, columns: list[str]) -> list[str]:
@@ -174,7 +187,7 @@ def _front_table(front: pd.DataFrame, resolved: ResolvedStudy, knobs: list[str])
         return "<p>No feasible trial, so no Pareto candidate.</p>"
     columns = ["trial", *knobs, *resolved.objectives, *SHOWN_METRICS[resolved.study.mode]]
     shown = front[list(dict.fromkeys(c for c in columns if c in front.columns))]
-    return shown.to_html(index=False, float_format=lambda v: f"{v:.4g}", border=0, classes="front")
+    return table_html(shown, float_format=FOUR_DIGITS)
 
 
 def _parallel_section(figures, feasible, resolved, knobs) -> str:
