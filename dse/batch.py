@@ -32,11 +32,9 @@ BATCH_FILE = "batch.yaml"  # the studies of the batch, for `dse report` on the b
 
 @dataclass(frozen=True)
 class BatchRun:
-    """One study of a batch as it ran."""
+    """One study of a batch as it ran (its output in `resolved.study.output_dir`)."""
 
-    spec_path: Path
     resolved: ResolvedStudy
-    out_dir: Path
     summary: SearchSummary
 
 
@@ -89,7 +87,7 @@ def run_batch(
     try:
         with stop_on_sigint() as stop, ThreadPoolExecutor(max_workers=len(studies)) as pool:
 
-            def one(path: Path, resolved: ResolvedStudy) -> BatchRun:
+            def one(resolved: ResolvedStudy) -> BatchRun:
                 on_start, on_trial = on_study(resolved)
                 settings = RunSettings(resolved.study.output_dir, None, ray_address, resume)
                 try:
@@ -106,9 +104,9 @@ def run_batch(
                 except BaseException:
                     stop.set()  # one study failing stops the others cleanly
                     raise
-                return BatchRun(path, resolved, settings.out_dir, summary)
+                return BatchRun(resolved, summary)
 
-            futures = [pool.submit(one, path, resolved) for path, resolved in studies]
+            futures = [pool.submit(one, resolved) for _, resolved in studies]
             runs = [_result(future, stop) for future in futures]
     finally:
         executor.close()

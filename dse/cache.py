@@ -66,9 +66,7 @@ def evaluation_context(resolved: ResolvedStudy) -> EvaluationContext:
     parts: dict[str, Any] = {
         "mode": study.mode,
         "model": resolved.model.model_dump(mode="json"),
-        "hardware": study.hardware.model_dump(
-            mode="json", exclude={"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}
-        ),
+        "hardware": study.hardware.model_dump(mode="json", exclude=_KNOB_LISTS),
         "work": study.serving.model_dump(mode="json") if inference else study.training.model_dump(exclude=_COST_ONLY),
         "compute_fraction": resolved.compute_fraction,
         "seed": study.seed if inference else None,  # the request stream of a serving study

@@ -135,12 +135,10 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.checks import resolve_study
     from dse.engine import RunSettings, run_search
     from dse.progress import SearchProgress
-    from dse.report import save_spec, write_reports
+    from dse.report import write_reports
     from dse.spec import load_study
 
-    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
-        if value is not None and value <= 0:
-            raise DseError(f"{flag}: {value} must be positive")
+    _check_budget_flags(args)
     study = load_study(
         args.spec,
         **{
@@ -154,13 +152,9 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     resolved = resolve_study(study)
     settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
     console.print(_header(resolved, settings))
-
-    def start(total, prior):  # the study is open: save its spec now, so even a killed run can be reported
-        save_spec(study, settings.out_dir)
-        row.start(total, prior)
-
     with SearchProgress(console) as progress:
         row = progress.row(resolved)
+        start = _on_open(resolved, row)
         summary = run_search(resolved, settings, on_trial=row.trial, on_start=start, shared=_cache(args.cache))
     trials, front = write_reports(summary.study, resolved, settings.out_dir)
     console.print(_front_table(front, resolved))
@@ -178,6 +172,26 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _check_budget_flags(args: argparse.Namespace) -> None:
+    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
+        if value is not None and value <= 0:
+            raise DseError(f"{flag}: {value} must be positive")
+
+
+def _on_open(resolved, row, total=None):
+    """What happens when a study is open: its spec is saved (so even a killed run can be
+    reported) and its progress row starts (and, in a batch, the total row grows)."""
+    from dse.report import save_spec
+
+    def start(trials: int, prior: list) -> None:
+        save_spec(resolved.study, resolved.study.output_dir)
+        row.start(trials, prior)
+        if total is not None:
+            total.add_total(trials, len(prior))
+
+    return start
+
+
 def _cache(path: Path | None):
     """The shared outcome cache a run reads and extends, when one is named."""
     from dse.cache import SharedCache
@@ -189,13 +203,10 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from dse.batch import CACHE_FILE, load_batch, run_batch
     from dse.engine import RunSettings
     from dse.progress import SearchProgress
-    from dse.report import save_spec
     from dse.report_batch import write_batch_dir
 
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
-    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
-        if value is not None and value <= 0:
-            raise DseError(f"{flag}: {value} must be positive")
+    _check_budget_flags(args)
     studies = load_batch(args.specs, args.out, overrides)
     console.print(f"[bold]batch[/] of {len(studies)} studies; output {args.out}; shared cache {args.out / CACHE_FILE}")
     for _, resolved in studies:
@@ -206,13 +217,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
         def on_study(resolved):
             row = rows[resolved.study.name]
-
-            def start(trials, prior):  # as in dse search: the spec is saved once the study is open
-                save_spec(resolved.study, resolved.study.output_dir)
-                row.start(trials, prior)
-                total.add_total(trials, len(prior))
-
-            return start, row.trial
+            return _on_open(resolved, row, total), row.trial
 
         result = run_batch(studies, args.out, args.ray_address, args.resume, on_study)
     runs = {
@@ -289,11 +294,10 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
 
     runner = "processes"
     if args.ray_address:
-        import ray
-
+        from dse.executor import connect_ray
         from dse.replay_ray import run_actors
 
-        ray.init(address=args.ray_address, include_dashboard=False, log_to_driver=False)
+        connect_ray(args.ray_address)  # the same join as dse search: nodes get this code
         runner = run_actors
     table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
     shown = _table(

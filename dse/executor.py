@@ -81,8 +81,7 @@ class Executor(Protocol):
 
     Outcomes are before the study's own constraints (`Evaluator.simulate_many`)."""
 
-    workers: int
-    usage: Usage
+    usage: Usage  # its cpus: what the executor evaluates on at once
 
     def run(self, evaluator: Evaluator, items: Sequence[dict[str, Any]]) -> Iterator[Evaluated]: ...
 
@@ -116,8 +115,6 @@ class _Sizer:
 
 class InProcessExecutor:
     """Evaluates in the calling process (`--ray-address off`): for debugging and quick tests."""
-
-    workers = 1
 
     def __init__(self) -> None:
         self.usage = Usage(cpus=1)
@@ -171,33 +168,10 @@ class RayExecutor(InProcessExecutor):
         import ray
 
         self._ray = ray
-        self._started_here = False
-        if not ray.is_initialized():
-            if address == "local":
-                os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback-only private cluster
-                ray.init(
-                    address="local",  # a private Ray even where RAY_ADDRESS names another cluster
-                    num_cpus=os.cpu_count() or 1,
-                    include_dashboard=False,
-                    object_store_memory=256 * 1024**2,
-                    log_to_driver=False,
-                    configure_logging=False,
-                    runtime_env={"env_vars": WORKER_ENV},
-                )
-            else:
-                _check_reachable(address)
-                try:
-                    ray.init(address=address, log_to_driver=False, runtime_env=_cluster_env())
-                except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError...
-                    first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                    raise DseError(
-                        f"--ray-address: cannot join a Ray cluster at {address!r} ({first_line}); "
-                        f"allowed: local, off, auto, or the address of a running cluster"
-                    ) from None
-            self._started_here = True
+        self._started_here = connect_ray(address)
         super().__init__()
         resources = ray.cluster_resources()
-        self.usage.cpus = self.workers = max(1, int(resources.get("CPU", 1)))
+        self.usage.cpus = max(1, int(resources.get("CPU", 1)))
         self.usage.store_capacity_bytes = int(resources.get("object_store_memory", 0))
         self._store_sampled_at = 0.0
         self._refs: dict[int, tuple[Evaluator, Any]] = {}
@@ -210,10 +184,10 @@ class RayExecutor(InProcessExecutor):
         if id(evaluator) not in self._refs:  # the evaluator is shipped once per study
             self._refs[id(evaluator)] = (evaluator, ray.put(evaluator))
         ref = self._refs[id(evaluator)][1]
-        size = self._sizer.size(evaluator, len(items), self.workers)
+        size = self._sizer.size(evaluator, len(items), self.usage.cpus)
         queue = deque((list(range(i, min(i + size, len(items)))), MAX_RETRIES) for i in range(0, len(items), size))
         pending: dict[Any, list[int]] = {}
-        window = WINDOW_PER_CPU * self.workers
+        window = WINDOW_PER_CPU * self.usage.cpus
         self._begin()
         try:
             while queue or pending:
@@ -254,6 +228,38 @@ class RayExecutor(InProcessExecutor):
     def close(self) -> None:
         if self._started_here:
             self._ray.shutdown()
+
+
+def connect_ray(address: str) -> bool:
+    """Start a private local Ray (`address` "local") or join a cluster ("auto" or its address)
+    unless this process is connected already; True if it connected here. A cluster's workers
+    get this driver's code and one thread each (`_cluster_env`); failing to join is one line."""
+    import ray
+
+    if ray.is_initialized():
+        return False
+    if address == "local":
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback-only private cluster
+        ray.init(
+            address="local",  # a private Ray even where RAY_ADDRESS names another cluster
+            num_cpus=os.cpu_count() or 1,
+            include_dashboard=False,
+            object_store_memory=256 * 1024**2,
+            log_to_driver=False,
+            configure_logging=False,
+            runtime_env={"env_vars": WORKER_ENV},
+        )
+        return True
+    _check_reachable(address)
+    try:
+        ray.init(address=address, log_to_driver=False, runtime_env=_cluster_env())
+    except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError...
+        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise DseError(
+            f"--ray-address: cannot join a Ray cluster at {address!r} ({first_line}); "
+            f"allowed: local, off, auto, or the address of a running cluster"
+        ) from None
+    return True
 
 
 def _cluster_env() -> dict[str, Any]:
