@@ -36,10 +36,11 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-SCHEDULERS = {"static": 0, "orca": 1, "vllm": 2, "sarathi": 3}
-ROUTERS = {"round_robin": 0, "least_outstanding": 1, "random": 2}
-ROLE_BOTH, ROLE_PREFILL, ROLE_DECODE = 0, 1, 2
 STATIC, ORCA, VLLM, SARATHI = 0, 1, 2, 3
+ROUND_ROBIN, LEAST_OUTSTANDING, RANDOM = 0, 1, 2
+SCHEDULERS = {"static": STATIC, "orca": ORCA, "vllm": VLLM, "sarathi": SARATHI}
+ROUTERS = {"round_robin": ROUND_ROBIN, "least_outstanding": LEAST_OUTSTANDING, "random": RANDOM}
+ROLE_BOTH, ROLE_PREFILL, ROLE_DECODE = 0, 1, 2
 NEVER = np.iinfo(np.int64).max
 
 # Request states
@@ -53,7 +54,7 @@ def _iteration_ns(
     """(latency, first-stage occupancy) of one batch, integer ns.
 
     cost: float64 rows [linear, allreduce, prefill_attention, send] by tokens, then a row of
-    logits by sequences; scalars packed in cost[5, :3] = decode fixed, decode per token."""
+    logits by sequences; scalars packed in cost[5, :2] = decode fixed, decode per token."""
     per_layer = _lookup(cost[0], tokens, 1.0) + _lookup(cost[1], tokens, 1.0)
     for j in range(n_chunks):
         c = chunk_len[j]
@@ -82,17 +83,17 @@ def _lookup(row, x, power):
 def _route(policy, pool_replicas, outstanding, rr_state, rng_state):
     """Index of the replica that takes the next request, among `pool_replicas`."""
     k = len(pool_replicas)
-    if policy == 0:
+    if policy == ROUND_ROBIN:
         choice = pool_replicas[rr_state[0] % k]
         rr_state[0] += 1
         return choice
-    if policy == 1:
+    if policy == LEAST_OUTSTANDING:
         best = pool_replicas[0]
         for r in pool_replicas:
             if outstanding[r] < outstanding[best]:
                 best = r
         return best
-    # xorshift64*: a seeded, platform-independent stream
+    # RANDOM: xorshift64*, a seeded, platform-independent stream
     x = rng_state[0]
     x ^= x >> np.uint64(12)
     x ^= x << np.uint64(25)
@@ -107,14 +108,62 @@ def _blocks_for(tokens, block_tokens):
 
 
 @numba.njit(cache=True)
-def _enqueue(r, i, head, tail, next_in_queue):
-    """Request i joins the back of replica r's queue."""
+def _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue):
+    """Request i, routed to replica r at time t, joins the back of its queue and wakes it."""
+    replica_of[i] = r
+    state[i] = _WAITING
+    outstanding[r] += 1
     if tail[r] < 0:
         head[r] = i
     else:
         next_in_queue[tail[r]] = i
     tail[r] = i
     next_in_queue[i] = -1
+    wake[r] = min(wake[r], t)
+
+
+@numba.njit(cache=True)
+def _heap_before(heap_t, heap_i, a, b):
+    """Whether heap entry a comes before b: by time, then by request index."""
+    return heap_t[a] < heap_t[b] or (heap_t[a] == heap_t[b] and heap_i[a] < heap_i[b])
+
+
+@numba.njit(cache=True)
+def _heap_push(heap_t, heap_i, heap_n, t, i):
+    """Add (t, i) to the binary heap of heap_n entries; returns the new size."""
+    k = heap_n
+    heap_t[k] = t
+    heap_i[k] = i
+    while k > 0:
+        parent = (k - 1) // 2
+        if _heap_before(heap_t, heap_i, parent, k):
+            break
+        heap_t[parent], heap_t[k] = heap_t[k], heap_t[parent]
+        heap_i[parent], heap_i[k] = heap_i[k], heap_i[parent]
+        k = parent
+    return heap_n + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(heap_t, heap_i, heap_n):
+    """Remove the first entry of the heap of heap_n entries; returns (its request, the new size)."""
+    i = heap_i[0]
+    heap_n -= 1
+    heap_t[0] = heap_t[heap_n]
+    heap_i[0] = heap_i[heap_n]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= heap_n:
+            break
+        if child + 1 < heap_n and _heap_before(heap_t, heap_i, child + 1, child):
+            child += 1
+        if _heap_before(heap_t, heap_i, k, child):
+            break
+        heap_t[k], heap_t[child] = heap_t[child], heap_t[k]
+        heap_i[k], heap_i[child] = heap_i[child], heap_i[k]
+        k = child
+    return i, heap_n
 
 
 @numba.njit(cache=True)
@@ -303,20 +352,7 @@ def simulate_serving(
                     elif replica_role[r] == ROLE_PREFILL:
                         leaves = True
                         state[i] = _MOVING
-                        # push the transfer
-                        k = heap_n
-                        heap_n += 1
-                        heap_t[k] = t + transfer_ns[i]
-                        heap_i[k] = i
-                        while k > 0:
-                            parent = (k - 1) // 2
-                            if heap_t[parent] < heap_t[k] or (
-                                heap_t[parent] == heap_t[k] and heap_i[parent] < heap_i[k]
-                            ):
-                                break
-                            heap_t[parent], heap_t[k] = heap_t[k], heap_t[parent]
-                            heap_i[parent], heap_i[k] = heap_i[k], heap_i[parent]
-                            k = parent
+                        heap_n = _heap_push(heap_t, heap_i, heap_n, t + transfer_ns[i], i)
                     if leaves and replica_scheduler[r] != STATIC:
                         if state[i] != _MOVING:  # a request being sent keeps its KV until it arrives
                             free_blocks[r] += blocks[i]
@@ -339,47 +375,20 @@ def simulate_serving(
                     static_open[r] = False
             wake[r] = min(wake[r], t)
         elif t_move == t:
-            i = heap_i[0]
-            heap_n -= 1
-            heap_t[0] = heap_t[heap_n]
-            heap_i[0] = heap_i[heap_n]
-            k = 0
-            while True:
-                left = 2 * k + 1
-                if left >= heap_n:
-                    break
-                child = left
-                right = left + 1
-                if right < heap_n and (
-                    heap_t[right] < heap_t[left] or (heap_t[right] == heap_t[left] and heap_i[right] < heap_i[left])
-                ):
-                    child = right
-                if heap_t[k] < heap_t[child] or (heap_t[k] == heap_t[child] and heap_i[k] < heap_i[child]):
-                    break
-                heap_t[k], heap_t[child] = heap_t[child], heap_t[k]
-                heap_i[k], heap_i[child] = heap_i[child], heap_i[k]
-                k = child
+            i, heap_n = _heap_pop(heap_t, heap_i, heap_n)
             # the prefill replica frees the KV once it is sent
             src = replica_of[i]
             free_blocks[src] += blocks[i]
             blocks[i] = 0
             outstanding[src] -= 1
-            r = _route(router, pool1, outstanding, rr1, rng)
-            replica_of[i] = r
-            state[i] = _WAITING
-            outstanding[r] += 1
-            _enqueue(r, i, head, tail, next_in_queue)
-            wake[r] = min(wake[r], t)
             wake[src] = min(wake[src], t)  # the source may now admit more
+            r = _route(router, pool1, outstanding, rr1, rng)
+            _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
         elif t_arr == t:
             i = next_arrival
             next_arrival += 1
             r = _route(router, pool0, outstanding, rr0, rng)
-            replica_of[i] = r
-            state[i] = _WAITING
-            outstanding[r] += 1
-            _enqueue(r, i, head, tail, next_in_queue)
-            wake[r] = min(wake[r], t)
+            _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
         if t_batch == t or t_move == t or t_arr == t:
             continue  # a replica schedules once every event of this instant is in (its wake)
 
@@ -566,9 +575,7 @@ def simulate_serving(
         for j in range(nb):
             i = batch_req[r, slot, j]
             in_flight[i] = True
-            if batch_tok[r, slot, j] == 1 and prefilled[i] >= need[i]:
-                n_logits += 1
-            elif prefilled[i] + batch_tok[r, slot, j] >= need[i]:
+            if prefilled[i] + batch_tok[r, slot, j] >= need[i]:  # a decode, or a chunk ending the prompt
                 n_logits += 1
         ci = replica_cost_index[r]
         latency, occupancy = _iteration_ns(
