@@ -262,9 +262,8 @@ def _tokens(path: Path, column: str, series) -> np.ndarray:
 
 
 def _seconds(path: Path, column: str, series) -> np.ndarray:
-    import pandas as pd
-
     """Times in seconds from the earliest: numbers are seconds, strings are datetimes (ns precision kept)."""
+    import pandas as pd
     if pd.api.types.is_numeric_dtype(series):
         seconds = series.to_numpy(dtype=np.float64)
         if not np.all(np.isfinite(seconds)):
