@@ -19,24 +19,25 @@ from simulators.rdma._transport import transport_of
 
 
 class RankActor:
-    """One rank: `open` creates its endpoints, `run` connects and replays the plan."""
+    """One rank: `open` creates its transport and endpoints, `run` connects and replays the plan.
+
+    The transport is made in `open`, not in the constructor: an error there (no RDMA device on
+    this node) then reaches the driver as itself, where a failed constructor is an ActorDiedError
+    carrying a traceback.
+    """
 
     def __init__(self, rank: int, plan: Plan, kind: str, options: dict[str, Any]) -> None:
+        self.rank, self.plan, self.kind, self.options = rank, plan, kind, options
+
+    def open(self) -> tuple[Any, str]:
+        """This rank's address and the id of the node it runs on."""
         import ray
 
-        self.rank, self.plan = rank, plan
-        options = dict(options)
-        if kind == "tcp":
+        options = dict(self.options)
+        if self.kind == "tcp":
             options.setdefault("host", ray.util.get_node_ip_address())
-        self.transport = transport_of(kind)(**options)
-
-    def open(self) -> Any:
-        return self.transport.open(self.rank, self.plan.world)
-
-    def node(self) -> str:
-        import ray
-
-        return ray.get_runtime_context().get_node_id()
+        self.transport = transport_of(self.kind)(**options)
+        return self.transport.open(self.rank, self.plan.world), ray.get_runtime_context().get_node_id()
 
     def run(self, book: list[Any], keep_result: bool) -> list[RankResult]:
         try:
@@ -81,9 +82,9 @@ def run_actors(
             ).remote(r, plan, kind, options)
             for r in range(plan.world)
         ]
-        book = _get(ray, [a.open.remote() for a in actors], timeout_s)
-        used = len(set(_get(ray, [a.node.remote() for a in actors], timeout_s)))
-        results = _get(ray, [a.run.remote(book, verify) for a in actors], timeout_s * plan.rounds)
+        book, nodes_used = zip(*_get(ray, [a.open.remote() for a in actors], timeout_s))
+        used = len(set(nodes_used))
+        results = _get(ray, [a.run.remote(list(book), verify) for a in actors], timeout_s * plan.rounds)
         return results, f"ray {strategy} on {used} node{'s' if used != 1 else ''}"
     finally:
         for a in actors:

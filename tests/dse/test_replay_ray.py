@@ -41,3 +41,14 @@ def test_a_rank_error_on_ray_surfaces_as_itself(local_ray):
     with pytest.raises(MismatchError) as err:
         replay_on_ray("all_gather", "tcp", 2, 2 * 64, corrupt=(0, 0, 9), timeout_s=20)
     assert (err.value.rank, err.value.step, err.value.offset) == (0, 0, 9)
+
+
+def test_rdma_without_a_device_on_a_ray_node_is_the_one_line_error(local_ray):
+    from simulators._errors import SpecError
+    from simulators.rdma import devices
+
+    if devices().usable:
+        pytest.skip("this machine has a usable RDMA device")
+    with pytest.raises(SpecError) as err:
+        replay_on_ray("all_reduce", "rdma", 2, 64, timeout_s=20)
+    assert "\n" not in str(err.value) and str(err.value).endswith("allowed here: tcp")
