@@ -21,7 +21,7 @@ import plotly.graph_objects as go
 
 from dse.checks import ResolvedStudy
 from dse.report_html import FOUR_DIGITS, Figures, page, table_html
-from dse.report_summary import best_row
+from dse.report_summary import best_row, objectives_text
 
 STUDIES_FILE = "studies.csv"
 RUN_COLUMNS = ("simulated", "shared_hits", "wall_s", "trials_per_s", "stopped_because")
@@ -60,7 +60,7 @@ def _studies_table(out_dir: Path, studies: list[StudyReport]) -> pd.DataFrame:
                 "mode": study.mode,
                 "model": s.resolved.model.name,
                 "gpus": " ".join(g.name for g in s.resolved.gpus),
-                "objectives": ", ".join(f"{d[:3]} {m}" for m, d in zip(s.resolved.objectives, s.resolved.directions)),
+                "objectives": objectives_text(s.resolved),
                 "trials": len(s.trials),
                 "feasible": int(s.trials["feasible"].sum()),
                 "front": len(s.front),

@@ -21,21 +21,32 @@ def summary_markdown(
     history: HypervolumeHistory | None,
     spec_path: Path,
 ) -> str:
-    study = resolved.study
-    objectives = ", ".join(f"{d[:3]} {m}" for m, d in zip(resolved.objectives, resolved.directions))
     lines = [
-        f"# {study.name}",
+        f"# {resolved.study.name}",
         "",
         f"{len(trials)} finished trials, {int(trials['feasible'].sum())} feasible, "
-        f"{len(front)} on the Pareto front. Objectives: {objectives}.",
+        f"{len(front)} on the Pareto front. Objectives: {objectives_text(resolved)}.",
     ]
     if front.empty:
         lines += ["", "No feasible trial, so no best candidate."]
+    else:
+        lines += _best_sections(front, resolved, spec_path)
+    lines += ["", "## Hypervolume", "", hypervolume_text(history, resolved), ""]
+    return "\n".join(lines)
+
+
+def objectives_text(resolved: ResolvedStudy) -> str:
+    """The objectives with their directions on one line: `max tokens_per_s_per_gpu, min usd_per_mtok`."""
+    return ", ".join(f"{d[:3]} {m}" for m, d in zip(resolved.objectives, resolved.directions))
+
+
+def _best_sections(front: pd.DataFrame, resolved: ResolvedStudy, spec_path: Path) -> list[str]:
+    """A section per objective: its best candidate's metrics and the command that reproduces it."""
     space = SearchSpace.from_study(resolved)
-    metrics = [m for m in (*resolved.objectives, *metrics_for(resolved.study.mode)) if m in front.columns]
+    named = dict.fromkeys([*resolved.objectives, *metrics_for(resolved.study.mode)])
+    metrics = [m for m in named if m in front.columns]
+    lines = []
     for objective, direction in zip(resolved.objectives, resolved.directions):
-        if front.empty:
-            break
         row = best_row(front, objective, direction)
         lines += [
             "",
@@ -45,7 +56,7 @@ def summary_markdown(
             "",
             "| metric | value |",
             "|---|---|",
-            *(f"| {m} | {row[m]:.6g} |" for m in dict.fromkeys(metrics)),
+            *(f"| {m} | {row[m]:.6g} |" for m in metrics),
             "",
             "Reproduce:",
             "",
@@ -53,8 +64,7 @@ def summary_markdown(
             reproduce_command(row, space, spec_path),
             "```",
         ]
-    lines += ["", "## Hypervolume", "", hypervolume_text(history, resolved), ""]
-    return "\n".join(lines)
+    return lines
 
 
 def best_row(front: pd.DataFrame, objective: str, direction: str) -> pd.Series:
