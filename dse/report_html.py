@@ -42,12 +42,13 @@ def render_html(
     feasible trial, time and memory breakdowns of the front, the hypervolume history, the
     fidelity comparison when the study ran one, the spec."""
     feasible = trials[trials["feasible"]]
-    knobs = _varied_knobs(resolved, feasible)
+    space = SearchSpace.from_study(resolved)
+    knobs = _varied_knobs(space, feasible)
     figures = Figures()
     sections = [
         ("Pareto front", _front_section(figures, feasible, front, resolved, knobs)),
         ("Pareto candidates", _front_table(front, resolved, knobs)),
-        ("All feasible trials", _parallel_section(figures, feasible, resolved, knobs)),
+        ("All feasible trials", _parallel_section(figures, feasible, resolved, knobs, space.values)),
     ]
     if resolved.study.mode == "training":  # the breakdowns exist for training steps
         sections += [
@@ -93,9 +94,8 @@ class Figures:
         return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{self.count}", config=CONFIG)
 
 
-def _varied_knobs(resolved: ResolvedStudy, feasible: pd.DataFrame) -> list[str]:
+def _varied_knobs(space: SearchSpace, feasible: pd.DataFrame) -> list[str]:
     """The knobs the spec searches over, with the data-parallel degree they imply."""
-    space = SearchSpace.from_study(resolved)
     knobs = [k for k in space.knobs if len(space.values[k]) > 1]
     return [*knobs, "dp"] if "dp" in feasible and feasible["dp"].nunique() > 1 else knobs
 
@@ -190,12 +190,12 @@ def _front_table(front: pd.DataFrame, resolved: ResolvedStudy, knobs: list[str])
     return table_html(shown, float_format=FOUR_DIGITS)
 
 
-def _parallel_section(figures, feasible, resolved, knobs) -> str:
+def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
     """Every feasible trial as a line through its knobs and objectives, coloured by the first
-    objective; text knobs become integer axes labelled with their values."""
+    objective; text knobs become integer axes labelled with their values (in the spec's order,
+    `values` being the search space's)."""
     if feasible.empty:
         return f"<p>{NO_FEASIBLE}</p>"
-    values = SearchSpace.from_study(resolved).values
     dimensions = []
     for column in knobs:
         data = feasible[column]
