@@ -17,6 +17,7 @@ import operator
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar
 
 import numpy as np
 
@@ -63,34 +64,39 @@ def _check_arrays(owner: str, arrival_s: np.ndarray | None, prompt_tokens: np.nd
             )
 
 
+class _Columns:
+    """What Requests and TraceData share: their columns checked at construction, and their length."""
+
+    _owner: ClassVar[str]  # the name errors give
+    arrival_s: np.ndarray | None
+    prompt_tokens: np.ndarray
+    output_tokens: np.ndarray
+
+    def __post_init__(self):
+        _check_arrays(self._owner, self.arrival_s, self.prompt_tokens, self.output_tokens)
+
+    def __len__(self) -> int:
+        return len(self.prompt_tokens)
+
+
 @dataclass(frozen=True, eq=False)
-class Requests:
+class Requests(_Columns):
     """Structure of arrays, one entry per request, sorted by arrival time."""
 
+    _owner: ClassVar[str] = "requests"
     arrival_s: np.ndarray  # float64[n], non-decreasing, >= 0 (the first arrival may be > 0)
     prompt_tokens: np.ndarray  # int64[n] >= 1
     output_tokens: np.ndarray  # int64[n] >= 1
 
-    def __post_init__(self):
-        _check_arrays("requests", self.arrival_s, self.prompt_tokens, self.output_tokens)
-
-    def __len__(self) -> int:
-        return len(self.arrival_s)
-
 
 @dataclass(frozen=True, eq=False)
-class TraceData:
+class TraceData(_Columns):
     """A trace's requests in arrival order; `arrival_s` is None when the trace records lengths only."""
 
+    _owner: ClassVar[str] = "trace"
     arrival_s: np.ndarray | None  # float64[n] s from the first request
     prompt_tokens: np.ndarray  # int64[n] >= 1
     output_tokens: np.ndarray  # int64[n] >= 1
-
-    def __post_init__(self):
-        _check_arrays("trace", self.arrival_s, self.prompt_tokens, self.output_tokens)
-
-    def __len__(self) -> int:
-        return len(self.prompt_tokens)
 
 
 def _count(field_name: str, value: object, minimum: int = 1) -> int:
@@ -264,6 +270,7 @@ def _tokens(path: Path, column: str, series) -> np.ndarray:
 def _seconds(path: Path, column: str, series) -> np.ndarray:
     """Times in seconds from the earliest: numbers are seconds, strings are datetimes (ns precision kept)."""
     import pandas as pd
+
     if pd.api.types.is_numeric_dtype(series):
         seconds = series.to_numpy(dtype=np.float64)
         if not np.all(np.isfinite(seconds)):
