@@ -70,27 +70,19 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
 
 def request_stream(settings: ServingSettings, seed: int) -> Callable[[float], Requests]:
     """The study's requests at a given rate (lengths fixed by the seed, arrivals by rate)."""
-    trace = _trace(settings.trace, settings.max_tokens) if settings.trace else None
+    if settings.trace:
+        lengths = dict(trace=_trace(settings.trace, settings.max_tokens))
+    else:
+        lengths = dict(prompt=_lengths(settings.prompt), output=_lengths(settings.output))
+    if settings.arrival == "replay":  # the recorded stream, its clock scaled to the rate asked
+        recorded = make_requests(settings.requests, seed, rate_qps=None, **lengths)
+        arrival_s = recorded.arrival_s - recorded.arrival_s[0]
+        recorded_qps = (len(arrival_s) - 1) / arrival_s[-1]
 
     def at(qps: float) -> Requests:
-        if settings.arrival == "replay":  # the recorded stream, its clock scaled to the rate asked
-            recorded = make_requests(settings.requests, seed, rate_qps=None, trace=trace)
-            arrival_s = recorded.arrival_s - recorded.arrival_s[0]
-            recorded_qps = (len(arrival_s) - 1) / arrival_s[-1]
+        if settings.arrival == "replay":
             return Requests(arrival_s * recorded_qps / qps, recorded.prompt_tokens, recorded.output_tokens)
-        if trace is not None:
-            return make_requests(
-                settings.requests, seed, rate_qps=qps, arrival=settings.arrival, cv=settings.cv, trace=trace
-            )
-        return make_requests(
-            settings.requests,
-            seed,
-            rate_qps=qps,
-            arrival=settings.arrival,
-            cv=settings.cv,
-            prompt=_lengths(settings.prompt),
-            output=_lengths(settings.output),
-        )
+        return make_requests(settings.requests, seed, rate_qps=qps, arrival=settings.arrival, cv=settings.cv, **lengths)
 
     return at
 
