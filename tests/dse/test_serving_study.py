@@ -1,5 +1,9 @@
 """Inference studies end to end: spec, knobs, capacity per candidate, reports."""
 
+import dataclasses
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 from dse.checks import resolve_study
@@ -10,7 +14,10 @@ from dse.report import write_reports
 from dse.serving import deployment_of, request_stream
 from dse.space import SERVING_KNOBS, SearchSpace
 from dse.spec import load_study
-from simulators.serving import capacity_search
+from simulators.hardware import get_gpu
+from simulators.models import get_model
+from simulators.serving import Deployment, Pool, Requests, capacity_search, simulate_deployment
+from simulators.serving._deployment import pool_costs
 
 SERVING_SPEC = """
 name: tiny-serving
@@ -38,17 +45,8 @@ seed: 5
 """
 
 
-def test_an_inference_spec_searches_serving_knobs_with_serving_objectives(write_spec):
-    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
-    space = SearchSpace.from_study(resolved)
-    assert space.knobs == SERVING_KNOBS
-    assert resolved.objectives == ("qps_per_usd_hour", "ttft_p90_s")  # the inference defaults
-    # without disaggregation the decode knobs are inert: 2 x 2 x 2 plans, plus 2 x 2 x 2 x 2 split ones
-    assert len(space.grid()) == 24
-
-
-def test_a_candidates_qps_per_dollar_is_its_capacity_over_its_price(write_spec):
-    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+def candidate(**changes):
+    """A trial's params: tp 2 x 2 sarathi replicas of H100s, not disaggregated, unless changed."""
     params = dict(
         gpu="H100-SXM",
         tp=2,
@@ -62,6 +60,21 @@ def test_a_candidates_qps_per_dollar_is_its_capacity_over_its_price(write_spec):
         decode_tp=1,
         decode_replicas=1,
     )
+    return params | changes
+
+
+def test_an_inference_spec_searches_serving_knobs_with_serving_objectives(write_spec):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    space = SearchSpace.from_study(resolved)
+    assert space.knobs == SERVING_KNOBS
+    assert resolved.objectives == ("qps_per_usd_hour", "ttft_p90_s")  # the inference defaults
+    # without disaggregation the decode knobs are inert: 2 x 2 x 2 plans, plus 2 x 2 x 2 x 2 split ones
+    assert len(space.grid()) == 24
+
+
+def test_a_candidates_qps_per_dollar_is_its_capacity_over_its_price(write_spec):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    params = candidate()
     outcome = Evaluator(SearchSpace.from_study(resolved)).evaluate(params)
     deployment = deployment_of(resolved, params)
     found = capacity_search(
@@ -107,10 +120,6 @@ def test_an_inference_study_runs_and_writes_its_reports(write_spec, tmp_path):
 def test_a_replayed_trace_keeps_its_burstiness_at_any_rate(write_spec):
     """Replay scales the recorded clock: gaps keep their pattern (ratios), the mean rate is the one
     asked, and the lengths are the trace's own, in order."""
-    from pathlib import Path
-
-    import numpy as np
-
     trace = Path(__file__).resolve().parents[2] / "../shared/reference/traces/splitwise_conv.csv"
     if not trace.is_file():
         pytest.skip("../shared/reference/traces is not beside this checkout")
@@ -124,12 +133,6 @@ def test_a_replayed_trace_keeps_its_burstiness_at_any_rate(write_spec):
 
 
 def test_round_robin_alternates_and_least_outstanding_balances():
-    import numpy as np
-
-    from simulators.hardware import get_gpu
-    from simulators.models import get_model
-    from simulators.serving import Deployment, Pool, Requests, simulate_deployment
-
     n = 40
     requests = Requests(np.arange(n) * 0.01, np.full(n, 256), np.full(n, 32))
     for router in ("round_robin", "least_outstanding", "random"):
@@ -144,11 +147,6 @@ def test_round_robin_alternates_and_least_outstanding_balances():
 def test_a_measured_profile_in_the_spec_replaces_the_operations_it_covers(write_spec):
     """Llama-2-70B at tp 4 with the MLP profile fixture: the deployment carries the profile and
     its decode steps take the measured linear times instead of the roofline ones."""
-    from pathlib import Path
-
-    from simulators.serving import simulate_deployment
-    from simulators.serving._deployment import pool_costs
-
     data = Path(__file__).resolve().parents[1] / "simulators" / "serving" / "data"
     text = (
         SERVING_SPEC.replace("model: llama3-8b", "model: llama2-70b")
@@ -158,22 +156,10 @@ def test_a_measured_profile_in_the_spec_replaces_the_operations_it_covers(write_
         .replace("  requests: 300\n", f"  requests: 300\n  profile_mlp: {data / 'mlp.csv'}\n")
     )
     resolved = resolve_study(load_study(write_spec(text)))
-    params = dict(
-        gpu="A100-80GB",
-        tp=4,
-        pp=1,
-        replicas=1,
-        scheduler="sarathi",
-        max_batch_requests=128,
-        max_batch_tokens=512,
-        router="round_robin",
-        disaggregated=False,
-        decode_tp=4,
-        decode_replicas=1,
-    )
+    params = candidate(gpu="A100-80GB", tp=4, replicas=1, decode_tp=4)
     measured = deployment_of(resolved, params)
     assert measured.profile is not None
-    plain = measured.__class__(**{**measured.__dict__, "profile": None})
+    plain = dataclasses.replace(measured, profile=None)
     assert pool_costs(measured, 1024)[0].linear_s[64] != pool_costs(plain, 1024)[0].linear_s[64]
     stream = request_stream(resolved.study.serving, 5)
     assert simulate_deployment(measured, stream(1.0)).metrics["tbt_p50_s"] > 0
@@ -183,19 +169,7 @@ def test_a_deployment_is_bought_in_whole_servers(write_spec):
     """4 H100s (tp 2 x 2 replicas) need one 8-GPU server: $294k, 8 NICs at $2k, one rail leaf per
     NIC (8 leaves, no spine: 8 switch ports at $562.5) and 8 links at $750 = $320,500."""
     resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
-    params = dict(
-        gpu="H100-SXM",
-        tp=2,
-        pp=1,
-        replicas=2,
-        scheduler="sarathi",
-        max_batch_requests=128,
-        max_batch_tokens=512,
-        router="round_robin",
-        disaggregated=False,
-        decode_tp=1,
-        decode_replicas=1,
-    )
+    params = candidate()
     metrics = Evaluator(SearchSpace.from_study(resolved)).evaluate(params).metrics
     assert metrics["capex_usd"] == pytest.approx(294_000 + 8 * 2_000 + 8 * 562.5 + 8 * 750)
     assert metrics["qps_per_owned_usd_hour"] == pytest.approx(metrics["capacity_qps"] / metrics["owned_usd_per_hour"])

@@ -18,6 +18,7 @@ from simulators.serving import (
     simulate_deployment,
     uniform,
 )
+from simulators.serving._deployment import pool_costs
 
 H100, LLAMA8B = get_gpu("H100-SXM"), get_model("llama3-8b")
 
@@ -90,9 +91,6 @@ def test_disaggregation_adds_exactly_the_kv_transfer_to_one_request():
     unified = simulate_deployment(deploy("sarathi", max_batch_tokens=2048), requests)
     split = deploy("sarathi", max_batch_tokens=2048, decode=Pool("vllm", max_batch_tokens=2048))
     disaggregated = simulate_deployment(split, requests)
-    cost = disaggregated.engine  # noqa: F841 (kept for debugging)
-    from simulators.serving._deployment import pool_costs
-
     transfer_ns = round(float(kv_transfer_s(split, pool_costs(split, 1000)[0], np.array([1000]))[0]) * 1e9)
     assert transfer_ns > 0
     assert disaggregated.first_token_ns[0] == unified.first_token_ns[0]
