@@ -117,7 +117,7 @@ def _parser() -> argparse.ArgumentParser:
     validate.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
     validate.add_argument("--ray-address", default=None, help="run one rank per node of this Ray cluster")
     validate.add_argument("--max-ranks", type=int, default=8, help="ranks per replayed collective (default 8)")
-    validate.add_argument("--max-mb", type=float, default=64, help="bytes per replayed collective, MB (default 64)")
+    validate.add_argument("--max-mb", type=float, default=64, help="bytes per replayed collective, MiB (default 64)")
     validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
     validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
     validate.set_defaults(handler=_validate)
