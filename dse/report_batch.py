@@ -18,8 +18,11 @@ from pathlib import Path
 
 import pandas as pd
 import plotly.graph_objects as go
+import yaml
 
+from dse.batch import BATCH_FILE
 from dse.checks import ResolvedStudy
+from dse.report import load_study_dir, write_reports
 from dse.report_html import FOUR_DIGITS, Figures, page, table_html
 from dse.report_summary import best_row, objectives_text
 
@@ -167,16 +170,11 @@ def write_batch_dir(out_dir: Path, runs: dict[str, dict] | None = None) -> list[
     """Re-render every study of the batch in `out_dir` and the combined report. `runs` are the
     figures of the run just finished; without them (`dse report` on a batch directory) the
     previous studies.csv provides them."""
-    import yaml
-
-    from dse.batch import BATCH_FILE
-    from dse.report import load_study_dir, write_reports
-
     listing = yaml.safe_load((out_dir / BATCH_FILE).read_text())["studies"]
     if runs is None:
         previous = out_dir / STUDIES_FILE
         table = pd.read_csv(previous) if previous.is_file() else pd.DataFrame(columns=["study", *RUN_COLUMNS])
-        runs = {row["study"]: {k: row[k] for k in RUN_COLUMNS} for _, row in table.iterrows()}
+        runs = table.set_index("study")[list(RUN_COLUMNS)].to_dict("index")
     studies = []
     for entry in listing:
         study_dir = out_dir / entry["dir"]
