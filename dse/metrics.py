@@ -90,11 +90,8 @@ def metrics_for(mode: str) -> Registry[Metric]:
 
 
 DIRECTIONS = ("minimize", "maximize")
-CAPACITY_METRICS = (
-    "capacity_qps",
-    "qps_per_usd_hour",
-    "qps_per_owned_usd_hour",
-)  # need the capacity search (serving.qps unset)
+# Serving metrics of the capacity search: they exist where serving.qps is unset.
+CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour", "qps_per_owned_usd_hour")
 # Metrics of an owned cluster: they exist where the price book has a server price for the GPU.
 OWNED_METRICS = (
     "capex_usd",

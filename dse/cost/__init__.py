@@ -8,8 +8,8 @@ __all__ = [
     "Ownership",
     "Price",
     "PriceBook",
+    "cost_metrics",
     "default_price_book",
     "ownership",
     "price_book",
-    "cost_metrics",
 ]
