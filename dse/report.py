@@ -7,6 +7,7 @@ simulating anything but the few Pareto candidates.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import optuna
@@ -31,7 +32,6 @@ from simulators.analytical import simulate_training_batch
 
 SPEC_FILE = "spec.yaml"
 JOURNAL_FILE = "study.journal"
-MEMORY_PARTS = ("weights", "gradients", "optimizer", "activations", "reserve")  # memory_<part>_gb columns
 
 
 def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
@@ -93,10 +93,8 @@ def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame
     space = SearchSpace.from_study(resolved)
     results = simulate_training_batch([space.candidate(params_of_row(row)) for _, row in front.iterrows()])
     times = pd.DataFrame([result.breakdown_s for result in results], index=front.index).add_prefix("breakdown_")
-    memory = pd.DataFrame(
-        [{f"memory_{part}_gb": getattr(r.memory, f"{part}_bytes") / 1e9 for part in MEMORY_PARTS} for r in results],
-        index=front.index,
-    )
+    memory = pd.DataFrame([dataclasses.asdict(result.memory) for result in results], index=front.index) / 1e9
+    memory.columns = [f"memory_{name.removesuffix('_bytes')}_gb" for name in memory.columns]
     return pd.concat([front, times, memory], axis=1)
 
 
