@@ -37,17 +37,9 @@ def incast(senders: int, payload_bytes: int, gbps: float = 100, mtu: int = 1500)
     return links, flows, {switch}
 
 
-def leaf_spine(
-    payload_bytes: int,
-    stride: int = 1,
-    all_to_all: bool = False,
-    hosts: int = 16,
-    leaves: int = 4,
-    spines: int = 2,
-    gbps: float = 100,
-    uplink_gbps: float = 100,
-    mtu: int = 1500,
-):
+def _two_tier(hosts: int, leaves: int, spines: int, gbps: float, uplink_gbps: float):
+    """Host h on leaf h // (hosts / leaves), every leaf joined to every spine, links both ways:
+    (links, link id of each (from, to) pair, first leaf node, first spine node)."""
     per_leaf = hosts // leaves
     leaf0, spine0 = hosts, hosts + leaves
     links: list[Link] = []
@@ -64,6 +56,22 @@ def leaf_spine(
         for s in range(spines):
             link(leaf0 + leaf, spine0 + s, uplink_gbps)
             link(spine0 + s, leaf0 + leaf, uplink_gbps)
+    return links, index, leaf0, spine0
+
+
+def leaf_spine(
+    payload_bytes: int,
+    stride: int = 1,
+    all_to_all: bool = False,
+    hosts: int = 16,
+    leaves: int = 4,
+    spines: int = 2,
+    gbps: float = 100,
+    uplink_gbps: float = 100,
+    mtu: int = 1500,
+):
+    per_leaf = hosts // leaves
+    links, index, leaf0, spine0 = _two_tier(hosts, leaves, spines, gbps, uplink_gbps)
 
     def path(src: int, dst: int) -> tuple[int, ...]:
         a, b = leaf0 + src // per_leaf, leaf0 + dst // per_leaf
@@ -86,22 +94,7 @@ def two_tier_incast(senders: int, nbytes: int, hosts: int = 32, per_tor: int = 4
     """htsim's incast (../shared/reference/htsim): hosts 1..senders send `nbytes` each to host 0
     on a two-tier fat tree of `hosts / per_tor` top-of-rack switches and `spines` spines, 100 Gb/s
     and 1 us per link, ECMP by source host; packets of `mtu` bytes on the wire."""
-    tors = hosts // per_tor
-    tor0, spine0 = hosts, hosts + tors
-    links: list[Link] = []
-    index: dict[tuple[int, int], int] = {}
-
-    def link(a: int, b: int) -> None:
-        index[a, b] = len(links)
-        links.append(Link(a, b, 100, DELAY_S))
-
-    for h in range(hosts):
-        link(h, tor0 + h // per_tor)
-        link(tor0 + h // per_tor, h)
-    for t in range(tors):
-        for s in range(spines):
-            link(tor0 + t, spine0 + s)
-            link(spine0 + s, tor0 + t)
+    links, index, tor0, spine0 = _two_tier(hosts, hosts // per_tor, spines, 100, 100)
     flows = []
     for src in range(1, senders + 1):
         a, b = tor0 + src // per_tor, tor0
