@@ -15,11 +15,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import networkx as nx
+
 from simulators.analytical import plan_collectives
-from simulators.network import Fabric, fabric_graph
+from simulators.network import Fabric, Router, fabric_graph
 from simulators.packet._collectives import collective_flows
-from simulators.packet._run import Flow, RoceSettings, simulate
-from simulators.packet._scenarios import fabric_links
+from simulators.packet._run import Flow, Link, RoceSettings, simulate
 from simulators.workload import TrainingCandidate
 
 MTU_BYTES = 4096
@@ -48,6 +49,27 @@ def groups_of(num_gpus: int, ranks: int, stride: int) -> list[list[int]]:
         for outer in range(num_gpus // span)
         for inner in range(stride)
     ]
+
+
+def fabric_links(graph: nx.Graph):
+    """The packet simulator's view of a fabric graph (simulators.network.fabric_graph): two
+    directed links per physical link (each member of a bundle of parallel links), the switch
+    nodes, and a route function for collectives that hashes each flow onto its ECMP path."""
+    links: list[Link] = []
+    index: dict[tuple[int, int, int], int] = {}
+    for u, v, data in graph.edges(data=True):
+        for member in range(data.get("count", 1)):
+            for a, b in ((u, v), (v, u)):
+                index[a, b, member] = len(links)
+                links.append(Link(a, b, data["gbps"], data["latency_s"]))
+    switches = {node for node, kind in graph.nodes(data="kind") if kind != "gpu"}
+    router = Router(graph)
+    flow_ids = iter(range(1 << 62))
+
+    def route(src: int, dst: int) -> tuple[int, ...]:
+        return tuple(index[hop] for hop in router.hops(src, dst, next(flow_ids)))
+
+    return links, switches, route
 
 
 def congestion_factors(

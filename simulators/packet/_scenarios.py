@@ -118,26 +118,3 @@ def star(hosts: int, gbps: float = 400, delay_s: float = DELAY_S):
         return (src, hosts + dst)
 
     return links, {hosts}, route
-
-
-def fabric_links(graph):
-    """The packet simulator's view of a fabric graph (simulators.network.fabric_graph): two
-    directed links per physical link (each member of a bundle of parallel links), the switch
-    nodes, and a route function for collectives that hashes each flow onto its ECMP path."""
-    from simulators.network import Router
-
-    links: list[Link] = []
-    index: dict[tuple[int, int, int], int] = {}
-    for u, v, data in graph.edges(data=True):
-        for member in range(data.get("count", 1)):
-            for a, b in ((u, v), (v, u)):
-                index[a, b, member] = len(links)
-                links.append(Link(a, b, data["gbps"], data["latency_s"]))
-    switches = {node for node, kind in graph.nodes(data="kind") if kind != "gpu"}
-    router = Router(graph)
-    flow_ids = iter(range(1 << 62))
-
-    def route(src: int, dst: int) -> tuple[int, ...]:
-        return tuple(index[hop] for hop in router.hops(src, dst, next(flow_ids)))
-
-    return links, switches, route
