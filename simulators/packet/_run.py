@@ -1,7 +1,7 @@
 """A packet-level run from plain values: links, flows with paths and dependencies, RoCE settings.
 
-`PacketNetwork` holds directed links (rate, delay, endpoints); `Flow` a transfer along a path of
-link ids; `RoceSettings` the PFC, ECN and DCQCN parameters (defaults from
+`Link` is one directed link (endpoints, rate, delay); `Flow` a transfer along a path of link
+ids (indices into the list of links); `RoceSettings` the PFC, ECN and DCQCN parameters (defaults from
 ../shared/reference/netsim.md section 1, every one settable); `simulate` runs the compiled engine and
 returns per-flow times and per-link statistics.
 """
@@ -135,12 +135,15 @@ def simulate(
 ) -> PacketResult:
     """Run `flows` over `links`; nodes in `switches` have the shared buffer, PFC and ECN.
     `window_s` (start, end): also count the bytes each flow delivers in that interval (rates)."""
-    if not flows:
-        raise SpecError("flows: at least one flow is needed")
+    if not flows or not links:
+        raise SpecError("flows, links: at least one of each is needed")
     n_nodes = 1 + max(max(link.src, link.dst) for link in links)
     for i, flow in enumerate(flows):
         if not flow.path or flow.nbytes < 1 or flow.mtu_bytes < 1:
             raise SpecError(f"flows[{i}]: needs a path, nbytes >= 1 and mtu_bytes >= 1")
+        bad = [a for a in flow.path if not 0 <= a < len(links)]
+        if bad:
+            raise SpecError(f"flows[{i}].path: link {bad[0]} is not allowed; allowed: link ids 0..{len(links) - 1}")
         for a, b in zip(flow.path, flow.path[1:]):
             if links[a].dst != links[b].src:
                 raise SpecError(

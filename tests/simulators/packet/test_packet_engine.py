@@ -144,3 +144,13 @@ def test_every_packet_is_acknowledged_along_the_reverse_path():
     assert result.link_bytes[receiver_up] == 2 * packets * 64
     assert [result.link_bytes[i] for i in to_sender] == [packets * 64, packets * 64]
     assert np.isfinite(result.finish_s).all()
+
+
+def test_a_path_through_a_link_that_does_not_exist_is_named():
+    from simulators import SpecError
+
+    links, switches = chain(2)
+    with pytest.raises(SpecError, match=r"flows\[0\]\.path: link 5 is not allowed; allowed: link ids 0\.\.1"):
+        simulate(links, [Flow((0, 5), 4096)], LINE, switches)
+    with pytest.raises(SpecError, match=r"flows\[0\]\.path: link -1"):
+        simulate(links, [Flow((-1,), 4096)], LINE, switches)
