@@ -4,6 +4,7 @@ speed and comparison scripts: Llama-2-70B on A100-80GB, arXiv-summarisation leng
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from simulators.hardware import get_gpu, sustained_compute_fraction
@@ -17,8 +18,14 @@ TRACE = (
 REQUESTS = 10_000
 
 
+@cache
+def _arxiv_trace():
+    return load_trace(TRACE, max_tokens=4096)
+
+
 def arxiv_requests(qps: float, n: int = REQUESTS, seed: int = 0):
-    return make_requests(n, seed, rate_qps=qps, trace=load_trace(TRACE, max_tokens=4096))
+    """The trace is read once per process: a capacity search asks for a stream at every rate it probes."""
+    return make_requests(n, seed, rate_qps=qps, trace=_arxiv_trace())
 
 
 def deployment(scheduler: str, tp: int, pp: int, replicas: int, budget: int, router: str = "round_robin"):
