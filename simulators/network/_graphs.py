@@ -46,6 +46,7 @@ spine and no other way across rails).
 
 from __future__ import annotations
 
+import itertools
 import math
 import struct
 import weakref
@@ -104,10 +105,10 @@ def fabric_graph(
         g.add_node(r, kind="gpu", server=r // gps, local=r % gps)
         if rails and nps == gps:
             g.nodes[r]["rail"] = r % gps
-    ids = _Ids(num_gpus)
+    ids = itertools.count(num_gpus)  # switch node ids, after the GPUs
     if domain > 1:
         for d in range(num_gpus // domain):
-            nvswitch = ids.take()
+            nvswitch = next(ids)
             g.add_node(nvswitch, kind="nvswitch", server=d * domain // gps)
             for r in range(d * domain, (d + 1) * domain):
                 _link(g, r, nvswitch, gpu.scaleup_gbytes_per_s * 8.0, scaleup_latency_s)
@@ -123,7 +124,7 @@ def fabric_graph(
         for p in range(fabric.planes):
             for grp in range(groups):
                 for rail in range(nps):
-                    leaf[p, grp, rail] = ids.take()
+                    leaf[p, grp, rail] = next(ids)
                     g.add_node(leaf[p, grp, rail], kind="leaf", plane=p, group=grp, rail=rail)
         for s in range(servers):
             for rail in range(nps):
@@ -136,7 +137,7 @@ def fabric_graph(
                 _spread_up(g, ids, plane_leaves, used, fabric, "spine", {"plane": p}, switch_latency_s)
         return g
     nic_links = servers * nps
-    leaves = [ids.take() for _ in range(-(-nic_links // down))]
+    leaves = [next(ids) for _ in range(-(-nic_links // down))]
     half = fabric.switch_radix // 2
     for i, node in enumerate(leaves):
         g.add_node(node, kind="leaf", plane=0, **({"pod": i // half} if fabric.family == "fat-tree" else {}))
@@ -157,23 +158,12 @@ def fabric_graph(
     entries = sorted(  # (aggregation index j, uplink i, pod): Al-Fares core groups
         (j, i, p) for p, aggs in enumerate(aggregation) for j, agg in enumerate(aggs) for i in range(used[agg])
     )
-    cores = [ids.take() for _ in range(-(-len(entries) // fabric.switch_radix))]
+    cores = [next(ids) for _ in range(-(-len(entries) // fabric.switch_radix))]
     for node in cores:
         g.add_node(node, kind="core")
     for t, (j, _, p) in enumerate(entries):
         _link(g, aggregation[p][j], cores[t // fabric.switch_radix], port, switch_latency_s)
     return g
-
-
-class _Ids:
-    """Consecutive node ids after the GPUs."""
-
-    def __init__(self, start: int) -> None:
-        self.next = start
-
-    def take(self) -> int:
-        self.next += 1
-        return self.next - 1
 
 
 def _link(g: nx.Graph, u: int, v: int, gbps: float, latency_s: float) -> None:
@@ -188,7 +178,7 @@ def _spread_up(g, ids, lower, used, fabric, kind, attrs, latency_s, ports=None) 
     (default the radix) each; uplinks dealt round-robin. Records each new switch's links in `used`
     (its ports facing down, which a switch above matches one for one)."""
     ups = [math.ceil(used[node] / fabric.oversubscription) for node in lower]
-    upper = [ids.take() for _ in range(-(-sum(ups) // (ports or fabric.switch_radix)))]
+    upper = [next(ids) for _ in range(-(-sum(ups) // (ports or fabric.switch_radix)))]
     for node in upper:
         g.add_node(node, kind=kind, **attrs)
         used[node] = 0
