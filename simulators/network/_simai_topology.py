@@ -29,7 +29,7 @@ from pathlib import Path
 import networkx as nx
 
 from simulators._errors import SpecError
-from simulators.network._graphs import FABRIC_KINDS
+from simulators.network._graphs import FABRIC_KINDS, KINDS
 
 _RATE_UNITS = {"bps": Decimal("1e-9"), "Kbps": Decimal("1e-6"), "Mbps": Decimal("1e-3"), "Gbps": Decimal(1)}
 _RATE_UNITS["Tbps"] = Decimal(1000)
@@ -174,9 +174,11 @@ def simai_topology_of(graph: nx.Graph, *, gpu_type: str | None = None) -> SimaiT
     gpus = sorted(v for v, k in kinds.items() if k == "gpu")
     if sorted(kinds) != list(range(n)) or gpus != list(range(len(gpus))):
         raise SpecError("simai_topology_of: graph nodes are not allowed; allowed: ids 0..N-1 with the GPUs first")
-    unknown = {k for k in kinds.values() if k != "gpu" and k != "nvswitch" and k not in FABRIC_KINDS}
+    unknown = set(kinds.values()) - set(KINDS)
     if unknown:
-        raise SpecError(f"simai_topology_of: node kinds {sorted(map(str, unknown))} are not allowed")
+        raise SpecError(
+            f"simai_topology_of: node kinds {sorted(map(str, unknown))} are not allowed; allowed: {', '.join(KINDS)}"
+        )
     gpu_type = gpu_type or graph.graph.get("gpu_type") or str(graph.graph.get("gpu") or "NONE").split("-")[0]
     links = []
     for u, v, data in sorted(graph.edges(data=True), key=lambda e: (min(e[0], e[1]), max(e[0], e[1]))):
