@@ -15,7 +15,6 @@ import pandas as pd
 from dse.checks import ResolvedStudy
 from dse.evaluate import Evaluator
 from dse.space import SearchSpace, params_of_row
-from simulators.packet import congestion_factors
 
 FIDELITY_FILE = "fidelity.csv"
 
@@ -26,6 +25,8 @@ def packet_fidelity(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFram
     settings = resolved.study.fidelity.packet
     if settings is None or front.empty:
         return pd.DataFrame()
+    from simulators.packet import congestion_factors  # networkx and the packet engine: only when asked
+
     space = SearchSpace.from_study(resolved)
     evaluator = Evaluator(space)
     cap = int(settings.message_cap_mb * 2**20)
