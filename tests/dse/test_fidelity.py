@@ -13,6 +13,7 @@ from dse.report import write_reports
 from dse.space import SearchSpace
 from dse.spec import load_study
 from simulators.packet import groups_of
+from tests.conftest import TINY_PARAMS
 
 FIDELITY_SPEC = """
 name: fidelity
@@ -59,24 +60,7 @@ def test_the_ladder_reports_both_fidelities_side_by_side(write_spec, tmp_path):
 def test_a_slowdown_on_the_network_slows_exactly_the_collectives_it_names(write_spec):
     resolved = resolve_study(load_study(write_spec(FIDELITY_SPEC)))
     space = SearchSpace.from_study(resolved)
-    params = dict(
-        gpu="H100-SXM",
-        num_gpus=64,
-        tp=1,
-        pp=2,
-        cp=1,
-        ep=1,
-        etp=1,
-        vpp=1,
-        micro_batch=1,
-        global_batch=128,
-        recompute="none",
-        schedule="1f1b",
-        sequence_parallel=True,
-        zero_stage=1,
-        fabric="leaf-spine",
-        nic_gbps=400,
-    )
+    params = {**TINY_PARAMS, "num_gpus": 64, "pp": 2, "global_batch": 128, "fabric": "leaf-spine"}
     base = space.candidate(params).system.fabric_network
     plain = Evaluator(space).evaluate(params)
     slowed = Evaluator(space).evaluate(params, dataclasses.replace(base, slowdown=((("send_recv", 2, 32), 3.0),)))
