@@ -11,7 +11,7 @@ import pandas as pd
 from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator
-from dse.space import SearchSpace, params_of_row
+from dse.space import SearchSpace, params_key, params_of_row
 from simulators.analytical import plan_collectives, simulate_training
 
 
@@ -28,11 +28,19 @@ def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str
         if not sep or name not in knobs:
             raise SpecError(f"--set: {assignment!r} is not knob=value; knobs: {', '.join(knobs)}")
         params[name] = _parse(name, text, space.values[name])
-    missing = [k for k in knobs if k not in params and len(space.values[k]) > 1]
+    chosen = {k: params.get(k, space.values[k][0]) for k in knobs}
+    missing = [k for k in knobs if k not in params and _matters(chosen, k, space.values[k])]
     if missing:
         choices = "; ".join(f"{k}: {', '.join(map(str, space.values[k]))}" for k in missing)
         raise SpecError(f"--set: the spec gives several values for {', '.join(missing)}; choose with --set ({choices})")
-    return {k: params[k] if k in params else space.values[k][0] for k in knobs}
+    return chosen
+
+
+def _matters(params: dict[str, Any], knob: str, values: Sequence[Any]) -> bool:
+    """Whether the knob's value changes the plan the other params describe: the decode pool of
+    a deployment that is not disaggregated, say, need not be chosen (a summary's reproduce
+    command leaves such knobs out)."""
+    return len({params_key({**params, knob: value}) for value in values}) > 1
 
 
 def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any]:

@@ -129,6 +129,23 @@ def test_simulate_refuses_to_pick_a_knob_value_silently(write_spec, capsys):
     assert "several values for num_gpus, pp, micro_batch, recompute" in err
 
 
+def test_simulate_needs_no_choice_for_a_knob_without_effect(write_spec, capsys):
+    spec = write_spec(
+        """
+        name: serve
+        mode: inference
+        model: llama3-8b
+        serving: {requests: 50}
+        hardware: {gpu: [H100-SXM]}
+        search: {tp: [2], replicas: [1], disaggregated: [false, true], decode_tp: [1, 2]}
+        """
+    )
+    assert main(["simulate", str(spec), "--set", "disaggregated=false", "--json"]) == 0  # no decode pool
+    assert '"decode_tp"' in capsys.readouterr().out
+    assert main(["simulate", str(spec), "--set", "disaggregated=true"]) == 2
+    assert "several values for decode_tp" in capsys.readouterr().err
+
+
 def test_simulate_an_impossible_plan_reports_why(write_spec, capsys):
     import json
 
