@@ -32,7 +32,7 @@ from dse.checks import resolve_study
 from dse.engine import RunSettings, run_search
 from dse.evaluate import Evaluator
 from dse.hypervolume import hypervolume, reference_point
-from dse.pareto import pareto_mask
+from dse.pareto import direction_signs, pareto_mask
 from dse.report import trials_frame
 from dse.space import SearchSpace, params_key
 from dse.spec import parse_study
@@ -74,7 +74,7 @@ def exact(resolved) -> tuple[dict[tuple, np.ndarray], np.ndarray, np.ndarray, fl
         if o.feasible
     }
     table = np.array(list(values.values()))
-    sign = np.array([1.0 if d == "minimize" else -1.0 for d in resolved.directions])
+    sign = direction_signs(resolved.directions)
     reference = reference_point(table, resolved.directions) * sign
     best = (table * sign).min(axis=0)
     costs = (table * sign - best) / (reference - best)

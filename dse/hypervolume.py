@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from dse.pareto import pareto_mask
+from dse.pareto import direction_signs, pareto_mask
 
 MAX_OBJECTIVES = 4
 REFERENCE_MARGIN = 0.1  # the reference point lies this share of |worst value| beyond the worst
@@ -67,7 +67,7 @@ def reference_point(values: np.ndarray, directions: Sequence[str]) -> np.ndarray
     """The worst value of each objective among `values` (feasible points), pushed
     REFERENCE_MARGIN of its magnitude further out (by 1 when the worst value is 0)."""
     values = np.asarray(values, dtype=float)
-    sign = _signs(directions)
+    sign = direction_signs(directions)
     worst = (values * sign).max(axis=0) * sign
     margin = REFERENCE_MARGIN * np.where(worst != 0, np.abs(worst), 1.0)
     return worst + sign * margin
@@ -82,7 +82,7 @@ def hypervolume_history(
     feasible = np.asarray(feasible, dtype=bool)
     if not feasible.any():
         raise ValueError("hypervolume history: no feasible trial")
-    sign = _signs(directions)
+    sign = direction_signs(directions)
     reference = reference_point(values[feasible], directions)
     best = (values[feasible] * sign).min(axis=0)
     costs = (values * sign - best) / (reference * sign - best)  # best seen -> 0, reference -> 1
@@ -104,8 +104,3 @@ def _contribution(point: np.ndarray, front: np.ndarray) -> float:
     if len(clipped):
         clipped = clipped[pareto_mask(clipped, ["minimize"] * len(point))]
     return max(0.0, float(np.prod(1.0 - point)) - hypervolume(clipped, np.ones(len(point))))
-
-
-def _signs(directions: Sequence[str]) -> np.ndarray:
-    """+1 for minimised objectives, -1 for maximised: multiplied in, everything is minimised."""
-    return np.array([1.0 if d == "minimize" else -1.0 for d in directions])

@@ -7,6 +7,11 @@ from collections.abc import Sequence
 import numpy as np
 
 
+def direction_signs(directions: Sequence[str]) -> np.ndarray:
+    """+1 for minimised objectives, -1 for maximised: multiplied in, everything is minimised."""
+    return np.array([1.0 if d == "minimize" else -1.0 for d in directions])
+
+
 def pareto_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     """Boolean mask of the non-dominated rows of `values` (n points x k objectives).
 
@@ -17,8 +22,7 @@ def pareto_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     points = np.asarray(values, dtype=float)
     if points.ndim != 2 or points.shape[1] != len(directions):
         raise ValueError(f"values of shape {points.shape} do not match {len(directions)} directions")
-    sign = np.array([1.0 if d == "minimize" else -1.0 for d in directions])
-    costs = points * sign  # everything minimised from here on
+    costs = points * direction_signs(directions)  # everything minimised from here on
     n = len(costs)
     mask = np.ones(n, dtype=bool)
     block = max(1, 4_000_000 // max(1, n * costs.shape[1]))
