@@ -156,6 +156,16 @@ class Network:
                 f"a multiple of {inner} greater than {inner} (tiers grow from the inside out and nest)",
             )
             inner = tier.group_gpus
+        slowdown = tuple(self.slowdown)
+        object.__setattr__(self, "slowdown", slowdown)
+        for i, entry in enumerate(slowdown):
+            ok = isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple) and len(entry[0]) == 3
+            _check(
+                f"network.slowdown[{i}]", entry, ok and isinstance(entry[0][0], str), "((op, ranks, stride), factor)"
+            )
+            _check_count(f"network.slowdown[{i}].ranks", entry[0][1])
+            _check_count(f"network.slowdown[{i}].stride", entry[0][2])
+            _check_real(f"network.slowdown[{i}].factor", entry[1], low=0.0, open_low=True)
 
     def __hash__(self) -> int:
         return self._hash

@@ -56,6 +56,9 @@ def test_without_tiers_the_nic_fabric_is_unbounded():
         ({"tiers": (Tier(4),)}, "network.tiers[0].group_gpus"),
         ({"tiers": (Tier(256), Tier(128))}, "network.tiers[1].group_gpus"),
         ({"tiers": (Tier(256), Tier(300))}, "network.tiers[1].group_gpus"),
+        ({"slowdown": ((("all_reduce", 8, 1), 0.0),)}, "network.slowdown[0].factor"),
+        ({"slowdown": ((("all_reduce", 8, 1), 1.5), (("all_gather", 0, 1), 2.0))}, "network.slowdown[1].ranks"),
+        ({"slowdown": (("all_reduce", 1.5),)}, "network.slowdown[0]"),
     ],
 )
 def test_invalid_networks_name_the_field_the_value_and_what_is_allowed(change, field):
