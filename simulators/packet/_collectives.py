@@ -22,6 +22,8 @@ from simulators._errors import SpecError
 from simulators.packet._run import Flow
 
 Route = Callable[[int, int], tuple[int, ...]]
+OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all")
+ALGORITHMS = ("ring", "halving_doubling", "tree")
 
 
 def collective_flows(
@@ -37,6 +39,10 @@ def collective_flows(
 ) -> list[Flow]:
     """The flows of `op` over GPU nodes `ranks` (in ring order); flow indices in `after` are
     shifted by `offset`, the position of the first flow in the caller's combined list."""
+    if op not in OPS:
+        raise SpecError(f"op: {op!r} is not allowed; allowed: {', '.join(OPS)}")
+    if algorithm not in ALGORITHMS:
+        raise SpecError(f"algorithm: {algorithm!r} is not allowed; allowed: {', '.join(ALGORITHMS)}")
     n = len(ranks)
     if n < 2:
         return []
@@ -44,9 +50,7 @@ def collective_flows(
         chunk = max(1, nbytes // n)
         return [Flow(route(src, dst), chunk, mtu_bytes, start_s) for src in ranks for dst in ranks if src != dst]
     if algorithm == "ring":
-        steps = {"all_reduce": 2 * (n - 1), "reduce_scatter": n - 1, "all_gather": n - 1}.get(op)
-        if steps is None:
-            raise SpecError(f"op: {op!r} is not allowed; allowed: all_reduce, reduce_scatter, all_gather, all_to_all")
+        steps = 2 * (n - 1) if op == "all_reduce" else n - 1
         chunk = max(1, nbytes // n)
         flows: list[Flow] = []
         for step in range(steps):
@@ -69,14 +73,12 @@ def collective_flows(
                 after = () if step == 0 else (offset + (step - 1) * n + (i ^ schedule[step - 1][0]),)
                 flows.append(Flow(route(ranks[i], ranks[partner]), size, mtu_bytes, start_s, after))
         return flows
-    if algorithm == "tree":
-        if op != "all_reduce":
-            raise SpecError(f"tree: needs all_reduce, not {op}")
-        flows = []
-        for order in (list(ranks), list(reversed(ranks))):  # two complementary trees, S/2 each
-            flows += _tree_all_reduce(order, max(1, nbytes // 2), route, mtu_bytes, start_s, offset + len(flows))
-        return flows
-    raise SpecError(f"algorithm: {algorithm!r} is not allowed; allowed: ring, halving_doubling, tree")
+    if op != "all_reduce":  # the tree
+        raise SpecError(f"tree: needs all_reduce, not {op}")
+    flows = []
+    for order in (list(ranks), list(reversed(ranks))):  # two complementary trees, S/2 each
+        flows += _tree_all_reduce(order, max(1, nbytes // 2), route, mtu_bytes, start_s, offset + len(flows))
+    return flows
 
 
 def _tree_all_reduce(order, nbytes, route, mtu_bytes, start_s, offset) -> list[Flow]:

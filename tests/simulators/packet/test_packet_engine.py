@@ -154,3 +154,15 @@ def test_a_path_through_a_link_that_does_not_exist_is_named():
         simulate(links, [Flow((0, 5), 4096)], LINE, switches)
     with pytest.raises(SpecError, match=r"flows\[0\]\.path: link -1"):
         simulate(links, [Flow((-1,), 4096)], LINE, switches)
+
+
+def test_collectives_name_the_allowed_ops_and_algorithms_even_for_one_rank():
+    from simulators import SpecError
+    from simulators.packet import collective_flows
+    from simulators.packet._scenarios import star
+
+    route = star(4)[2]
+    with pytest.raises(SpecError, match="^op: 'broadcast' is not allowed; allowed: all_reduce, "):
+        collective_flows("broadcast", [0], 1024, route)
+    with pytest.raises(SpecError, match="^algorithm: 'rings' is not allowed; allowed: ring, halving_doubling, tree$"):
+        collective_flows("all_reduce", [0, 1], 1024, route, algorithm="rings")
