@@ -37,6 +37,18 @@ class ResolvedStudy:
     compute_fraction: float  # share of modelled kernel speed assumed sustained
     nic_efficiency: float | None = None  # measured by `dse validate --calibrate`; None: the fabric's own
 
+    def fabric(self, family: str, nic_gbps: float) -> Fabric:
+        """The cluster fabric of one family and NIC speed, with the spec's other fabric settings."""
+        settings = self.study.hardware.fabric
+        return Fabric(
+            family=family,
+            nic_gbps=nic_gbps,
+            gpus_per_server=settings.gpus_per_server,
+            nics_per_server=settings.nics_per_server,
+            switch_radix=settings.switch_radix,
+            oversubscription=settings.oversubscription,
+        )
+
 
 def resolve_study(study: Study) -> ResolvedStudy:
     """Resolve every name in `study` and prove each knob value can be part of a valid plan."""

@@ -14,7 +14,6 @@ from typing import Any
 from dse.checks import ResolvedStudy
 from dse.cost import Ownership, cost_metrics, ownership
 from dse.spec import LengthSettings, ServingSettings
-from simulators.network import Fabric
 from simulators.serving import (
     Deployment,
     Pool,
@@ -158,14 +157,7 @@ def _ownership(resolved: ResolvedStudy, deployment: Deployment) -> Ownership | N
     settings = resolved.study.hardware.fabric
     per_server = settings.gpus_per_server
     gpus = -(-deployment.gpus // per_server) * per_server
-    fabric = Fabric(
-        family=settings.family[0],
-        nic_gbps=deployment.gpu.nic_gbps,
-        gpus_per_server=per_server,
-        nics_per_server=settings.nics_per_server,
-        switch_radix=settings.switch_radix,
-        oversubscription=settings.oversubscription,
-    )
+    fabric = resolved.fabric(settings.family[0], deployment.gpu.nic_gbps)
     return ownership(deployment.gpu, gpus, fabric, resolved.prices)
 
 

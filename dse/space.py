@@ -151,15 +151,7 @@ class SearchSpace:
 
     def fabric(self, family: str, nic_gbps: float) -> Fabric:
         """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick."""
-        settings = self.resolved.study.hardware.fabric
-        return Fabric(
-            family=family,
-            nic_gbps=nic_gbps,
-            gpus_per_server=settings.gpus_per_server,
-            nics_per_server=settings.nics_per_server,
-            switch_radix=settings.switch_radix,
-            oversubscription=settings.oversubscription,
-        )
+        return self.resolved.fabric(family, nic_gbps)
 
     def network(self, gpu: GpuSpec, num_gpus: int, family: str, nic_gbps: float) -> Network:
         """The fabric's network (memoised: candidates share a handful); PlanError if it cannot
