@@ -94,7 +94,8 @@ def congestion_factors(
             together = []
             for group in groups:
                 together += collective_flows(op, group, nbytes, route, mtu_bytes=MTU_BYTES, offset=len(together))
-            alone = collective_flows(op, groups[0], nbytes, route, mtu_bytes=MTU_BYTES)
+                if group is groups[0]:  # the first group alone, on the very paths it takes with the others
+                    alone = list(together)
         line = RoceSettings.line_rate()
         alone_s = float(simulate(links, alone, line, switches).finish_s.max())
         together_s = float(simulate(links, together, line, switches).finish_s.max())

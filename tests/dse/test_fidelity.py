@@ -74,3 +74,16 @@ def test_packet_fidelity_is_for_training_studies(write_spec):
     text += "fidelity:\n  packet: {top: 2}\n"
     with pytest.raises(DseError, match="fidelity.packet"):
         resolve_study(load_study(write_spec(text)))
+
+
+@pytest.mark.parametrize("family", ["rail-optimized", "leaf-spine"])
+def test_contention_never_speeds_a_collective_up(write_spec, family):
+    """The first group alone runs on the very paths it takes beside the others, so adding the
+    others' traffic can only slow it: every factor is at least 1."""
+    from simulators.packet import congestion_factors
+
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(FIDELITY_SPEC))))
+    params = {**TINY_PARAMS, "num_gpus": 64, "tp": 2, "pp": 2, "global_batch": 128, "fabric": family}
+    factors = congestion_factors(space.candidate(params), space.fabric(family, params["nic_gbps"]), 2 << 20)
+    assert len(factors) >= 2 and all(f.groups > 1 for f in factors)
+    assert all(f.together_s >= f.alone_s * (1 - 1e-12) for f in factors), [(f.op, f.factor) for f in factors]
