@@ -1,36 +1,83 @@
-"""Accuracy of the first analytical training model against published training measurements.
+"""Accuracy of the analytical training model against published training measurements.
 
-Why: before the search trusts `simulate_training`, we need to know how far it is from real runs.
-This replays every row of ../shared/validation/training.csv (see its README) through the model,
-with nothing fitted or tuned, converts the prediction to the row's metric (step time, tokens/s per
+Why: before the search trusts `simulate_training`, we need to know how far it is from real runs,
+and whether it orders plans of one model as the measurements do. This replays every row of
+../shared/validation/training.csv and of the ranking file ../shared/validation/ranking/ (see their
+READMEs) through the model, converts the prediction to the row's metric (step time, tokens/s per
 GPU, TFLOP/s per GPU in the row's FLOP convention, or MFU against the README's peaks) and reports
-the signed error (predicted / measured - 1) per row, overall and per source, and ends with the
-line `MAPE <x>% over <n> rows`. Rows the model cannot represent are listed with the reason.
+the signed error (predicted / measured - 1) per row, overall and per source. A row that names a
+zoo model takes the architecture fields it leaves blank from the zoo; a row that does not state
+its micro-batch (or, given the model-parallel size, its tp/pp split) is evaluated at the fastest
+plan that fits in memory; each such fill is listed among the row's assumptions. For files with
+many plans per model it prints the Spearman rank correlation of predicted and measured values per
+model. The output ends with `ranking: min Spearman <x> over <m> models` and, last,
+`MAPE <x>% over <n> rows` over the training.csv rows. Rows the model cannot represent are listed
+with the reason.
 
-    python benchmarks/accuracy_training.py [--data PATH] [--out results.csv]
+    python benchmarks/accuracy_training.py [--data PATH ...] [--out results.csv]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
+import itertools
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+import pandas as pd
 from pydantic import ValidationError
 
 from simulators import DseError
-from simulators.analytical import simulate_training
+from simulators.analytical import simulate_training_batch
 from simulators.hardware import get_gpu, sustained_compute_fraction
-from simulators.models import ModelSpec
+from simulators.models import ModelSpec, get_model
+from simulators.network import Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem, logits_gemm, model_flops
 
-DEFAULT_CSV = (Path(__file__).resolve().parents[1] / "../shared/validation/training.csv").resolve()
+
+def _validation_dir() -> Path:
+    """../shared/validation beside the checkout (or beside the folder that holds it)."""
+    root = Path(__file__).resolve().parents[1]
+    for base in (root.parent, root.parent.parent):
+        if (base / "shared" / "validation").is_dir():
+            return base / "shared" / "validation"
+    return root.parent / "shared" / "validation"
+
+
+VALIDATION = _validation_dir()
+DEFAULT_CSV = VALIDATION / "training.csv"
+RANKING_CSV = VALIDATION / "ranking" / "vtrain_single_node.csv"
 ARCH_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
+MOE_FIELDS = {"moe_experts": "moe_experts", "moe_topk": "moe_top_k", "moe_ffn_hidden": "moe_ffn_hidden"}
 PARALLEL_FIELDS = ("tp", "pp", "dp", "micro_batch")
 BOOLS = {"true": True, "false": False, "": None}
+# The rows' model names -> zoo entries (simulators/models/models.yaml), matched by name only.
+ZOO_NAMES = {
+    "Llama-2-7B": "llama2-7b",
+    "Llama-2-13B": "llama2-13b",
+    "Llama-2-70B": "llama2-70b",
+    "Llama-3-8B": "llama3-8b",
+    "Llama-3-70B": "llama3-70b",
+    "Llama-3.1-405B": "llama3-405b",
+    "GPT-3-175B": "gpt3-175b",
+    "GPT3-175B": "gpt3-175b",
+    "Mixtral-8x7B": "mixtral-8x7b",
+    "Mixtral-8x22B": "mixtral-8x22b",
+    "DeepSeek-V3": "deepseek-v3",
+    "Nemotron-4-340B": "nemotron4-340b",
+    "Qwen3-30B-A3B": "qwen3-30b-a3b",
+    "Qwen3-235B-A22B": "qwen3-235b-a22b",
+    "GPT-OSS-120B": "gpt-oss-120b",
+}
+# Plans searched for a field the row leaves blank: Megatron's tensor-parallel degrees within a
+# node and power-of-two micro-batches.
+TP_OPTIONS = (1, 2, 4, 8)
+MICRO_BATCH_OPTIONS = (1, 2, 4, 8, 16, 32)
+RANKING_MIN_ROWS = 10  # a file "has many plans per model" when its models average this many rows
 # Dense FP16/BF16 peaks of the README's "Peak throughput used for MFU" table, TFLOP/s.
 README_PEAK_TFLOPS = {
     "V100-32GB": 125,
@@ -65,43 +112,63 @@ class Outcome:
 
 
 def _int(row: dict[str, str], column: str) -> int | None:
-    return int(row[column]) if row[column] else None
+    return int(float(row[column])) if row.get(column) else None
 
 
-def build_model(row: dict[str, str]) -> ModelSpec:
-    missing = [c for c in ARCH_FIELDS if not row[c]]
-    if missing:
-        raise Skip(f"architecture not stated: {', '.join(missing)}")
-    hidden, heads = int(row["hidden"]), int(row["heads"])
-    if hidden % heads:
-        raise Skip("hidden not a multiple of heads and head_dim not stated")
+def _stated_shape(row: dict[str, str]) -> dict[str, int]:
+    """The architecture fields the row fills, under ModelSpec's names."""
+    stated = {c: _int(row, c) for c in ARCH_FIELDS if row[c]}
+    stated.update({name: _int(row, c) for c, name in MOE_FIELDS.items() if row[c]})
+    return stated
+
+
+def model_and_assumptions(row: dict[str, str]) -> tuple[ModelSpec, list[str]]:
+    """The row's model: its stated fields over the zoo entry it names (each field taken from the
+    zoo is an assumption), or, for a model the zoo lacks, the stated fields alone."""
+    stated = _stated_shape(row)
+    zoo_name = ZOO_NAMES.get(row["model"])
     try:
-        return ModelSpec(
-            name=row["model"],
-            layers=int(row["layers"]),
-            hidden=hidden,
-            ffn_hidden=int(row["ffn_hidden"]),
-            heads=heads,
-            kv_heads=int(row["kv_heads"]),
-            head_dim=hidden // heads,
-            vocab=int(row["vocab"]),
-            # Llama uses SwiGLU; GPT (GeLU) and Nemotron (squared ReLU) use non-gated 2-matrix MLPs.
-            gated_mlp="Llama" in row["model"] or "Mixtral" in row["model"],
-            tied_embeddings=False,
-            moe_experts=_int(row, "moe_experts"),
-            moe_top_k=_int(row, "moe_topk"),
-            moe_ffn_hidden=_int(row, "moe_ffn_hidden"),
+        if zoo_name:
+            zoo = get_model(zoo_name)
+            fields = {**zoo.model_dump(), **stated, "name": row["model"], "params_b": None, "active_params_b": None}
+            filled = [f"{c} from the zoo ({zoo_name})" for c in ARCH_FIELDS if not row[c]]
+            return ModelSpec(**fields), filled
+        missing = [c for c in ARCH_FIELDS if not row[c]]
+        if missing:
+            raise Skip(f"architecture not stated: {', '.join(missing)}")
+        hidden, heads = stated["hidden"], stated["heads"]
+        if hidden % heads:
+            raise Skip("hidden not a multiple of heads and head_dim not stated")
+        return (
+            ModelSpec(
+                name=row["model"],
+                **stated,
+                head_dim=hidden // heads,
+                # GPT (GeLU) uses a non-gated 2-matrix MLP; models with gated MLPs are in the zoo.
+                gated_mlp=False,
+                tied_embeddings=False,
+            ),
+            [],
         )
     except ValidationError as exc:
         raise Skip(f"invalid model shape: {exc.errors()[0]['msg']}") from None
 
 
-def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
-    """The row's plan, and the assumptions made for fields the source does not state."""
-    missing = [c for c in PARALLEL_FIELDS if not row[c]]
+def build_model(row: dict[str, str]) -> ModelSpec:
+    return model_and_assumptions(row)[0]
+
+
+def build_plan(
+    row: dict[str, str], micro_batch: int | None = None, tp: int | None = None, pp: int | None = None
+) -> tuple[ParallelPlan, list[str]]:
+    """The row's plan, and the assumptions made for fields the source does not state;
+    `micro_batch`, `tp` and `pp` stand in for blank fields (see `plan_options`)."""
+    tp, pp = _int(row, "tp") or tp, _int(row, "pp") or pp
+    micro_batch = _int(row, "micro_batch") or micro_batch
+    missing = [c for c, v in zip(PARALLEL_FIELDS, (tp, pp, _int(row, "dp"), micro_batch)) if v is None]
     if missing:
         raise Skip(f"not stated: {'/'.join(missing)}")
-    tp, pp, dp, cp = _int(row, "tp"), _int(row, "pp"), _int(row, "dp"), _int(row, "cp") or 1
+    dp, cp = _int(row, "dp"), _int(row, "cp") or 1
     if tp * pp * dp * cp != int(row["num_gpus"]):
         raise Skip("tp*pp*dp*cp differs from num_gpus")
     assumptions = []
@@ -128,11 +195,14 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
     # synchronised the device before each gather (DeepSpeed PR #1188, June 2021: "the async
     # version is not async at all, because each all_gather calls torch.cuda.synchronize()").
     deepspeed = "DeepSpeed" in row["notes"]
+    # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
+    # their all-reduce follows the backward pass.
+    dp_overlap = BOOLS[row.get("dp_overlap", "")]
     plan = ParallelPlan(
         tp=tp,
         pp=pp,
         dp=dp,
-        micro_batch=_int(row, "micro_batch"),
+        micro_batch=micro_batch,
         global_batch=int(row["global_batch"]),
         seq_len=int(row["seq_len"]),
         cp=cp,
@@ -144,10 +214,42 @@ def build_plan(row: dict[str, str]) -> tuple[ParallelPlan, list[str]]:
         # FlashAttention appeared in 2022: runs published before it computed attention unfused.
         flash_attention=not any(year in row["source"] for year in ("2019", "2020", "2021")),
         precision=precision,
-        overlap_grad_reduce=not deepspeed,
+        overlap_grad_reduce=not deepspeed if dp_overlap is None else dp_overlap,
         overlap_param_gather=not deepspeed,
     )
     return plan, assumptions
+
+
+def plan_options(row: dict[str, str], model: ModelSpec) -> list[tuple[ParallelPlan, list[str]]]:
+    """Every plan the row allows: the stated one, or, where it leaves the micro-batch (or, with
+    dp given, the tp/pp split of the model-parallel size) blank, each candidate for it."""
+    blank_mb, blank_split = not row["micro_batch"], not row["tp"] and not row["pp"] and bool(row["dp"])
+    if not blank_mb and not blank_split:
+        return [build_plan(row)]
+    dp, cp = _int(row, "dp"), _int(row, "cp") or 1
+    per_rank = int(row["global_batch"]) // dp if dp else 0
+    mbs = [m for m in MICRO_BATCH_OPTIONS if per_rank and per_rank % m == 0] if blank_mb else [None]
+    model_parallel = int(row["num_gpus"]) // ((dp or 1) * cp)
+    splits = [(None, None)]
+    if blank_split:
+        splits = [(t, model_parallel // t) for t in TP_OPTIONS if model_parallel % t == 0]
+        splits = [(t, p) for t, p in splits if model.layers % p == 0 and model.heads % t == 0]
+    if not mbs or not splits:
+        return [build_plan(row)]  # raises Skip naming what is not stated
+    options = []
+    for mb, (tp, pp) in itertools.product(mbs, splits):
+        try:
+            plan, assumptions = build_plan(row, micro_batch=mb, tp=tp, pp=pp)
+        except DseError:
+            continue
+        if blank_mb:
+            assumptions.append("micro_batch not stated; the fastest that fits in memory")
+        if blank_split:
+            assumptions.append("tp/pp not stated; the fastest split of tp*pp that fits in memory")
+        options.append((plan, assumptions))
+    if not options:
+        raise Skip("no plan of the unstated fields is valid")
+    return options
 
 
 def step_flops(model: ModelSpec, plan: ParallelPlan, convention: str) -> float:
@@ -160,14 +262,38 @@ def step_flops(model: ModelSpec, plan: ParallelPlan, convention: str) -> float:
     return flops
 
 
+def row_network(row: dict[str, str], gpu) -> Network:
+    """The GPU's reference network with the row's NVLink domain and NIC bandwidth where stated."""
+    network = Network.from_gpu(gpu)
+    changes = {}
+    if row["gpus_per_node"]:
+        changes["domain_gpus"] = int(row["gpus_per_node"])
+    if row["nic_gbps_per_gpu"]:
+        changes["nic_gbytes_per_s"] = float(row["nic_gbps_per_gpu"]) / 8
+    return dataclasses.replace(network, **changes) if changes else network
+
+
+_NETWORKS: dict[tuple, Network] = {}
+
+
 def evaluate(row: dict[str, str], compute_fraction: float | None = None) -> Outcome:
-    """The row predicted with `compute_fraction` (default: the fitted one users get)."""
-    model = build_model(row)
-    plan, assumptions = build_plan(row)
+    """The row predicted with `compute_fraction` (default: the fitted one users get); a row with
+    unstated plan fields at its fastest option that fits in memory."""
+    model, assumed = model_and_assumptions(row)
+    options = plan_options(row, model)
     gpu, num_gpus = get_gpu(row["gpu"]), int(row["num_gpus"])
+    key = (gpu.name, row["gpus_per_node"], row["nic_gbps_per_gpu"])
+    if key not in _NETWORKS:
+        _NETWORKS[key] = row_network(row, gpu)
     fraction = sustained_compute_fraction() if compute_fraction is None else compute_fraction
-    system = TrainingSystem(gpu, num_gpus, memory_reserve_gb=0.0, compute_fraction=fraction)
-    result = simulate_training(TrainingCandidate(model, system, plan))
+    system = TrainingSystem(
+        gpu, num_gpus, memory_reserve_gb=0.0, compute_fraction=fraction, network=_NETWORKS[key]
+    )
+    candidates = [TrainingCandidate(model, system, plan) for plan, _ in options]
+    results = simulate_training_batch(candidates, breakdown=False)
+    fitting = [i for i, r in enumerate(results) if r.feasible] or range(len(results))
+    best = min(fitting, key=lambda i: results[i].metrics["iteration_time_s"])
+    plan, result = options[best][0], results[best]
     time_s = result.metrics["iteration_time_s"]
     predicted = {
         "iteration_time_s": time_s,
@@ -176,18 +302,18 @@ def evaluate(row: dict[str, str], compute_fraction: float | None = None) -> Outc
         "mfu": step_flops(model, plan, "model") / (time_s * num_gpus) / (README_PEAK_TFLOPS[gpu.name] * 1e12),
     }[row["metric"]]
     memory = "fits" if result.feasible else f"OOM {result.memory.total_gb:.0f}/{gpu.hbm_bytes / 1e9:.0f} GB"
-    return Outcome(row, predicted, memory, tuple(assumptions))
+    return Outcome(row, predicted, memory, tuple(assumed + options[best][1]))
 
 
 def print_rows(outcomes: list[Outcome]) -> None:
     print(
-        f"{'id':30s} {'model':17s} {'gpu':9s} {'gpus':>5s} {'tp/pp/dp':>10s} {'metric':20s} "
+        f"{'id':34s} {'model':17s} {'gpu':9s} {'gpus':>5s} {'tp/pp/dp':>10s} {'metric':20s} "
         f"{'measured':>9s} {'predicted':>9s} {'error':>7s}  memory"
     )
     for o in outcomes:
         r = o.row
         print(
-            f"{r['id']:30s} {r['model'][:17]:17s} {r['gpu']:9s} {r['num_gpus']:>5s} "
+            f"{r['id']:34s} {r['model'][:17]:17s} {r['gpu']:9s} {r['num_gpus']:>5s} "
             f"{r['tp'] + '/' + r['pp'] + '/' + r['dp']:>10s} {r['metric']:20s} {o.measured:9.4g} "
             f"{o.predicted:9.4g} {o.error_pct:+6.1f}%  {o.memory}"
         )
@@ -198,43 +324,59 @@ def summary(label: str, outcomes: list[Outcome]) -> str:
     magnitudes = [abs(e) for e in errors]
     worst = max(outcomes, key=lambda o: abs(o.error_pct))
     return (
-        f"  {label:44s} n={len(errors):3d}  median|e|={statistics.median(magnitudes):5.1f}%  "
+        f"  {label:44s} n={len(errors):4d}  median|e|={statistics.median(magnitudes):5.1f}%  "
         f"mean|e|={statistics.mean(magnitudes):5.1f}%  max|e|={max(magnitudes):5.1f}% ({worst.row['id']})  "
         f"bias={statistics.mean(errors):+6.1f}%"
     )
 
 
-def print_summary(title: str, outcomes: list[Outcome]) -> None:
+def print_summary(title: str, outcomes: list[Outcome], by: str = "source") -> None:
     print(f"\n{title}")
     if not outcomes:
         print("  no rows")
         return
     print(summary("all rows", outcomes))
-    by_source = defaultdict(list)
+    groups = defaultdict(list)
     for o in outcomes:
-        by_source[o.row["source"]].append(o)
-    for source, group in sorted(by_source.items()):
-        print(summary(source, group))
+        groups[o.row[by]].append(o)
+    for name, group in sorted(groups.items()):
+        print(summary(name, group))
     print(f"  memory-infeasible (compared anyway): {sum(o.memory != 'fits' for o in outcomes)}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=DEFAULT_CSV, help="rows in the schema of training.csv")
-    parser.add_argument("--out", type=Path, help="also write id, predicted, measured, error_pct as CSV")
-    args = parser.parse_args()
-    with args.data.open(newline="", encoding="utf-8") as f:
-        rows = list(csv.DictReader(f))
+def spearman(predicted: list[float], measured: list[float]) -> float:
+    """Spearman's rank correlation: Pearson's correlation of the average ranks."""
+    ranks = pd.DataFrame({"p": predicted, "m": measured}).rank()
+    return float(ranks["p"].corr(ranks["m"]))
 
+
+def ranking_by_model(outcomes: list[Outcome]) -> dict[str, float]:
+    """Spearman correlation of predicted and measured values per (model, gpu, metric)."""
+    groups = defaultdict(list)
+    for o in outcomes:
+        groups[o.row["model"], o.row["gpu"], o.row["metric"]].append(o)
+    return {
+        " ".join(key): spearman([o.predicted for o in group], [o.measured for o in group])
+        for key, group in sorted(groups.items())
+        if len(group) >= 3
+    }
+
+
+def is_ranking_file(rows: list[dict[str, str]]) -> bool:
+    return len(rows) >= RANKING_MIN_ROWS * len({r["model"] for r in rows})
+
+
+def evaluate_file(rows: list[dict[str, str]]) -> tuple[list[Outcome], dict[str, Counter]]:
     outcomes, skipped = [], defaultdict(Counter)
     for row in rows:
         try:
             outcomes.append(evaluate(row))
         except (Skip, DseError) as exc:  # DseError: PlanError (invalid plan), CatalogError (unknown GPU)
             skipped[str(exc)][row["source"]] += 1
-    print("error = predicted / measured - 1 (+ = the model is optimistic for throughput metrics)")
-    print_rows(outcomes)
-    print_summary("SUMMARY", outcomes)
+    return outcomes, skipped
+
+
+def print_skipped(skipped: dict[str, Counter], outcomes: list[Outcome]) -> None:
     print(f"\nNot predicted: {sum(sum(c.values()) for c in skipped.values())} rows")
     for reason, by_source in sorted(skipped.items(), key=lambda kv: -sum(kv[1].values())):
         sources = ", ".join(f"{s} x{n}" for s, n in by_source.most_common())
@@ -244,14 +386,51 @@ def main() -> None:
         print("Assumptions in predicted rows (rows affected):")
         for text, count in assumed.most_common():
             print(f"  {count:4d}  {text}")
+
+
+def mape(outcomes: list[Outcome]) -> float:
+    return statistics.mean(abs(o.error_pct) for o in outcomes) if outcomes else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--data", type=Path, action="append", help="rows in the schema of training.csv (repeatable); "
+        f"default: {DEFAULT_CSV.name} and ranking/{RANKING_CSV.name}"
+    )
+    parser.add_argument("--out", type=Path, help="also write id, predicted, measured, error_pct as CSV")
+    args = parser.parse_args()
+    paths = args.data or [DEFAULT_CSV, RANKING_CSV]
+    print("error = predicted / measured - 1 (+ = the model is optimistic for throughput metrics)")
+    everything, plain, correlations = [], [], {}
+    for path in paths:
+        with path.open(newline="", encoding="utf-8") as f:
+            rows = list(csv.DictReader(f))
+        outcomes, skipped = evaluate_file(rows)
+        everything += outcomes
+        print(f"\n=== {path.name}: {len(outcomes)} of {len(rows)} rows predicted")
+        if is_ranking_file(rows):
+            print_summary("SUMMARY by model", outcomes, by="model")
+            print("Spearman rank correlation of predicted and measured, per model:")
+            for name, rho in ranking_by_model(outcomes).items():
+                correlations[f"{path.name}: {name}"] = rho
+                print(f"  {name:44s} {rho:6.3f}")
+            print(f"{path.name}: MAPE {mape(outcomes):.1f}% over {len(outcomes)} rows")
+        else:
+            plain += outcomes
+            print_rows(outcomes)
+            print_summary("SUMMARY", outcomes)
+        print_skipped(skipped, outcomes)
     if args.out:
         with args.out.open("w", newline="", encoding="utf-8") as f:
             writer = csv.writer(f)
             writer.writerow(["id", "predicted", "measured", "error_pct"])
-            for o in outcomes:
+            for o in everything:
                 writer.writerow([o.row["id"], f"{o.predicted:.6g}", o.row["value"], f"{o.error_pct:.2f}"])
-    mape = statistics.mean(abs(o.error_pct) for o in outcomes) if outcomes else float("nan")
-    print(f"MAPE {mape:.1f}% over {len(outcomes)} rows")
+    if correlations:
+        print(f"ranking: min Spearman {min(correlations.values()):.3f} over {len(correlations)} models")
+    final = plain or everything
+    print(f"MAPE {mape(final):.1f}% over {len(final)} rows")
 
 
 if __name__ == "__main__":
