@@ -276,9 +276,31 @@ def row_network(row: dict[str, str], gpu) -> Network:
 _NETWORKS: dict[tuple, Network] = {}
 
 
-def evaluate(row: dict[str, str], compute_fraction: float | None = None) -> Outcome:
-    """The row predicted with `compute_fraction` (default: the fitted one users get); a row with
-    unstated plan fields at its fastest option that fits in memory."""
+def publisher_flops_per_token(row: dict[str, str], rows_by_id: dict[str, dict[str, str]] | None) -> float | None:
+    """The publisher's model FLOPs per token for a TFLOP/s row whose run also has a tokens/s
+    row (the `-b` sibling): TFLOP/s / tokens/s, both read from the source.
+
+    Why: the publishers do not share one FLOP count. The NeMo 24.07-25.04 rows follow the
+    README's general formula (full s x s attention scores) to 0.1 %, while Megatron-Bridge
+    26.x (and NeMo 25.02's Mixtral-8x22B) count only the causal half, s/(2h): the pair ratio
+    matches that to 0.1 % for Qwen3 and Llama-3.1 rows; GPT-OSS also drops the sliding-window
+    layers' scores and DeepSeek-V3 uses Megatron's MLA count. Taking the ratio from the
+    pair follows each publisher exactly, with no formula guessed."""
+    sibling = (rows_by_id or {}).get(row["id"] + "-b")
+    if row["metric"] != "tflops_per_gpu" or not sibling or sibling["metric"] != "tokens_per_s_per_gpu":
+        return None
+    return float(row["value"]) * 1e12 / float(sibling["value"])
+
+
+def evaluate(
+    row: dict[str, str],
+    compute_fraction: float | None = None,
+    host_launch_s: float | None = None,
+    rows_by_id: dict[str, dict[str, str]] | None = None,
+) -> Outcome:
+    """The row predicted with `compute_fraction` and `host_launch_s` (default: the fitted ones
+    users get); a row with unstated plan fields at its fastest option that fits in memory.
+    `rows_by_id` (the row's file) lets a TFLOP/s row use its publisher's FLOP count."""
     model, assumed = model_and_assumptions(row)
     options = plan_options(row, model)
     gpu, num_gpus = get_gpu(row["gpu"]), int(row["num_gpus"])
@@ -287,7 +309,12 @@ def evaluate(row: dict[str, str], compute_fraction: float | None = None) -> Outc
         _NETWORKS[key] = row_network(row, gpu)
     fraction = sustained_compute_fraction() if compute_fraction is None else compute_fraction
     system = TrainingSystem(
-        gpu, num_gpus, memory_reserve_gb=0.0, compute_fraction=fraction, network=_NETWORKS[key]
+        gpu,
+        num_gpus,
+        memory_reserve_gb=0.0,
+        compute_fraction=fraction,
+        network=_NETWORKS[key],
+        host_launch_s=host_launch_s,
     )
     candidates = [TrainingCandidate(model, system, plan) for plan, _ in options]
     results = simulate_training_batch(candidates, breakdown=False)
@@ -295,10 +322,16 @@ def evaluate(row: dict[str, str], compute_fraction: float | None = None) -> Outc
     best = min(fitting, key=lambda i: results[i].metrics["iteration_time_s"])
     plan, result = options[best][0], results[best]
     time_s = result.metrics["iteration_time_s"]
+    per_token = publisher_flops_per_token(row, rows_by_id)
+    if per_token is not None:
+        assumed.append("TFLOP/s from tokens/s with the publisher's FLOPs per token (its tokens/s row)")
+        tflops = result.metrics["tokens_per_s_per_gpu"] * per_token / 1e12
+    else:
+        tflops = step_flops(model, plan, row["flop_convention"] or "model") / (time_s * num_gpus) / 1e12
     predicted = {
         "iteration_time_s": time_s,
         "tokens_per_s_per_gpu": result.metrics["tokens_per_s_per_gpu"],
-        "tflops_per_gpu": step_flops(model, plan, row["flop_convention"] or "model") / (time_s * num_gpus) / 1e12,
+        "tflops_per_gpu": tflops,
         "mfu": step_flops(model, plan, "model") / (time_s * num_gpus) / (README_PEAK_TFLOPS[gpu.name] * 1e12),
     }[row["metric"]]
     memory = "fits" if result.feasible else f"OOM {result.memory.total_gb:.0f}/{gpu.hbm_bytes / 1e9:.0f} GB"
@@ -368,9 +401,10 @@ def is_ranking_file(rows: list[dict[str, str]]) -> bool:
 
 def evaluate_file(rows: list[dict[str, str]]) -> tuple[list[Outcome], dict[str, Counter]]:
     outcomes, skipped = [], defaultdict(Counter)
+    by_id = {row["id"]: row for row in rows}
     for row in rows:
         try:
-            outcomes.append(evaluate(row))
+            outcomes.append(evaluate(row, rows_by_id=by_id))
         except (Skip, DseError) as exc:  # DseError: PlanError (invalid plan), CatalogError (unknown GPU)
             skipped[str(exc)][row["source"]] += 1
     return outcomes, skipped

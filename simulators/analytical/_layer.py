@@ -27,13 +27,19 @@ from simulators.workload._memory import ADAM_BYTES_PER_PARAM
 
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
 MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp")
+# Kernels one attention launches per phase: FlashAttention's forward is one kernel and its
+# backward three (simulators/hardware/_compute.py FLASH_BWD_KERNELS); the unfused path runs two
+# batched GEMMs and a softmax forward, four GEMMs and a softmax backward.
+ATTENTION_KERNELS = {"flash": {"fwd": 1, "bwd": 3}, "unfused": {"fwd": 3, "bwd": 5}}
 
 
 @dataclass(frozen=True)
 class Block:
     """Seconds of one block for one micro-batch: F, B (input gradient) and W (weight gradient);
     `gemm_s` is the GEMM part of the three, `memory_fwd_s` its forward memory-bound kernels
-    (what selective recomputation reruns), `attention_fwd_s`/`_bwd_s` the attention kernel."""
+    (what selective recomputation reruns), `attention_fwd_s`/`_bwd_s` the attention kernel;
+    `kernels_fwd`/`_bwd` count the kernels the framework launches for F and for B + W (the
+    host must issue each one, which bounds small kernels from below)."""
 
     name: str
     forward_s: float
@@ -43,13 +49,15 @@ class Block:
     memory_fwd_s: float
     attention_fwd_s: float = 0.0
     attention_bwd_s: float = 0.0
+    kernels_fwd: int = 0
+    kernels_bwd: int = 0
 
     def slowed(self, fraction: float) -> Block:
         """The block at `fraction` of its modelled speed (the system's sustained fraction)."""
         if fraction == 1.0:
             return self
-        times = {f.name: getattr(self, f.name) / fraction for f in dataclasses.fields(self) if f.name != "name"}
-        return Block(self.name, **times)
+        times = {f.name: getattr(self, f.name) / fraction for f in dataclasses.fields(self) if f.name.endswith("_s")}
+        return dataclasses.replace(self, **times)
 
 
 def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
@@ -125,6 +133,7 @@ def layer_blocks(
     attention_fwd, attention_bwd = (
         _context_parallel_attention_s(gpu, attention, s, cp, phase) for phase in ("fwd", "bwd")
     )
+    attention_kernels = ATTENTION_KERNELS[attention["kernel"]]
     moe = model.is_moe_layer(layer_index)
     kernels = layer_kernels(model, plan, layer_index)
     blocks = []
@@ -134,10 +143,14 @@ def layer_blocks(
         dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision, calibration=table) for g in mine)
         wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision, calibration=table) for g in mine)
         memory = {"fwd": 0.0, "bwd": 0.0}
+        launches = {"fwd": len(mine), "bwd": 2 * len(mine)}
         for kernel in kernels:
             if kernel.name.startswith(MLP_KERNELS) == is_mlp:
                 memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes, calibration=table)
+                launches[kernel.phase] += 1
         core_fwd, core_bwd = (0.0, 0.0) if is_mlp else (attention_fwd, attention_bwd)
+        if not is_mlp:  # the ring of context parallelism launches the kernel once per step
+            launches = {phase: n + cp * attention_kernels[phase] for phase, n in launches.items()}
         blocks.append(
             Block(
                 name=name,
@@ -148,6 +161,8 @@ def layer_blocks(
                 memory_fwd_s=memory["fwd"],
                 attention_fwd_s=core_fwd,
                 attention_bwd_s=core_bwd,
+                kernels_fwd=launches["fwd"],
+                kernels_bwd=launches["bwd"],
             )
         )
     return blocks[0].slowed(compute_fraction), blocks[1].slowed(compute_fraction)
@@ -173,5 +188,18 @@ def output_layer(
         if kernel.name not in names:  # the final norm and the cross entropy
             memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes, calibration=table)
     gemm = forward + dgrad + wgrad
-    block = Block("output", forward + memory["fwd"], dgrad + memory["bwd"], wgrad, gemm, memory["fwd"])
+    launches = {"fwd": 1, "bwd": 2}
+    for kernel in layer_memory_kernels(*shape, last_layer=True):
+        if kernel.name not in names:
+            launches[kernel.phase] += 1
+    block = Block(
+        "output",
+        forward + memory["fwd"],
+        dgrad + memory["bwd"],
+        wgrad,
+        gemm,
+        memory["fwd"],
+        kernels_fwd=launches["fwd"],
+        kernels_bwd=launches["bwd"],
+    )
     return block.slowed(compute_fraction)

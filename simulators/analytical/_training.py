@@ -7,6 +7,9 @@ plan; communication runs on its own stream, so it costs time only where nothing 
 - tensor-parallel all-reduces (reduce-scatter + all-gather with sequence parallelism) sit
   between GEMMs that need their result: exposed;
 - pipeline sends delay the next stage only (the timeline adds them to the dependency);
+- every kernel is issued by the framework on the host: a layer's F (or B + W) takes at least
+  its kernel count times the host time per launch (`TrainingSystem.kernel_host_s`), which is
+  what small models and small micro-batches are bound by (breakdown `host_overhead_s`);
 - data-parallel gradient reduction overlaps the last micro-batch's backward, bucket by
   bucket; the parameter all-gather of a sharded optimizer overlaps the next step's first
   forward (ZeRO-3 gathers per layer, prefetched under the previous layer's compute);
@@ -80,7 +83,7 @@ class _StageCosts:
     backward_s: float
     weight_s: float
     gemm_s: float  # the GEMM part of forward + backward + weight
-    comm_s: Mapping[str, float]  # exposed communication in the three, by group
+    comm_s: Mapping[str, float]  # exposed communication in the three by group; "host": launch waits
     grad_sync_s: float  # data-parallel gradient reduction of the stage, whole step
     param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
     optimizer_s: float
@@ -225,6 +228,7 @@ def _breakdown(
     return {
         "gemm_s": work * slowest.gemm_s,
         "attention_and_memory_bound_s": busy_s - work * slowest.gemm_s - sum(comm.values()),
+        "host_overhead_s": comm["host"],
         "tp_comm_s": comm["tp"],
         "cp_comm_s": comm["cp"],
         "ep_comm_s": comm["ep"],
@@ -275,7 +279,7 @@ class _LayerCosts:
     backward_s: float
     weight_s: float
     gemm_s: float
-    comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers)
+    comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers); host: launch waits
 
 
 @cache
@@ -287,6 +291,7 @@ def _layer_costs_of(
     layer_index: int,
     calibration: str | None,
     fraction: float,
+    host_s: float = 0.0,
 ) -> _LayerCosts:
     blocks = layer_blocks(model, gpu_name, plan, layer_index, calibration, fraction)
     fwd = sum(block.forward_s for block in blocks)
@@ -299,8 +304,10 @@ def _layer_costs_of(
 
     # The layer's collectives (simulators.workload.layer_collectives) priced per phase and group.
     spent: dict[tuple[str, str], float] = defaultdict(float)
+    launches = {"fwd": sum(b.kernels_fwd for b in blocks), "bwd": sum(b.kernels_bwd for b in blocks)}
     for c in layer_collectives(model, plan, layer_index):
         spent[c.phase, c.group] += _priced(network, c)
+        launches["fwd" if c.phase == "fwd" else "bwd"] += 1
     # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed. The
     # context-parallel ring runs under the attention kernel; ZeRO-3 gathers are prefetched under
     # the previous layer's compute.
@@ -326,12 +333,20 @@ def _layer_costs_of(
     # selective reruns the norms and the MLP activation, memory-bound kernels.
     full = plan.recompute == "full"
     recompute = {"full": fwd + sum(fwd_comm.values()), "selective": memory_fwd, "none": 0.0}[plan.recompute]
+    forward_s = fwd + sum(fwd_comm.values())
+    backward_s = input_grad + sum(bwd_comm.values()) + recompute
+    # The host issues every kernel (and collective) in order; where the GPU runs them faster
+    # than the host launches them, the phase takes the host's time (the rerun forward of full
+    # recomputation launches the forward's kernels again).
+    host_fwd = max(0.0, host_s * launches["fwd"] - forward_s)
+    host_bwd = max(0.0, host_s * (launches["bwd"] + (launches["fwd"] if full else 0)) - backward_s - weight_grad)
+    comm = {k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm}
     return _LayerCosts(
-        forward_s=fwd + sum(fwd_comm.values()),
-        backward_s=input_grad + sum(bwd_comm.values()) + recompute,
+        forward_s=forward_s + host_fwd,
+        backward_s=backward_s + host_bwd,
         weight_s=weight_grad,
         gemm_s=gemm + (gemm_fwd if full else 0.0),
-        comm_s={k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm},
+        comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
     )
 
 
@@ -354,16 +369,28 @@ def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
     system = candidate.system
     plan = _per_stage_plan(candidate.plan)
     return _all_stages(
-        candidate.model, system.gpu.name, system.fabric_network, plan, system.calibration, system.compute_fraction
+        candidate.model,
+        system.gpu.name,
+        system.fabric_network,
+        plan,
+        system.calibration,
+        system.compute_fraction,
+        system.kernel_host_s,
     )
 
 
 @cache
 def _all_stages(
-    model: ModelSpec, gpu_name: str, network: Network, plan: ParallelPlan, calibration: str | None, fraction: float
+    model: ModelSpec,
+    gpu_name: str,
+    network: Network,
+    plan: ParallelPlan,
+    calibration: str | None,
+    fraction: float,
+    host_s: float = 0.0,
 ) -> tuple[_StageCosts, ...]:
     return tuple(
-        _one_stage(model, gpu_name, network, plan, calibration, fraction, stage, stage == plan.pp - 1)
+        _one_stage(model, gpu_name, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s)
         for stage in range(plan.pp)
     )
 
@@ -385,6 +412,7 @@ def _one_stage(
     fraction: float,
     stage: int,
     last: bool,
+    host_s: float = 0.0,
 ) -> _StageCosts:
     gpu = get_gpu(gpu_name)
     layer_plan = per_layer_plan(plan)
@@ -392,7 +420,8 @@ def _one_stage(
     for kind, count in stage_layer_kinds(model, plan, stage).items():
         # One layer of each kind prices them all: dense layers come first, then MoE ones.
         index = model.layers - 1 if kind else 0
-        costs[kind] = (_layer_costs_of(model, gpu_name, network, layer_plan, index, calibration, fraction), count)
+        layer = _layer_costs_of(model, gpu_name, network, layer_plan, index, calibration, fraction, host_s)
+        costs[kind] = (layer, count)
     per_chunk = 1 / plan.vpp
     fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
     bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
@@ -413,7 +442,7 @@ def _one_stage(
         backward_s=bwd,
         weight_s=wgt,
         gemm_s=gemm,
-        comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp")},
+        comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")},
         grad_sync_s=grad_sync,
         param_gather_s=gather,
         optimizer_s=adam_step_s(gpu, plan, dense, expert),

@@ -1,7 +1,14 @@
 """Accelerators: the GPU catalogue, its datasheet figures, and kernel times on each GPU."""
 
 from simulators.hardware._compute import attention_time_s, elementwise_time_s, gemm_bytes, gemm_time_s
-from simulators.hardware._gpu import PRECISIONS, GpuSpec, get_gpu, gpu_catalog, sustained_compute_fraction
+from simulators.hardware._gpu import (
+    PRECISIONS,
+    GpuSpec,
+    get_gpu,
+    gpu_catalog,
+    host_launch_s,
+    sustained_compute_fraction,
+)
 from simulators.hardware._memory_kernels import MemoryKernel, layer_memory_kernels
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration
 
@@ -17,6 +24,7 @@ __all__ = [
     "gemm_time_s",
     "get_gpu",
     "gpu_catalog",
+    "host_launch_s",
     "layer_memory_kernels",
     "load_calibration",
     "sustained_compute_fraction",

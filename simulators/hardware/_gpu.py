@@ -99,7 +99,18 @@ def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
 
 
 @cache
+def _fitted() -> dict:
+    return yaml.safe_load(resources.files(__package__).joinpath("fitted.yaml").read_text())
+
+
 def sustained_compute_fraction() -> float:
     """The fitted share of modelled kernel speed real stacks sustain (fitted.yaml, with provenance)."""
-    data = yaml.safe_load(resources.files(__package__).joinpath("fitted.yaml").read_text())
-    return float(data["sustained_compute_fraction"]["value"])
+    return float(_fitted()["sustained_compute_fraction"]["value"])
+
+
+def host_launch_s(gpu_name: str) -> float:
+    """Fitted host time a training framework spends per kernel it launches on `gpu_name`
+    (fitted.yaml `host_launch_s`: the GPU type's own value, else the value for GPU types
+    without measurements)."""
+    entry = _fitted()["host_launch_s"]
+    return float(entry["per_gpu"].get(gpu_name, entry["value"]))

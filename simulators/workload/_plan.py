@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from simulators._errors import PlanError
 from simulators.hardware import GpuSpec
+from simulators.hardware import host_launch_s as fitted_host_launch_s
 from simulators.models import ModelSpec
 from simulators.network import Network
 
@@ -180,6 +181,14 @@ class TrainingSystem:
     calibration: str | None = None  # path of measured kernel times (simulators/hardware/calibration)
     compute_fraction: float = 1.0  # share of the modelled kernel speed the software stack sustains
     network: Network | None = None  # the cluster's fabric; None: the GPU's reference system
+    # Host (CPU) time the framework spends per kernel it launches; None: the fitted value of the
+    # GPU type (simulators/hardware/fitted.yaml), 0: kernels never wait for the host.
+    host_launch_s: float | None = None
+
+    @property
+    def kernel_host_s(self) -> float:
+        """The host time per launched kernel the model uses."""
+        return fitted_host_launch_s(self.gpu.name) if self.host_launch_s is None else self.host_launch_s
 
     @property
     def fabric_network(self) -> Network:
@@ -199,6 +208,8 @@ class TrainingSystem:
             raise PlanError(f"memory_reserve_gb={self.memory_reserve_gb} must be >= 0")
         if not 0 < self.compute_fraction <= 1:
             raise PlanError(f"compute_fraction={self.compute_fraction} must be in (0, 1]")
+        if self.host_launch_s is not None and not 0 <= self.host_launch_s < 1e-3:
+            raise PlanError(f"host_launch_s={self.host_launch_s} must be in [0, 1e-3) seconds (or None: fitted)")
 
 
 @dataclass(frozen=True)
