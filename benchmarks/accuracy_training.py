@@ -77,6 +77,10 @@ ZOO_NAMES = {
 # node and power-of-two micro-batches.
 TP_OPTIONS = (1, 2, 4, 8)
 MICRO_BATCH_OPTIONS = (1, 2, 4, 8, 16, 32)
+VPP_OPTIONS = (1, 2, 3, 4, 6, 8, 12)  # model chunks per stage (interleaved 1F1B)
+# Megatron-LM gained the interleaved schedule with the SC'21 paper's code (April 2021): the
+# README runs before it could not interleave.
+BEFORE_INTERLEAVING = ("megatron_readme_sep2020", "megatron_readme_jan2021")
 RANKING_MIN_ROWS = 10  # a file "has many plans per model" when its models average this many rows
 # Dense FP16/BF16 peaks of the README's "Peak throughput used for MFU" table, TFLOP/s.
 README_PEAK_TFLOPS = {
@@ -159,10 +163,14 @@ def build_model(row: dict[str, str]) -> ModelSpec:
 
 
 def build_plan(
-    row: dict[str, str], micro_batch: int | None = None, tp: int | None = None, pp: int | None = None
+    row: dict[str, str],
+    micro_batch: int | None = None,
+    tp: int | None = None,
+    pp: int | None = None,
+    vpp: int | None = None,
 ) -> tuple[ParallelPlan, list[str]]:
     """The row's plan, and the assumptions made for fields the source does not state;
-    `micro_batch`, `tp` and `pp` stand in for blank fields (see `plan_options`)."""
+    `micro_batch`, `tp`, `pp` and `vpp` stand in for blank fields (see `plan_options`)."""
     tp, pp = _int(row, "tp") or tp, _int(row, "pp") or pp
     micro_batch = _int(row, "micro_batch") or micro_batch
     missing = [c for c, v in zip(PARALLEL_FIELDS, (tp, pp, _int(row, "dp"), micro_batch)) if v is None]
@@ -188,7 +196,7 @@ def build_plan(
         assumptions.append("dist_optimizer not stated; assumed true")
     if (_int(row, "ep") or 1) > 1:
         assumptions.append("ep given; experts spread over dp*cp ranks")
-    if not row["vpp"]:
+    if not row["vpp"] and vpp is None:
         assumptions.append("vpp not stated; assumed 1")
     # DeepSpeed of the time put data-parallel traffic on the critical path: its `overlap_comm`
     # defaults to false (deepspeed.ai/docs/config-json), and ZeRO-3's parameter all-gather
@@ -207,7 +215,7 @@ def build_plan(
         seq_len=int(row["seq_len"]),
         cp=cp,
         ep=_int(row, "ep") or 1,
-        vpp=_int(row, "vpp") or 1,
+        vpp=_int(row, "vpp") or vpp or 1,
         recompute=recompute,
         sequence_parallel=sequence_parallel,
         zero_stage=(3 if "ZeRO-3" in row["notes"] else 1) if distributed_optimizer else 0,
@@ -222,10 +230,13 @@ def build_plan(
 
 def plan_options(row: dict[str, str], model: ModelSpec) -> list[tuple[ParallelPlan, list[str]]]:
     """Every plan the row allows: the stated one, or, where it leaves the micro-batch (or, with
-    dp given, the tp/pp split of the model-parallel size) blank, each candidate for it."""
+    dp given, the tp/pp split of the model-parallel size) blank, each candidate for it; a row
+    that leaves the interleaving blank as well is also tried at each chunk count Megatron accepts
+    (layers divisible by pp * vpp): tuned runs of the time interleaved where it helped."""
     blank_mb, blank_split = not row["micro_batch"], not row["tp"] and not row["pp"] and bool(row["dp"])
     if not blank_mb and not blank_split:
         return [build_plan(row)]
+    vpps = VPP_OPTIONS if not row["vpp"] and row["source"] not in BEFORE_INTERLEAVING else (None,)
     dp, cp = _int(row, "dp"), _int(row, "cp") or 1
     per_rank = int(row["global_batch"]) // dp if dp else 0
     mbs = [m for m in MICRO_BATCH_OPTIONS if per_rank and per_rank % m == 0] if blank_mb else [None]
@@ -237,11 +248,16 @@ def plan_options(row: dict[str, str], model: ModelSpec) -> list[tuple[ParallelPl
     if not mbs or not splits:
         return [build_plan(row)]  # raises Skip naming what is not stated
     options = []
-    for mb, (tp, pp) in itertools.product(mbs, splits):
+    for mb, (tp, pp), vpp in itertools.product(mbs, splits, vpps):
+        stages = pp or _int(row, "pp")
+        if vpp is not None and (vpp > 1 and stages == 1 or model.layers % (stages * vpp)):
+            continue
         try:
-            plan, assumptions = build_plan(row, micro_batch=mb, tp=tp, pp=pp)
+            plan, assumptions = build_plan(row, micro_batch=mb, tp=tp, pp=pp, vpp=vpp)
         except DseError:
             continue
+        if vpp is not None:
+            assumptions.append("vpp not stated; the fastest that fits in memory")
         if blank_mb:
             assumptions.append("micro_batch not stated; the fastest that fits in memory")
         if blank_split:
