@@ -17,6 +17,9 @@ Per recipe it reports:
   misprices the vendor's; either way a user should not trust dse's pick there without a test;
 - best vs measured = dse's best predicted step time / the published measured step time - 1:
   what dse promises against what the vendor achieved (negative: dse claims to beat it).
+- published vs measured = the published plan's predicted step time / its measured one - 1: the
+  model's own error on the vendor's plan; a regret much larger than it points at a mispriced
+  alternative instead.
 A published plan dse judges infeasible (a run that happened, so a fault of dse) is not in the
 top 5 and counts as an infinite regret in the median.
 
@@ -83,6 +86,10 @@ class Ranking:
     @property
     def best_vs_measured_pct(self) -> float:
         return (self.best_s / self.recipe.measured_step_s - 1) * 100
+
+    @property
+    def published_vs_measured_pct(self) -> float | None:
+        return None if self.published_s is None else (self.published_s / self.recipe.measured_step_s - 1) * 100
 
 
 def is_recipe(row: dict[str, str]) -> bool:
@@ -243,10 +250,12 @@ def print_ranking(r: Ranking) -> None:
     ruled_out = "OOM" if "memory" in (r.published_reason or "") else "n/a"
     where = f"{r.rank:4d}/{r.feasible:<5d}" if r.rank else f"{ruled_out:>4s}/{r.feasible:<5d}"
     regret = f"{r.regret_pct:+7.1f}%" if r.regret_pct is not None else "     n/a"
+    own = f"{r.published_vs_measured_pct:+6.1f}%" if r.published_vs_measured_pct is not None else "   n/a"
     print(
         f"{row['id']:36s} {row['gpu']:8s} {row['num_gpus']:>5s} {where} regret {regret}  "
-        f"best {r.best_s:8.3f}s vs measured {r.recipe.measured_step_s:8.3f}s ({r.best_vs_measured_pct:+6.1f}%)  "
-        f"dse's best: {plan_text(r.best)}"
+        f"measured {r.recipe.measured_step_s:8.3f}s, published plan predicted {own}, "
+        f"dse's best {r.best_s:8.3f}s ({r.best_vs_measured_pct:+6.1f}%): "
+        f"{plan_text(r.best)}"
         + (f"  [published plan ruled out: {r.published_reason}]" if r.published_reason else "")
     )
 
