@@ -13,7 +13,7 @@ from pathlib import Path
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
 from dse.metrics import CAPACITY_METRICS, OWNED_METRICS, metrics_for
-from dse.spec import Constraint, Study, knob_values
+from dse.spec import Constraint, Study, TokenBounds, knob_values
 from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
 from simulators.network import Fabric
@@ -176,6 +176,8 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
                 raise SpecError(
                     f"{field}: {value} leaves no whole data-parallel degree for any of hardware.num_gpus={list(counts)}"
                 )
+    if settings.global_batch_tokens is not None:
+        _check_batch_tokens(settings.global_batch_tokens, settings.seq_len, knob_values(search.global_batch))
     micro = knob_values(search.micro_batch)
     dps = {n // s for n in counts for s in splits if n % s == 0}
     for gb in knob_values(search.global_batch):
@@ -184,6 +186,27 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
                 f"search.global_batch: {gb} is not a multiple of dp*micro_batch for any plan of "
                 f"the search space (dp: {', '.join(map(str, sorted(dps)))}; "
                 f"micro_batch: {', '.join(map(str, micro))})"
+            )
+
+
+def _check_batch_tokens(bounds: TokenBounds, seq_len: int, batches: tuple[int, ...]) -> None:
+    """Every global batch of the search holds the tokens per step the recipe allows."""
+    low, high = bounds.sequences(seq_len)
+    if high is not None and high < low:
+        raise SpecError(
+            f"training.global_batch_tokens: no whole number of sequences of seq_len={seq_len} holds "
+            f"{bounds.min:g} to {bounds.max:g} tokens; allowed: bounds at least seq_len apart"
+        )
+    allowed = f"{low} to {high}" if high is not None else f"{low} or more"
+    for gb in batches:
+        tokens = gb * seq_len
+        side = "below min" if bounds.min is not None and tokens < bounds.min else None
+        side = "above max" if bounds.max is not None and tokens > bounds.max else side
+        if side:
+            bound = bounds.min if side == "below min" else bounds.max
+            raise SpecError(
+                f"search.global_batch: {gb} x seq_len {seq_len} = {tokens:g} tokens is {side} "
+                f"training.global_batch_tokens={bound:g}; allowed: {allowed} sequences"
             )
 
 

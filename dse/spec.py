@@ -6,6 +6,7 @@ Errors come out as one SpecError line naming the field path and what is allowed.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -80,10 +81,32 @@ def _one_of(values: list, allowed) -> list:
     return values
 
 
+class TokenBounds(_Frozen):
+    """Tokens per optimizer step the training recipe allows (global batch x seq_len): the
+    batch is set by convergence, not by speed, so the search may not leave these bounds."""
+
+    min: float | None = Field(default=None, gt=0)
+    max: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _bounded(self) -> TokenBounds:
+        if self.min is None and self.max is None:
+            raise ValueError("needs a bound: min or max")
+        if self.min is not None and self.max is not None and self.max < self.min:
+            raise ValueError(f"max={self.max:g} is below min={self.min:g}")
+        return self
+
+    def sequences(self, seq_len: int) -> tuple[int, int | None]:
+        """The global batches, in sequences of seq_len tokens, inside the bounds: (lowest, highest or None)."""
+        low = 1 if self.min is None else max(1, math.ceil(self.min / seq_len))
+        return low, None if self.max is None else math.floor(self.max / seq_len)
+
+
 class TrainingSettings(_Frozen):
     seq_len: int = Field(default=4096, ge=1)
     precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
     train_tokens: float | None = Field(default=None, gt=0)
+    global_batch_tokens: TokenBounds | None = None
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
 
@@ -405,7 +428,7 @@ def _one_line(exc: ValidationError) -> str:
     """
     errors = exc.errors()
     err = next((e for e in errors if not e["type"].endswith("_type")), errors[0])
-    loc = [p for p in err["loc"] if not (isinstance(p, str) and (p in _UNION_TAGS or "[" in p))]
+    loc = [p for i, p in enumerate(err["loc"]) if not _union_tag(err["loc"], i)]
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "spec"
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
@@ -419,7 +442,16 @@ def _one_line(exc: ValidationError) -> str:
     return f"{path}: {err['input']!r}: {msg}"
 
 
-_UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]", "training", "inference"}
+_UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]", "TokenBounds"}
+_MODE_TAGS = {"training", "inference"}  # the tag of `search`'s union; elsewhere `training` is a field
+
+
+def _union_tag(loc: tuple, i: int) -> bool:
+    """Whether loc[i] names a union member pydantic adds to the path, not a field."""
+    part = loc[i]
+    if not isinstance(part, str):
+        return False
+    return part in _UNION_TAGS or "[" in part or (part in _MODE_TAGS and i > 0 and loc[i - 1] == "search")
 
 
 def _allowed_fields(loc: list) -> list[str]:

@@ -72,6 +72,12 @@ def replace(*pairs):
         ),
         (TINY_SPEC + "constraints:\n  - {metric: usd_per_hour}\n", "constraints[0]: needs a bound", ""),
         (TINY_SPEC + "hardware_typo: 1\n", "hardware_typo: unknown field", "allowed: name, mode, model"),
+        (
+            replace("seq_len: 4096", "seq_len: 4096\n  seq_length: 1"),
+            "training.seq_length: unknown field",
+            "allowed: seq_len, precision",
+        ),
+        (replace("seq_len: 4096", "seq_len: -1"), "training.seq_len: -1", "greater than or equal to 1"),
         ("name: x\nmodel: [oops\n", "spec: ", "is not valid YAML"),
         (
             replace("recompute: [none, full]", "recompute: [none]\n  vpp: [1, 3]"),
@@ -172,3 +178,29 @@ def test_compute_fraction_defaults_to_the_fitted_value_and_can_be_set(write_spec
         write_spec, TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  compute_fraction: 1.5")
     )
     assert message.startswith("hardware.compute_fraction: 1.5")
+
+
+@pytest.mark.parametrize(
+    "bounds,start,contains",
+    [
+        # 64 sequences x 4096 tokens = 262,144 tokens per step.
+        ("{max: 131072}", "search.global_batch: 64 x seq_len 4096 = 262144 tokens is above", "allowed: 1 to 32 sequences"),
+        ("{min: 524288}", "search.global_batch: 64 x seq_len 4096 = 262144 tokens is below", "allowed: 128 or more"),
+        ("{min: 5000, max: 6000}", "training.global_batch_tokens: no whole number of sequences", "seq_len=4096"),
+        ("{min: 2.0e6, max: 1.0e6}", "training.global_batch_tokens: max=1e+06 is below min=2e+06", ""),
+        ("{}", "training.global_batch_tokens: needs a bound", ""),
+        ("{max: -1}", "training.global_batch_tokens.max: -1", "greater than 0"),
+    ],
+)
+def test_global_batch_outside_the_recipes_token_bounds_is_refused(write_spec, bounds, start, contains):
+    text = replace("seq_len: 4096", f"seq_len: 4096\n  global_batch_tokens: {bounds}")
+    message = error_of(write_spec, text)
+    assert message.startswith(start), message
+    assert contains in message, message
+
+
+def test_global_batch_inside_the_token_bounds_passes(write_spec):
+    # Exactly on both bounds: 64 x 4096 = 262,144 tokens.
+    text = replace("seq_len: 4096", "seq_len: 4096\n  global_batch_tokens: {min: 262144, max: 262144}")
+    study = resolve_study(load_study(write_spec(text))).study
+    assert study.training.global_batch_tokens.sequences(4096) == (64, 64)
