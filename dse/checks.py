@@ -134,6 +134,24 @@ def _check_ownership(
             book.by_speed("link_usd", fabric.port_gbps)
 
 
+def _check_pipeline_split(settings, search, model: ModelSpec, pps: list[int]) -> None:
+    """Every pp must split the layers some way the search offers; every vpp must fit some pp."""
+    splits, explicit = search.pipeline_split, (settings.first_stage_layers, settings.last_stage_layers)
+    for pp in pps:
+        problems = [pp_problem(model, pp, 1, split, *explicit) for split in splits]
+        if pp > 1 and all(problems):
+            raise SpecError(f"search.pp: {problems[0]}")
+        if pp == 1 and (problem := pp_problem(model, 1)):
+            raise SpecError(f"search.pp: {problem}")
+    for vpp in knob_values(search.vpp):
+        fits = [pp_problem(model, pp, vpp, split, *explicit) for pp in pps if pp > 1 for split in splits]
+        if vpp > 1 and all(fits):
+            raise SpecError(
+                f"search.vpp: {vpp} chunks per stage fit no pp and pipeline_split of the search space"
+                + (f": {fits[0]}" if fits else " (vpp needs pp > 1)")
+            )
+
+
 def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
     settings, search = study.training, study.search
     for gpu in gpus:
@@ -144,19 +162,13 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
     tps, pps, cps = knob_values(search.tp), knob_values(search.pp), knob_values(search.cp)
     for field, values, rule in (
         ("search.tp", tps, tp_problem),
-        ("search.pp", pps, pp_problem),
         ("search.ep", knob_values(search.ep), ep_problem),
         ("search.etp", knob_values(search.etp), etp_problem),
     ):
         for value in values:
             if problem := rule(model, value):
                 raise SpecError(f"{field}: {problem}")
-    for vpp in knob_values(search.vpp):
-        if vpp > 1 and not any(pp > 1 and model.layers % (pp * vpp) == 0 for pp in pps):
-            raise SpecError(
-                f"search.vpp: {vpp} chunks per stage fit no pp of the search space "
-                f"(layers={model.layers} must divide into pp*vpp, pp > 1)"
-            )
+    _check_pipeline_split(settings, search, model, pps)
     for cp in cps:
         if cp > 1 and settings.seq_len % (2 * cp):
             raise SpecError(f"search.cp: {cp} does not split seq_len={settings.seq_len} into 2*cp equal chunks")

@@ -32,6 +32,7 @@ KNOBS = (
     "ep",
     "etp",
     "vpp",
+    "pipeline_split",
     "micro_batch",
     "global_batch",
     "recompute",
@@ -136,6 +137,9 @@ class SearchSpace:
             precision=settings.precision,
             overlap_grad_reduce=settings.overlap_grad_reduce,
             overlap_param_gather=settings.overlap_param_gather,
+            pipeline_split=params.get("pipeline_split", "even"),  # absent from studies before the knob
+            first_stage_layers=settings.first_stage_layers,
+            last_stage_layers=settings.last_stage_layers,
         )
         hardware = self.resolved.study.hardware
         gpu = self.gpu(params["gpu"])
@@ -203,8 +207,10 @@ def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
         if not canonical["disaggregated"]:
             canonical["decode_tp"] = canonical["decode_replicas"] = None
         return canonical
+    canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
     if canonical["pp"] == 1:
         canonical["schedule"] = "1f1b"
+        canonical["pipeline_split"] = "even"
     if canonical["tp"] == 1:
         canonical["sequence_parallel"] = True
     if canonical["num_gpus"] == canonical["tp"] * canonical["pp"]:  # dp * cp == 1: nothing to shard over

@@ -18,7 +18,7 @@ from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
 from simulators.network import FAMILIES
 from simulators.serving import ROUTERS, SCHEDULERS
-from simulators.workload import RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
+from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
 
 SAMPLERS = ("auto", "tpe", "nsga2", "random", "refine", "grid")
 
@@ -109,6 +109,10 @@ class TrainingSettings(_Frozen):
     global_batch_tokens: TokenBounds | None = None
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # Megatron's --decoder-first/last-pipeline-num-layers: transformer layers of the first and
+    # last pipeline stage (the middle stages share the rest equally); null: not set.
+    first_stage_layers: int | None = Field(default=None, ge=0)
+    last_stage_layers: int | None = Field(default=None, ge=0)
 
 
 class FabricSettings(_Frozen):
@@ -200,6 +204,7 @@ class TrainingSearch(_Frozen):
     micro_batch: IntKnob = [1, 2]
     global_batch: IntKnob = [1024]
     recompute: list[str] = ["none", "full"]
+    pipeline_split: list[str] = ["even"]
     schedule: list[str] = ["1f1b"]
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
@@ -208,10 +213,15 @@ class TrainingSearch(_Frozen):
         _positive_knob
     )
 
-    @field_validator("recompute", "schedule", "zero_stage")
+    @field_validator("recompute", "pipeline_split", "schedule", "zero_stage")
     @classmethod
     def _choices(cls, values: list, info) -> list:
-        allowed = {"recompute": RECOMPUTE_MODES, "schedule": SCHEDULES, "zero_stage": ZERO_STAGES}
+        allowed = {
+            "recompute": RECOMPUTE_MODES,
+            "pipeline_split": PIPELINE_SPLITS,
+            "schedule": SCHEDULES,
+            "zero_stage": ZERO_STAGES,
+        }
         return _one_of(values, allowed[info.field_name])
 
 

@@ -20,6 +20,7 @@ from simulators.workload._messages import (
 )
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops
 from simulators.workload._plan import (
+    PIPELINE_SPLITS,
     RECOMPUTE_MODES,
     SCHEDULES,
     ZERO_STAGES,
@@ -31,6 +32,7 @@ from simulators.workload._plan import (
     pp_problem,
     precision_problem,
     tp_problem,
+    virtual_stage_sizes,
 )
 from simulators.workload._simai import (
     SimAIComm,
@@ -65,6 +67,7 @@ __all__ = [
     "Operation",
     "step_operations",
     "layer_kernels",
+    "PIPELINE_SPLITS",
     "RECOMPUTE_MODES",
     "SCHEDULES",
     "ZERO_STAGES",
@@ -85,6 +88,7 @@ __all__ = [
     "stage_layers",
     "stage_params",
     "tp_problem",
+    "virtual_stage_sizes",
     "training_memory",
     "SimAIComm",
     "SimAIHeader",

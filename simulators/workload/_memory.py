@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from simulators.models import ModelSpec
-from simulators.workload._plan import ParallelPlan
+from simulators._errors import PlanError
+from simulators.workload._plan import ParallelPlan, virtual_stage_sizes
 
 WEIGHT_BYTES = 2
 GRADIENT_BYTES = 4
@@ -51,19 +52,16 @@ class MemoryBreakdown:
 
 
 def virtual_stage_bounds(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
-    """First layer of each of the pp*vpp virtual stages, and the layer count at the end.
-
-    Equal shares when they divide; otherwise (no interleaving) the first and last stages, then
-    the second and second-to-last, ... hold one layer fewer than the others."""
-    return _bounds(model.layers, plan.pp * plan.vpp)
+    """First layer of each of the pp*vpp virtual stages, and the layer count at the end, as the
+    plan's split gives them (simulators.workload._plan.virtual_stage_sizes)."""
+    return _bounds(model.layers, plan.pp, plan.vpp, plan.split)
 
 
 @cache
-def _bounds(layers: int, count: int) -> tuple[int, ...]:
-    base, extra = divmod(layers, count)
-    outside_in = [i for pair in zip(range(count), range(count - 1, -1, -1)) for i in pair]
-    light = set(outside_in[: count - extra]) if extra else set(range(count))
-    sizes = [base if i in light else base + 1 for i in range(count)]
+def _bounds(layers: int, pp: int, vpp: int, split: tuple) -> tuple[int, ...]:
+    sizes = virtual_stage_sizes(layers, pp, vpp, *split)
+    if isinstance(sizes, str):
+        raise PlanError(sizes)
     bounds = [0]
     for size in sizes:
         bounds.append(bounds[-1] + size)
@@ -82,12 +80,14 @@ def stage_layers(model: ModelSpec, plan: ParallelPlan, stage: int) -> list[int]:
 
 def stage_layer_kinds(model: ModelSpec, plan: ParallelPlan, stage: int) -> dict[bool, int]:
     """How many dense (False) and MoE (True) layers pipeline stage `stage` holds."""
-    return dict(_layer_kinds(model.layers, model.moe_layers, plan.pp, plan.vpp, stage))
+    return dict(_layer_kinds(model.layers, model.moe_layers, plan.pp, plan.vpp, plan.split, stage))
 
 
 @cache
-def _layer_kinds(layers: int, moe_layers: int, pp: int, vpp: int, stage: int) -> tuple[tuple[bool, int], ...]:
-    bounds = _bounds(layers, pp * vpp)
+def _layer_kinds(
+    layers: int, moe_layers: int, pp: int, vpp: int, split: tuple, stage: int
+) -> tuple[tuple[bool, int], ...]:
+    bounds = _bounds(layers, pp, vpp, split)
     dense_end = layers - moe_layers
     dense = total = 0
     for chunk in range(vpp):
@@ -103,13 +103,15 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[floa
     Attention, dense and shared-expert MLPs, embeddings are split over tp (norms and the router
     are replicated); routed experts are split over ep, and each expert's MLP over etp.
     """
-    return _stage_params(model, plan.tp, plan.ep, plan.etp, plan.pp, plan.vpp, stage)
+    return _stage_params(model, plan.tp, plan.ep, plan.etp, plan.pp, plan.vpp, plan.split, stage)
 
 
 @cache
-def _stage_params(model: ModelSpec, tp: int, ep: int, etp: int, pp: int, vpp: int, stage: int) -> tuple[float, float]:
+def _stage_params(
+    model: ModelSpec, tp: int, ep: int, etp: int, pp: int, vpp: int, split: tuple, stage: int
+) -> tuple[float, float]:
     h = model.hidden
-    kinds = dict(_layer_kinds(model.layers, model.moe_layers, pp, vpp, stage))
+    kinds = dict(_layer_kinds(model.layers, model.moe_layers, pp, vpp, split, stage))
     attention = model.attention_params / tp + 2 * h
     dense = kinds.get(False, 0) * (attention + model.mlp_matrices * h * model.ffn_hidden / tp)
     expert = 0.0
@@ -184,7 +186,8 @@ def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:
 
 @cache
 def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: float) -> MemoryBreakdown:
-    """Peak memory of the worse of the first and last pipeline stage.
+    """Peak memory of the most loaded pipeline stage (every stage is checked: with uneven
+    splits a middle stage can hold the most).
 
     The last stage keeps its in-flight chunks plus the logits. Full recomputation keeps only each
     layer's input, plus one layer's activations while it is recomputed. ZeRO shards dense
@@ -225,4 +228,4 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: flo
             reserve_bytes=memory_reserve_gb * 1e9,
         )
 
-    return max((stage(0), stage(plan.pp - 1)), key=lambda m: m.total_bytes)
+    return max((stage(index) for index in range(plan.pp)), key=lambda m: m.total_bytes)

@@ -8,6 +8,7 @@ before any trial runs.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cache
 
 from simulators._errors import PlanError
 from simulators.hardware import GpuSpec
@@ -20,6 +21,13 @@ SCHEDULES = ("1f1b", "gpipe", "zb-h1")  # 1f1b with vpp > 1 is Megatron's interl
 # Reference networks by the GPU fields they depend on (GpuSpec itself is not hashable).
 _REFERENCE_NETWORKS: dict[tuple, Network] = {}
 ZERO_STAGES = (0, 1, 2, 3)
+# How pipeline stages share the layers (Megatron-Core, megatron/core/transformer/transformer_config.py
+# and transformer_block.py get_num_layers_to_build): "even" splits the transformer layers alone;
+# "embedding" / "loss" / "embedding+loss" count the input embedding and the output layer with its
+# loss as one layer each (--account-for-embedding-in-pipeline-split,
+# --account-for-loss-in-pipeline-split), so the first / last virtual stage holds one transformer
+# layer fewer.
+PIPELINE_SPLITS = ("even", "embedding", "loss", "embedding+loss")
 
 
 def divisors(n: int) -> list[int]:
@@ -40,21 +48,95 @@ def tp_problem(model: ModelSpec, tp: int) -> str | None:
     return None
 
 
-def pp_problem(model: ModelSpec, pp: int, vpp: int = 1) -> str | None:
-    """Why `pp` stages of `vpp` chunks cannot hold `model`'s layers, or None.
+def pp_problem(
+    model: ModelSpec,
+    pp: int,
+    vpp: int = 1,
+    split: str = "even",
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
+) -> str | None:
+    """Why `pp` stages of `vpp` chunks cannot hold `model`'s layers this way, or None."""
+    sizes = virtual_stage_sizes(model.layers, pp, vpp, split, first_stage_layers, last_stage_layers, model.name)
+    return sizes if isinstance(sizes, str) else None
 
-    Without interleaving, stages may hold unequal numbers of layers (the first and last get the
-    fewer, as Megatron's --decoder-first/last-pipeline-num-layers allow); interleaved chunks must
-    be equal."""
-    if pp > model.layers:
-        return f"{pp} stages exceed layers={model.layers} of {model.name}; allowed: 1 to {model.layers}"
-    if vpp > 1 and model.layers % (pp * vpp):
-        allowed = ", ".join(map(str, divisors(model.layers)))
+
+@cache
+def virtual_stage_sizes(
+    layers: int,
+    pp: int,
+    vpp: int = 1,
+    split: str = "even",
+    first_stage_layers: int | None = None,
+    last_stage_layers: int | None = None,
+    model_name: str = "the model",
+) -> tuple[int, ...] | str:
+    """Transformer layers on each of the pp*vpp virtual stages (virtual stage c*pp + s is chunk c
+    of stage s), or why Megatron-Core refuses the split (naming `model_name`).
+
+    Megatron's rules: with interleaving every chunk of a stage holds the same number of layers;
+    `embedding`/`loss` accounting adds one layer each to the count that pp*vpp must divide and
+    takes it from the first/last virtual stage; explicit first/last stage counts
+    (--decoder-first/last-pipeline-num-layers) leave the rest evenly to the middle stages and
+    cannot be combined with that accounting. Without interleaving and without explicit counts,
+    layers that pp does not divide go one more to the middle stages (dse sets the first/last
+    stage counts Megatron would need: the first and last stages, then the second and
+    second-to-last, ... hold one layer fewer)."""
+    if split not in PIPELINE_SPLITS:
+        return f"pipeline_split={split!r}; allowed: {', '.join(PIPELINE_SPLITS)}"
+    explicit = (first_stage_layers, last_stage_layers)
+    if any(n is not None for n in explicit):
+        return _explicit_sizes(layers, pp, vpp, split, first_stage_layers, last_stage_layers)
+    extra = ("embedding" in split) + ("loss" in split)
+    of = f" of {model_name}"
+    count = pp * vpp
+    if pp > layers + extra:
+        counted = (f"layers+{extra}={layers + extra}" if extra else f"layers={layers}") + of
+        return f"{pp} stages exceed {counted}; allowed: 1 to {layers + extra}"
+    if split == "even" and vpp == 1:
+        return _outside_in(layers, pp)
+    if (layers + extra) % count:
+        counted = (f"layers+{extra}={layers + extra}" if extra else f"layers={layers}") + of
+        allowed = ", ".join(map(str, divisors(layers + extra)))
+        hint = "" if extra else "; or count the embedding/loss as layers (pipeline_split), or set first/last_stage_layers"
+        equal = "interleaved chunks" if vpp > 1 else "stages that count the embedding/loss"
+        return f"pp*vpp={pp}*{vpp} does not divide {counted}; {equal} must be equal (pp*vpp allowed: {allowed}{hint})"
+    sizes = [(layers + extra) // count] * count
+    sizes[0] -= "embedding" in split
+    sizes[-1] -= "loss" in split
+    if min(sizes) < 0:
+        return f"pp*vpp={pp}*{vpp} leaves a virtual stage with the embedding or loss and no room"
+    return tuple(sizes)
+
+
+def _outside_in(layers: int, count: int) -> tuple[int, ...]:
+    base, extra = divmod(layers, count)
+    outside_in = [i for pair in zip(range(count), range(count - 1, -1, -1)) for i in pair]
+    light = set(outside_in[: count - extra]) if extra else set(range(count))
+    return tuple(base if i in light else base + 1 for i in range(count))
+
+
+def _explicit_sizes(layers: int, pp: int, vpp: int, split: str, first: int | None, last: int | None) -> tuple[int, ...] | str:
+    if split != "even":
+        return f"first/last_stage_layers cannot be combined with pipeline_split={split!r} (Megatron refuses both)"
+    if pp == 1:
+        return "first/last_stage_layers need pp > 1"
+    for name, n in (("first_stage_layers", first), ("last_stage_layers", last)):
+        if n is not None and (n < 0 or n % vpp):
+            return f"{name}={n} must be a non-negative multiple of vpp={vpp} (each chunk of a stage holds as many layers)"
+    middle = pp - (first is not None) - (last is not None)
+    rest = layers - (first or 0) - (last or 0)
+    if rest < 0 or (middle == 0 and rest) or (middle and (rest % (middle * vpp))):
         return (
-            f"pp*vpp={pp}*{vpp} does not divide layers={model.layers} of {model.name}; interleaved chunks "
-            f"must be equal (pp*vpp allowed: {allowed})"
+            f"first_stage_layers={first}, last_stage_layers={last} leave {rest} layers, which {middle} "
+            f"middle stages of vpp={vpp} chunks cannot share equally"
         )
-    return None
+    per_stage = [rest // middle if middle else 0] * pp
+    if first is not None:
+        per_stage[0] = first
+    if last is not None:
+        per_stage[-1] = last
+    return tuple(per_stage[stage] // vpp for _ in range(vpp) for stage in range(pp))
 
 
 def ep_problem(model: ModelSpec, ep: int) -> str | None:
@@ -117,13 +199,22 @@ class ParallelPlan:
     # critical path, as DeepSpeed's defaults did (overlap_comm false; ZeRO-3 gathers synchronous).
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
+    pipeline_split: str = "even"
+    first_stage_layers: int | None = None
+    last_stage_layers: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise PlanError(f"{name}={value!r} must be a positive integer")
-        for name, allowed in (("recompute", RECOMPUTE_MODES), ("schedule", SCHEDULES), ("zero_stage", ZERO_STAGES)):
+        for name, allowed in (
+            ("recompute", RECOMPUTE_MODES),
+            ("schedule", SCHEDULES),
+            ("zero_stage", ZERO_STAGES),
+            ("pipeline_split", PIPELINE_SPLITS),
+        ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
         if self.global_batch % (self.dp * self.micro_batch):
@@ -164,6 +255,11 @@ class ParallelPlan:
     @property
     def tokens_per_step(self) -> int:
         return self.global_batch * self.seq_len
+
+    @property
+    def split(self) -> tuple[str, int | None, int | None]:
+        """How the stages share the layers: (pipeline_split, first_stage_layers, last_stage_layers)."""
+        return self.pipeline_split, self.first_stage_layers, self.last_stage_layers
 
     @property
     def pipeline_schedule(self) -> str:
@@ -229,7 +325,7 @@ class TrainingCandidate:
             )
         for problem in (
             tp_problem(model, plan.tp),
-            pp_problem(model, plan.pp, plan.vpp),
+            pp_problem(model, plan.pp, plan.vpp, *plan.split),
             ep_problem(model, plan.ep),
             etp_problem(model, plan.etp),
             precision_problem(self.system.gpu, plan.precision),

@@ -158,3 +158,20 @@ def test_simulate_an_impossible_plan_reports_why(write_spec, capsys):
 def test_simulate_best_needs_a_finished_study(write_spec, tmp_path, capsys):
     assert main(["simulate", str(write_spec()), "--config", "best", "--study", str(tmp_path / "none")]) == 2
     assert "pareto.csv does not exist" in capsys.readouterr().err
+
+
+def test_simulate_prices_nvidias_405b_plan_with_the_embedding_and_loss_counted_as_layers(capsys):
+    """pp 8 x vpp 8 over Llama-3.1-405B's 126 layers runs only with pipeline_split embedding+loss."""
+    import json
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[2] / "search_spaces" / "llama405b.yaml"
+    plan = ["--set", "gpu=H100-SXM", "--set", "num_gpus=1024", "--set", "tp=8", "--set", "pp=8", "--set", "cp=2"]
+    plan += ["--set", "vpp=8", "--set", "recompute=none"]
+    assert main(["simulate", str(spec), *plan, "--set", "pipeline_split=embedding+loss", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["params"]["pipeline_split"] == "embedding+loss" and report["params"]["vpp"] == 8
+    assert sum(report["breakdown_s"].values()) == pytest.approx(report["metrics"]["iteration_time_s"], rel=1e-9)
+    assert main(["simulate", str(spec), *plan, "--set", "pipeline_split=even", "--json"]) == 0
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["feasible"] is False and "does not divide layers=126" in refused["reason"]

@@ -204,3 +204,16 @@ def test_global_batch_inside_the_token_bounds_passes(write_spec):
     text = replace("seq_len: 4096", "seq_len: 4096\n  global_batch_tokens: {min: 262144, max: 262144}")
     study = resolve_study(load_study(write_spec(text))).study
     assert study.training.global_batch_tokens.sequences(4096) == (64, 64)
+
+
+def test_a_vpp_no_pipeline_split_can_hold_is_refused_and_embedding_loss_accounting_admits_it(write_spec):
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[2] / "search_spaces" / "llama405b.yaml").read_text()
+    even_only = text.replace("pipeline_split: [even, embedding+loss]", "pipeline_split: [even]")
+    message = error_of(write_spec, even_only.replace("vpp: [1, 2, 4, 8]", "vpp: [8]"))
+    assert message.startswith("search.vpp: 8 chunks per stage fit no pp and pipeline_split")
+    assert "does not divide layers=126 of llama3-405b" in message
+    resolve_study(load_study(write_spec(text.replace("vpp: [1, 2, 4, 8]", "vpp: [8]"))))  # embedding+loss: 128/64
+    message = error_of(write_spec, text.replace("[even, embedding+loss]", "[even, middle]"))
+    assert "search.pipeline_split" in message and "allowed: even, embedding, loss, embedding+loss" in message

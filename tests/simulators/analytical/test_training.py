@@ -203,3 +203,35 @@ def test_zero3_without_overlap_pays_every_gather_and_reduction_of_every_layer():
     assert serial.breakdown_s["dp_comm_s"] >= model.layers * float(per_layer) * 0.999
     assert layers_only > 0
     assert sum(serial.breakdown_s.values()) == pytest.approx(serial.metrics["iteration_time_s"], rel=1e-9)
+
+
+def test_moving_layers_off_the_first_stage_moves_their_cost():
+    """Per-stage costs are linear in the layers a stage holds: with first_stage_layers=5 on 4
+    stages of llama3-8b (32 layers), stage 0 loses 3 layers of the even split (8) and each middle
+    stage gains one (9), so stage 0's forward drops by exactly three middle-stage increments."""
+    from simulators.analytical._training import _stage_costs
+
+    def stages(**split):
+        plan = ParallelPlan(tp=1, pp=4, dp=2, micro_batch=1, global_batch=8, seq_len=4096, **split)
+        return _stage_costs(TrainingCandidate(get_model("llama3-8b"), TrainingSystem(get_gpu("H100-SXM"), 8), plan))
+
+    even, uneven = stages(), stages(first_stage_layers=5)
+    one_layer = uneven[1].forward_s - even[1].forward_s
+    assert one_layer > 0
+    assert even[0].forward_s - uneven[0].forward_s == pytest.approx(3 * one_layer, rel=1e-9)
+    assert uneven[1].forward_s == pytest.approx(uneven[2].forward_s, rel=1e-12)
+
+
+def test_memory_peak_is_the_most_loaded_stage_even_in_the_middle():
+    """first/last_stage_layers=2 on 4 stages of llama3-8b leave 14 layers on each middle stage:
+    the peak is a middle stage's, whose weights are its 14 layers' bf16 parameters."""
+    from simulators.workload import stage_params, training_memory
+
+    plan = ParallelPlan(
+        tp=1, pp=4, dp=1, micro_batch=1, global_batch=4, seq_len=4096, zero_stage=0,
+        first_stage_layers=2, last_stage_layers=2,
+    )
+    model = get_model("llama3-8b")
+    memory = training_memory(model, plan, 0.0)
+    assert memory.weights_bytes == pytest.approx(2 * sum(stage_params(model, plan, 1)), rel=1e-12)
+    assert sum(stage_params(model, plan, 1)) == pytest.approx(14 * model.layer_params(0) , rel=1e-12)

@@ -49,3 +49,49 @@ def test_inconsistent_plans_are_refused_at_construction(kwargs, message):
     base = dict(tp=1, pp=1, dp=4, micro_batch=1, global_batch=4, seq_len=4096)
     with pytest.raises(PlanError, match=message):
         ParallelPlan(**{**base, **kwargs})
+
+
+# Megatron's uneven pipeline splits: Llama-3.1-405B (126 layers) at pp 8 x vpp 8 and pp 16 x vpp 4
+# only when the embedding and the loss count as layers: (126 + 2) / 64 = 2 per virtual stage,
+# the first holding the embedding and one transformer layer, the last one layer and the loss.
+@pytest.mark.parametrize("pp,vpp", [(8, 8), (16, 4)])
+def test_405b_splits_with_embedding_and_loss_counted_as_layers(pp, vpp):
+    from simulators.workload import stage_layers, virtual_stage_sizes
+
+    sizes = virtual_stage_sizes(126, pp, vpp, "embedding+loss")
+    assert sizes == (1,) + (2,) * 62 + (1,)
+    c = candidate("llama3-405b", num_gpus=pp, pp=pp, vpp=vpp, dp=1, global_batch=pp, pipeline_split="embedding+loss")
+    on_stage = [stage_layers(c.model, c.plan, s) for s in range(pp)]
+    assert sorted(i for layers in on_stage for i in layers) == list(range(126))  # each layer once
+    assert len(on_stage[0]) == len(on_stage[-1]) == 2 * vpp - 1 and all(len(x) == 2 * vpp for x in on_stage[1:-1])
+    with pytest.raises(PlanError, match=r"pp\*vpp=.* does not divide layers=126 .*pipeline_split"):
+        candidate("llama3-405b", num_gpus=pp, pp=pp, vpp=vpp, dp=1, global_batch=pp)
+
+
+def test_explicit_first_and_last_stage_layers_leave_the_rest_to_the_middle_stages():
+    from simulators.workload import virtual_stage_sizes
+
+    # DeepSeek-V3 (61 layers) on 16 stages: first 1, the other 15 hold 4 each.
+    assert virtual_stage_sizes(61, 16, 1, "even", 1, None) == (1,) + (4,) * 15
+    assert virtual_stage_sizes(32, 4, 2, "even", 2, 6) == (1, 6, 6, 3) * 2  # (32-2-6)/2 = 12 per middle stage; chunk 0 of each stage, then chunk 1
+    refused = {
+        (61, 16, 1, "embedding", 1, None): "cannot be combined",
+        (32, 4, 2, "even", 3, None): "multiple of vpp=2",
+        (32, 4, 1, "even", 6, None): "cannot share equally",  # 26 layers over 3 middle stages
+        (32, 1, 1, "even", 4, None): "need pp > 1",
+    }
+    for args, message in refused.items():
+        assert message in virtual_stage_sizes(*args)
+
+
+def test_every_split_holds_every_parameter_once():
+    from simulators.workload import stage_params
+
+    model = get_model("llama3-8b")
+    for pp, split, first, last in ((2, "embedding+loss", None, None), (4, "even", 5, None), (4, "even", 2, 6)):
+        plan = ParallelPlan(
+            tp=1, pp=pp, dp=1, micro_batch=1, global_batch=pp, seq_len=4096, pipeline_split=split,
+            first_stage_layers=first, last_stage_layers=last,
+        )
+        held = sum(sum(stage_params(model, plan, s)) for s in range(pp))
+        assert held == pytest.approx(model.total_params, rel=1e-12)
