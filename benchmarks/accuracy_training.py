@@ -203,6 +203,13 @@ def build_plan(
     # synchronised the device before each gather (DeepSpeed PR #1188, June 2021: "the async
     # version is not async at all, because each all_gather calls torch.cuda.synchronize()").
     deepspeed = "DeepSpeed" in row["notes"]
+    pipeline_split = "even"
+    layers, chunks = _int(row, "layers"), pp * (_int(row, "vpp") or vpp or 1)
+    if layers and chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
+        # NVIDIA's recipes for such models (NeMo's Llama-3.1-405B, Megatron-Bridge's Qwen3-235B)
+        # count the embedding and the loss as pipeline layers: the only even split Megatron accepts.
+        pipeline_split = "embedding+loss"
+        assumptions.append("pp*vpp divides layers+2 only; embedding and loss counted as pipeline layers")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
@@ -224,6 +231,7 @@ def build_plan(
         precision=precision,
         overlap_grad_reduce=not deepspeed if dp_overlap is None else dp_overlap,
         overlap_param_gather=not deepspeed,
+        pipeline_split=pipeline_split,
     )
     return plan, assumptions
 
