@@ -203,6 +203,7 @@ def build_plan(
     # synchronised the device before each gather (DeepSpeed PR #1188, June 2021: "the async
     # version is not async at all, because each all_gather calls torch.cuda.synchronize()").
     deepspeed = "DeepSpeed" in row["notes"]
+    early = any(year in row["source"] for year in ("2019", "2020", "2021"))
     pipeline_split = "even"
     layers, chunks = _int(row, "layers"), pp * (_int(row, "vpp") or vpp or 1)
     if layers and chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
@@ -226,8 +227,10 @@ def build_plan(
         recompute=recompute,
         sequence_parallel=sequence_parallel,
         zero_stage=(3 if "ZeRO-3" in row["notes"] else 1) if distributed_optimizer else 0,
-        # FlashAttention appeared in 2022: runs published before it computed attention unfused.
-        flash_attention=not any(year in row["source"] for year in ("2019", "2020", "2021")),
+        # FlashAttention appeared in 2022: runs published before it computed attention unfused,
+        # with Megatron's GPT defaults of the time (hidden and attention dropout 0.1).
+        flash_attention=not early,
+        dropout=early,
         precision=precision,
         overlap_grad_reduce=not deepspeed if dp_overlap is None else dp_overlap,
         overlap_param_gather=not deepspeed,

@@ -117,7 +117,7 @@ def measured_step_s(row: dict[str, str], model: ModelSpec, plan: ParallelPlan) -
 def read_recipe(row: dict[str, str]) -> Recipe:
     model = build_model(row)
     plan, _ = build_plan(row)
-    if problem := pp_problem(model, plan.pp, plan.vpp):
+    if problem := pp_problem(model, plan.pp, plan.vpp, *plan.split):
         raise Skip(f"published plan not expressible: {problem}")
     return Recipe(row, model, plan, measured_step_s(row, model, plan))
 
@@ -136,16 +136,22 @@ def knobs(recipe: Recipe) -> dict[str, list]:
     model, plan, n = recipe.model, recipe.plan, int(recipe.row["num_gpus"])
     domain = domain_gpus(recipe.row, n)
     tps = [t for t in POWERS if t <= min(8, domain) and n % t == 0 and not tp_problem(model, t)]
-    pps = [p for p in (1, 2, 4, 8, 16) if n % p == 0 and not pp_problem(model, p)]
+    splits = ["even", "embedding+loss"]  # Megatron's --account-for-embedding/loss-in-pipeline-split
+    pps = [p for p in (1, 2, 4, 8, 16) if n % p == 0 and any(not pp_problem(model, p, 1, s) for s in splits)]
     cps = [c for c in POWERS[:4] if c == 1 or plan.seq_len // c >= MIN_CP_CHUNK_TOKENS]
     eps = [e for e in POWERS if e <= n and not ep_problem(model, e)] if model.moe_experts else [1]
-    vpps = [v for v in (1, 2, 3, 4, 5, 6, 8) if v == 1 or any(p > 1 and not pp_problem(model, p, v) for p in pps)]
+    vpps = [
+        v
+        for v in (1, 2, 3, 4, 5, 6, 8)
+        if v == 1 or any(p > 1 and not pp_problem(model, p, v, s) for p in pps for s in splits)
+    ]
     values = {
         "tp": tps,
         "pp": pps,
         "cp": cps,
         "ep": eps,
         "vpp": vpps,
+        "pipeline_split": splits,
         "micro_batch": [1, 2, 4],
         "recompute": ["none", "selective", "full"],
         "sequence_parallel": [True, False],
@@ -157,6 +163,7 @@ def knobs(recipe: Recipe) -> dict[str, list]:
         "cp": plan.cp,
         "ep": plan.ep,
         "vpp": plan.vpp,
+        "pipeline_split": plan.pipeline_split,
         "micro_batch": plan.micro_batch,
         "recompute": plan.recompute,
         "sequence_parallel": plan.sequence_parallel,
@@ -206,6 +213,7 @@ def published_params(space: SearchSpace, plan: ParallelPlan) -> dict[str, Any]:
         "ep": plan.ep,
         "etp": plan.etp,
         "vpp": plan.vpp,
+        "pipeline_split": plan.pipeline_split,
         "micro_batch": plan.micro_batch,
         "global_batch": plan.global_batch,
         "recompute": plan.recompute,

@@ -298,7 +298,6 @@ def _layer_costs_of(
     input_grad = sum(block.input_grad_s for block in blocks)
     weight_grad = sum(block.weight_grad_s for block in blocks)
     attention_fwd, attention_bwd = blocks[0].attention_fwd_s, blocks[0].attention_bwd_s
-    memory_fwd = sum(block.memory_fwd_s for block in blocks)
     gemm = sum(block.gemm_s for block in blocks)
     gemm_fwd = sum(block.forward_s - block.memory_fwd_s - block.attention_fwd_s for block in blocks)
 
@@ -330,9 +329,9 @@ def _layer_costs_of(
         ),
     }
     # Full recomputation reruns the forward (and its communication) before the backward;
-    # selective reruns the norms and the MLP activation, memory-bound kernels.
+    # selective (Megatron's) reruns the attention core.
     full = plan.recompute == "full"
-    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": memory_fwd, "none": 0.0}[plan.recompute]
+    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": attention_fwd, "none": 0.0}[plan.recompute]
     forward_s = fwd + sum(fwd_comm.values())
     backward_s = input_grad + sum(bwd_comm.values()) + recompute
     # The host issues every kernel (and collective) in order; where the GPU runs them faster

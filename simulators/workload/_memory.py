@@ -143,30 +143,35 @@ def _edge_params(model: ModelSpec, tp: int, pp: int, stage: int) -> float:
 def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, moe: bool = False) -> float:
     """Activations one layer keeps for backward, for one micro-batch, per GPU.
 
-    No recomputation keeps everything below; selective recomputation (Megatron-Core's
-    `--recompute-modules layernorm mlp_act` style) drops the norm outputs and the MLP activation
-    output and recomputes them in backward. An MoE layer keeps, per token, top_k expert
-    intermediates and the permuted tokens before and after the experts, spread over tp ranks.
+    Korthikanti et al. 2022 (arXiv:2205.05198, Sec. 4.1-4.2, eq. 1-2): with dropout a GPT layer
+    keeps sbh(34 + 5as/h) bytes; tensor parallelism splits 24 sbh + 5as^2b of it, sequence
+    parallelism the remaining 10 sbh too. Here generalised: Q, K, V and the attention output
+    (GQA widths), the MLP intermediates (gate, up and their product for gated MLPs; fc1 and its
+    activation otherwise; top_k experts, the shared expert and the permuted tokens for MoE), the
+    inputs and outputs of the two norms, and with `plan.dropout` the one-byte masks of the two
+    residual dropouts. The attention core keeps FlashAttention's fp32 log-sum-exp, or unfused the
+    softmax output (plus, with dropout, its mask and the dropped-out probabilities: 5as^2b).
+    Selective recomputation is Megatron's: the attention core is recomputed in backward
+    (`--recompute-granularity selective`, recompute_modules ["core_attn"]), so it keeps nothing.
     """
     s, b, h, tp = plan.seq_len // plan.cp, plan.micro_batch, model.hidden, plan.tp
     sbe = s * b * ACTIVATION_BYTES
-    selective = plan.recompute == "selective"
-    # Gated: gate, up, act(gate)*up  |  plain: fc1 out, gelu out. Selective drops the last.
-    mlp_tensors = (3 if model.gated_mlp else 2) - (1 if selective else 0)
+    mlp_tensors = 3 if model.gated_mlp else 2
     if moe:
         k = model.moe_top_k
         mlp = mlp_tensors * (k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden) + 2 * k * h
     else:
         mlp = mlp_tensors * model.ffn_hidden
-    # Sharded over tp: Q, K, V, attention output, FlashAttention's fp32 LSE (or, unfused, the
-    # softmax output, dropout mask and output: Korthikanti's 5 a s^2 b), MLP intermediates.
-    scores = 4 * s * b * model.heads if plan.flash_attention else 5 * model.heads * s * s * b
-    sharded = (sbe * (2 * model.q_width + 2 * model.kv_width) + scores + sbe * mlp) / tp
-    # Norm inputs and outputs (4 tensors of width h; selective keeps the 2 inputs): replicated
-    # over tp unless sequence-parallel.
-    norm = (2 if selective else 4) * sbe * h
-    replicated = norm / tp if plan.sequence_parallel else norm
-    return sharded + replicated
+    if plan.recompute == "selective":
+        core = 0.0
+    elif plan.flash_attention:
+        core = 4 * s * b * model.heads
+    else:
+        core = (5 if plan.dropout else 2) * model.heads * s * s * b
+    sharded = (sbe * (2 * model.q_width + 2 * model.kv_width) + core + sbe * mlp) / tp
+    # Replicated over tp unless sequence-parallel: norm inputs and outputs, dropout masks (1 B).
+    replicated = 4 * sbe * h + (2 * s * b * h if plan.dropout else 0)
+    return sharded + (replicated / tp if plan.sequence_parallel else replicated)
 
 
 def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:

@@ -194,6 +194,9 @@ class ParallelPlan:
     schedule: str = "1f1b"
     precision: str = "bf16"
     flash_attention: bool = True
+    # Hidden and attention dropout (GPT-era Megatron recipes: 0.1; Llama-class recipes: none): each
+    # dropout keeps a one-byte mask for backward.
+    dropout: bool = False
     # Whether the framework runs data-parallel traffic under compute (Megatron's
     # --overlap-grad-reduce / --overlap-param-gather, FSDP prefetch); False puts it on the
     # critical path, as DeepSpeed's defaults did (overlap_comm false; ZeRO-3 gathers synchronous).
