@@ -338,7 +338,7 @@ def evaluate(
     system = TrainingSystem(
         gpu,
         num_gpus,
-        memory_reserve_gb=0.0,
+        memory_reserve_gib=0.0,
         compute_fraction=fraction,
         network=_NETWORKS[key],
         host_launch_s=host_launch_s,
@@ -361,7 +361,7 @@ def evaluate(
         "tflops_per_gpu": tflops,
         "mfu": step_flops(model, plan, "model") / (time_s * num_gpus) / (README_PEAK_TFLOPS[gpu.name] * 1e12),
     }[row["metric"]]
-    memory = "fits" if result.feasible else f"OOM {result.memory.total_gb:.0f}/{gpu.hbm_bytes / 1e9:.0f} GB"
+    memory = "fits" if result.feasible else f"OOM {result.memory.total_gib:.0f}/{gpu.hbm_bytes / 1e9:.0f} GB"
     return Outcome(row, predicted, memory, tuple(assumed + options[best][1]))
 
 

@@ -350,7 +350,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     for key, value in report["params"].items():
         table.add_row(key, str(value))
     table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
-    for section in ("metrics", "breakdown_s", "memory_gb"):
+    for section in ("metrics", "breakdown_s", "memory_gib"):
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
     console.print(table)
@@ -419,7 +419,7 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     from dse.simulate import candidate_params
     from dse.space import SearchSpace
     from dse.spec import load_study
-    from simulators.workload import step_operations, training_memory
+    from simulators.workload import GIB, step_operations, training_memory
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
@@ -436,11 +436,11 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     for (phase, kind), row in summary.iterrows():
         table.add_row(phase, kind, str(int(row["count"])), f"{row['flops'] / 1e12:.4g}", f"{row['nbytes'] / 1e9:.4g}")
     console.print(table)
-    memory = training_memory(candidate.model, candidate.plan, candidate.system.memory_reserve_gb)
+    memory = training_memory(candidate.model, candidate.plan, candidate.system.memory_reserve_gib)
     console.print(
-        f"memory per GPU: weights {memory.weights_bytes / 1e9:.2f} GB, gradients {memory.gradients_bytes / 1e9:.2f}, "
-        f"optimizer {memory.optimizer_bytes / 1e9:.2f}, activations {memory.activations_bytes / 1e9:.2f}, "
-        f"reserve {memory.reserve_bytes / 1e9:.2f}: {memory.total_gb:.2f} GB"
+        f"memory per GPU: weights {memory.weights_bytes / GIB:.2f} GiB, gradients {memory.gradients_bytes / GIB:.2f}, "
+        f"optimizer {memory.optimizer_bytes / GIB:.2f}, activations {memory.activations_bytes / GIB:.2f}, "
+        f"reserve {memory.reserve_bytes / GIB:.2f}: {memory.total_gib:.2f} GiB"
         + (f"\nwrote {len(ops)} operations to {args.csv}" if args.csv else "")
     )
     return 0
@@ -527,7 +527,7 @@ GPU_COLUMNS = {
     "bf16_tflops": "bf16",
     "fp8_tflops": "fp8",
     "fp4_tflops": "fp4",
-    "hbm_gb": "HBM GB",
+    "hbm_gib": "HBM GiB",
     "hbm_gbytes_per_s": "HBM GB/s",
     "scaleup_gbytes_per_s": "scale-up GB/s",
     "scaleup_domain_gpus": "domain",

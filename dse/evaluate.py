@@ -18,7 +18,7 @@ from dse.serving import serve, serving_costs
 from dse.space import SearchSpace
 from simulators.analytical import TrainingResult, simulate_training_batch
 from simulators.network import Network
-from simulators.workload import TrainingCandidate
+from simulators.workload import GIB, TrainingCandidate
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,8 @@ class Evaluator:
 
     def _fit(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
         """The simulated step with its memory constraint (<= 0 when it fits)."""
-        capacity_gb = candidate.system.gpu.hbm_bytes / 1e9
-        fits = (result.metrics["memory_gb_per_gpu"] - capacity_gb) / capacity_gb
+        capacity_gib = candidate.system.gpu.hbm_bytes / GIB
+        fits = (result.metrics["memory_gib_per_gpu"] - capacity_gib) / capacity_gib
         return Outcome(dict(result.metrics), {"plan_valid": 0.0, "memory_fits": fits}, result.infeasible_reason)
 
     def _training_costs(self, params: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, float]:

@@ -22,7 +22,7 @@ for _metric in (
     Metric("tokens_per_s_per_gpu", "maximize", "training tokens per second per GPU"),
     Metric("mfu", "maximize", "model FLOPs utilisation (0-1) against the dense peak of the precision"),
     Metric("hfu", "maximize", "hardware FLOPs utilisation (0-1), recomputation included"),
-    Metric("memory_gb_per_gpu", "minimize", "peak per-GPU memory of the plan, GB"),
+    Metric("memory_gib_per_gpu", "minimize", "peak per-GPU memory of the plan, GiB"),
     Metric("usd_per_hour", "minimize", "rental cost of the GPUs, $/hour"),
     Metric("usd_per_mtok", "minimize", "rental cost per million training tokens, $"),
     Metric("time_to_train_days", "minimize", "days to train on training.train_tokens", "training.train_tokens"),

@@ -29,6 +29,7 @@ from dse.space import SearchSpace, canonical_params, knobs_of, params_of_row
 from dse.spec import Study, load_study
 from dse.validate import VALIDATION_FILE
 from simulators.analytical import simulate_training_batch
+from simulators.workload import GIB
 
 SPEC_FILE = "spec.yaml"
 JOURNAL_FILE = "study.journal"
@@ -86,15 +87,15 @@ def pareto_frame(trials: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
 
 def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
     """The front with each candidate's time breakdown (`breakdown_*_s`, adding up to
-    iteration_time_s) and memory per GPU (`memory_*_gb`, adding up to memory_gb_per_gpu). The
+    iteration_time_s) and memory per GPU (`memory_*_gib`, adding up to memory_gib_per_gpu). The
     search ranks metrics only, so the few Pareto candidates are simulated once more for these."""
     if front.empty or resolved.study.mode != "training":
         return front
     space = SearchSpace.from_study(resolved)
     results = simulate_training_batch([space.candidate(params_of_row(row)) for _, row in front.iterrows()])
     times = pd.DataFrame([result.breakdown_s for result in results], index=front.index).add_prefix("breakdown_")
-    memory = pd.DataFrame([dataclasses.asdict(result.memory) for result in results], index=front.index) / 1e9
-    memory.columns = [f"memory_{name.removesuffix('_bytes')}_gb" for name in memory.columns]
+    memory = pd.DataFrame([dataclasses.asdict(result.memory) for result in results], index=front.index) / GIB
+    memory.columns = [f"memory_{name.removesuffix('_bytes')}_gib" for name in memory.columns]
     return pd.concat([front, times, memory], axis=1)
 
 

@@ -20,7 +20,7 @@ from dse.report_summary import hypervolume_text
 from dse.space import SearchSpace
 
 # Metrics every front table shows beside the objectives.
-SHOWN_METRICS = {"training": ("mfu", "memory_gb_per_gpu"), "inference": ("num_gpus", "mfu")}
+SHOWN_METRICS = {"training": ("mfu", "memory_gib_per_gpu"), "inference": ("num_gpus", "mfu")}
 
 GREY = "rgba(150, 150, 150, 0.45)"
 FRONT = "#d62728"
@@ -53,7 +53,7 @@ def render_html(
     if resolved.study.mode == "training":  # the breakdowns exist for training steps
         sections += [
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
-            ("Memory per GPU", _bars(figures, front, "memory_", "_gb", "GB per GPU", _capacity_gb(front, resolved))),
+            ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
         ]
     if fidelity is not None and not fidelity.empty:
         sections.append(("Fidelity comparison", _fidelity_section(fidelity, resolved)))
@@ -233,9 +233,9 @@ def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, cap
     return figures.div(fig)
 
 
-def _capacity_gb(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:
-    """HBM per GPU of each candidate's GPU type, in GB (10^9 bytes, like the memory columns)."""
-    hbm = {gpu.name: gpu.hbm_bytes / 1e9 for gpu in resolved.gpus}
+def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:
+    """HBM per GPU of each candidate's GPU type, in GiB, like the memory columns."""
+    hbm = {gpu.name: gpu.hbm_gib for gpu in resolved.gpus}
     return [hbm[name] for name in front["gpu"]]
 
 

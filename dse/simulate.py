@@ -13,6 +13,7 @@ from dse.errors import SpecError
 from dse.evaluate import Evaluator
 from dse.space import SearchSpace, params_key, params_of_row
 from simulators.analytical import plan_collectives, simulate_training
+from simulators.workload import GIB
 
 
 def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str | None) -> dict[str, Any]:
@@ -58,13 +59,13 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
     result = simulate_training(candidate)
     memory = result.memory
     report["breakdown_s"] = dict(result.breakdown_s)
-    report["memory_gb"] = {
-        "weights": memory.weights_bytes / 1e9,
-        "gradients": memory.gradients_bytes / 1e9,
-        "optimizer": memory.optimizer_bytes / 1e9,
-        "activations": memory.activations_bytes / 1e9,
-        "reserve": memory.reserve_bytes / 1e9,
-        "total": memory.total_gb,
+    report["memory_gib"] = {
+        "weights": memory.weights_bytes / GIB,
+        "gradients": memory.gradients_bytes / GIB,
+        "optimizer": memory.optimizer_bytes / GIB,
+        "activations": memory.activations_bytes / GIB,
+        "reserve": memory.reserve_bytes / GIB,
+        "total": memory.total_gib,
     }
     report["collectives"] = [dataclasses.asdict(use) for use in plan_collectives(candidate)]
     return report

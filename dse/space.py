@@ -146,7 +146,7 @@ class SearchSpace:
         system = TrainingSystem(
             gpu,
             n,
-            hardware.memory_reserve_gb,
+            hardware.memory_reserve_gib,
             hardware.calibration,
             self.resolved.compute_fraction,
             network or self.network(gpu, n, params["fabric"], params["nic_gbps"]),

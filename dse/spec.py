@@ -182,7 +182,11 @@ class CostSettings(_Frozen):
 class Hardware(_Frozen):
     gpu: list[str] = ["H100-SXM"]
     num_gpus: IntKnob = [8, 16, 32, 64]
-    memory_reserve_gb: float = Field(default=4.0, ge=0)
+    # What a GPU holds beyond the plan's tensors: the CUDA context and the cuBLAS/NCCL workspaces,
+    # which live outside PyTorch's caching allocator, and the allocator's fragmentation. 4 GiB is
+    # an assumption (no published figure for these together), shown as `reserve` in every
+    # memory breakdown; set it to what your stack measures.
+    memory_reserve_gib: float = Field(default=4.0, ge=0)
     fabric: FabricSettings = FabricSettings()
     calibration: str | None = None
     network_calibration: str | None = None  # `dse validate --calibrate` output: the NIC efficiency

@@ -71,8 +71,7 @@ class TrainingResult:
         if self.feasible:
             return None
         memory, gpu = self.memory, self.gpu
-        capacity = f"{gpu.hbm_bytes / 1e9:.1f} GB ({gpu.hbm_gb:g} GiB)"
-        return f"needs {memory.total_gb:.1f} GB per GPU; {gpu.name} has {capacity}"
+        return f"needs {memory.total_gib:.1f} GiB per GPU; {gpu.name} has {gpu.hbm_gib:g} GiB"
 
 
 @dataclass(frozen=True)
@@ -133,7 +132,7 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
     step = _step_times(stages, plans, times, stage_end)
     iteration_s = step.pipeline_s + step.gather_exposed_s + step.optimizer_s
-    memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gb) for c in candidates]
+    memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
     metrics = _metrics(candidates, iteration_s, memories)
     breakdowns = [
         _breakdown(c, stages[i][step.slowest[i]], with_sends[i], without_sends[i], step, i) if breakdown else None
@@ -164,7 +163,7 @@ def _metrics(
         "tokens_per_s_per_gpu": tokens_per_s / gpus,
         "mfu": useful / (gpu_seconds * peak),
         "hfu": (useful + recompute) / (gpu_seconds * peak),
-        "memory_gb_per_gpu": np.array([m.total_gb for m in memories]),
+        "memory_gib_per_gpu": np.array([m.total_gib for m in memories]),
     }
     names = list(columns)
     return [dict(zip(names, row)) for row in zip(*(column.tolist() for column in columns.values()))]

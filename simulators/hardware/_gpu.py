@@ -1,7 +1,7 @@
 """The GPU catalogue: datasheet figures per accelerator, validated at load (STYLE 5).
 
 Units are in the field names: TFLOP/s are dense (no structured sparsity), bandwidths are per GPU
-and one direction, `nic_gbps` is gigabits per second, everything else is bytes-based (GB = 1e9 B).
+and one direction, `nic_gbps` is gigabits per second, bandwidths in GB/s are 1e9 B/s, memory capacity is in GiB (2^30 B).
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ class GpuSpec(BaseModel):
     fp16_tflops: float | None = Field(gt=0)
     fp8_tflops: float | None = Field(gt=0)
     fp4_tflops: float | None = Field(gt=0)
-    hbm_gb: float = Field(gt=0)
+    hbm_gib: float = Field(gt=0)
     hbm_gbytes_per_s: float = Field(gt=0)
     scaleup_gbytes_per_s: float = Field(gt=0)
     scaleup_domain_gpus: int = Field(ge=1)
@@ -79,8 +79,8 @@ class GpuSpec(BaseModel):
     @property
     def hbm_bytes(self) -> float:
         """HBM capacity in bytes. Marketed sizes are binary: an "80 GB" H100 shows 81,559 MiB
-        in nvidia-smi, a "141 GB" H200 143,771 MiB; so GB here means GiB."""
-        return self.hbm_gb * 2**30
+        in nvidia-smi, a "141 GB" H200 143,771 MiB; so the catalogue states GiB."""
+        return self.hbm_gib * 2**30
 
     @property
     def nic_gbytes_per_s(self) -> float:

@@ -132,7 +132,7 @@ def replica_cost(
     if blocks < 1:
         raise PlanError(
             f"{model.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}) leaves no memory for the KV cache: "
-            f"weights {weights_per_gpu / 1e9:.1f} GB per GPU of {gpu.hbm_bytes * memory_fraction / 1e9:.1f} GB usable"
+            f"weights {weights_per_gpu / 2**30:.1f} GiB per GPU of {gpu.hbm_bytes * memory_fraction / 2**30:.1f} GiB usable"
         )
     return ReplicaCost(
         tp=tp,

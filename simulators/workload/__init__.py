@@ -1,6 +1,7 @@
 """Workloads: parallel plans, the operations a training step runs, and its memory."""
 
 from simulators.workload._memory import (
+    GIB,
     MemoryBreakdown,
     layer_activation_bytes,
     stage_layer_kinds,
@@ -67,6 +68,7 @@ __all__ = [
     "Operation",
     "step_operations",
     "layer_kernels",
+    "GIB",
     "PIPELINE_SPLITS",
     "RECOMPUTE_MODES",
     "SCHEDULES",

@@ -18,6 +18,7 @@ from simulators.models import ModelSpec
 from simulators._errors import PlanError
 from simulators.workload._plan import ParallelPlan, virtual_stage_sizes
 
+GIB = 2**30  # memory is counted in GiB, as GPUs address it (an "80 GB" H100 holds 80 GiB)
 WEIGHT_BYTES = 2
 GRADIENT_BYTES = 4
 OPTIMIZER_BYTES = 12
@@ -28,7 +29,7 @@ ADAM_BYTES_PER_PARAM = 30  # the Adam step reads grad, master, m, v (4 each), wr
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes one GPU holds at its peak; `total_gb` is what must fit in HBM."""
+    """Bytes one GPU holds at its peak; `total_gib` is what must fit in HBM."""
 
     weights_bytes: float
     gradients_bytes: float
@@ -47,8 +48,8 @@ class MemoryBreakdown:
         )
 
     @property
-    def total_gb(self) -> float:
-        return self.total_bytes / 1e9
+    def total_gib(self) -> float:
+        return self.total_bytes / GIB
 
 
 def virtual_stage_bounds(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
@@ -190,7 +191,7 @@ def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:
 
 
 @cache
-def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: float) -> MemoryBreakdown:
+def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: float) -> MemoryBreakdown:
     """Peak memory of the most loaded pipeline stage (every stage is checked: with uneven
     splits a middle stage can hold the most).
 
@@ -230,7 +231,7 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gb: flo
             activations_bytes=in_flight_chunks(plan, index) * chunk
             + working
             + (logits if index == plan.pp - 1 else 0.0),
-            reserve_bytes=memory_reserve_gb * 1e9,
+            reserve_bytes=memory_reserve_gib * GIB,
         )
 
     return max((stage(index) for index in range(plan.pp)), key=lambda m: m.total_bytes)

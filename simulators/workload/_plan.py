@@ -276,7 +276,7 @@ class TrainingSystem:
 
     gpu: GpuSpec
     num_gpus: int
-    memory_reserve_gb: float = 0.0
+    memory_reserve_gib: float = 0.0
     calibration: str | None = None  # path of measured kernel times (simulators/hardware/calibration)
     compute_fraction: float = 1.0  # share of the modelled kernel speed the software stack sustains
     network: Network | None = None  # the cluster's fabric; None: the GPU's reference system
@@ -303,8 +303,8 @@ class TrainingSystem:
     def __post_init__(self) -> None:
         if self.num_gpus < 1:
             raise PlanError(f"num_gpus={self.num_gpus} must be at least 1")
-        if self.memory_reserve_gb < 0:
-            raise PlanError(f"memory_reserve_gb={self.memory_reserve_gb} must be >= 0")
+        if self.memory_reserve_gib < 0:
+            raise PlanError(f"memory_reserve_gib={self.memory_reserve_gib} must be >= 0")
         if not 0 < self.compute_fraction <= 1:
             raise PlanError(f"compute_fraction={self.compute_fraction} must be in (0, 1]")
         if self.host_launch_s is not None and not 0 <= self.host_launch_s < 1e-3:

@@ -19,7 +19,7 @@ REPORT_SPEC = (
 objectives:
   - iteration_time_s
   - tokens_per_s_per_gpu: maximize
-  - memory_gb_per_gpu
+  - memory_gib_per_gpu
 budget:
   trials: 30
   batch_size: 8
@@ -39,7 +39,7 @@ search:
   pp: [1]
   global_batch: [64]
 constraints:
-  - metric: memory_gb_per_gpu
+  - metric: memory_gib_per_gpu
     max: 1
 budget:
   trials: 6

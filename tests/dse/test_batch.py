@@ -15,9 +15,9 @@ SECOND = (
     + """
 objectives:
   - iteration_time_s
-  - memory_gb_per_gpu
+  - memory_gib_per_gpu
 constraints:
-  - {metric: memory_gb_per_gpu, max: 40}
+  - {metric: memory_gib_per_gpu, max: 40}
 cost:
   usd_per_gpu_hour: {H100-SXM: 7.0}
 sampler: grid

@@ -26,7 +26,7 @@ def test_an_address_depends_on_the_simulation_not_on_prices_objectives_or_knob_l
     assert address(write_spec, file="again.yaml") == base
     # What only the study's own judgement or search reads leaves the address alone.
     assert address(write_spec, "cost:\n  usd_per_gpu_hour: {H100-SXM: 9.5}\n", "priced.yaml") == base
-    assert address(write_spec, "constraints:\n  - {metric: memory_gb_per_gpu, max: 60}\n", "bounded.yaml") == base
+    assert address(write_spec, "constraints:\n  - {metric: memory_gib_per_gpu, max: 60}\n", "bounded.yaml") == base
     assert address(write_spec, file="named.yaml", name="other", seed=99, sampler="random") == base
     assert address(write_spec, file="wider.yaml", **{"hardware.gpu": ["H100-SXM", "H200"]}) == base
     assert address(write_spec, file="tokens.yaml", **{"training.train_tokens": 1e12}) == base
@@ -82,7 +82,7 @@ def test_the_file_keeps_outcomes_but_not_failures_and_survives_a_cut_line(tmp_pa
 
 BOUNDED = """
 constraints:
-  - {metric: memory_gb_per_gpu, max: 40}
+  - {metric: memory_gib_per_gpu, max: 40}
 cost:
   usd_per_gpu_hour: {H100-SXM: 7.0}
 """

@@ -113,7 +113,7 @@ def test_simulate_prints_one_json_object_whose_breakdown_adds_up(write_spec, cap
     assert report["feasible"] is True
     total = sum(report["breakdown_s"].values())
     assert total == pytest.approx(report["metrics"]["iteration_time_s"], rel=1e-9)
-    assert report["memory_gb"]["total"] == pytest.approx(report["metrics"]["memory_gb_per_gpu"])
+    assert report["memory_gib"]["total"] == pytest.approx(report["metrics"]["memory_gib_per_gpu"])
     # nccl-tests conventions: busbw = bytes / time * (n-1)/n for all-gather and reduce-scatter.
     uses = {use["name"]: use for use in report["collectives"]}
     gather = uses["tp all_gather"]

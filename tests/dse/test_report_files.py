@@ -30,7 +30,7 @@ FILES = (
 REPORT_OBJECTIVES = {
     "iteration_time_s": "minimize",
     "tokens_per_s_per_gpu": "maximize",
-    "memory_gb_per_gpu": "minimize",
+    "memory_gib_per_gpu": "minimize",
 }
 
 
@@ -94,10 +94,10 @@ def test_pareto_csv_carries_time_and_memory_breakdowns_that_add_up(reported_stud
     front = pd.read_csv(reported_study / "pareto.csv")
     assert len(front) > 1
     times = front.filter(regex=r"^breakdown_.*_s$").sum(axis=1)
-    memory = front[[f"memory_{p}_gb" for p in ("weights", "gradients", "optimizer", "activations", "reserve")]]
+    memory = front[[f"memory_{p}_gib" for p in ("weights", "gradients", "optimizer", "activations", "reserve")]]
     assert times.to_numpy() == pytest.approx(front["iteration_time_s"].to_numpy(), rel=1e-9)
-    assert memory.sum(axis=1).to_numpy() == pytest.approx(front["memory_gb_per_gpu"].to_numpy(), rel=1e-9)
-    assert (memory["memory_weights_gb"] > 0).all()
+    assert memory.sum(axis=1).to_numpy() == pytest.approx(front["memory_gib_per_gpu"].to_numpy(), rel=1e-9)
+    assert (memory["memory_weights_gib"] > 0).all()
 
 
 def test_saved_spec_reloads_to_the_spec_that_ran_with_its_overrides(reported_study):
@@ -182,7 +182,7 @@ def test_report_with_no_feasible_trial_says_so_everywhere(infeasible_study):
         # one objective: its value per trial, parallel coordinates, two bars, the history
         (["usd_per_mtok"], 5, "after 8 trials"),
         # five: ten pairs, parallel coordinates, two bars; no history past the exact method's limit
-        (["iteration_time_s", "tokens_per_s", "mfu", "memory_gb_per_gpu", "usd_per_hour"], 13, "Not computed"),
+        (["iteration_time_s", "tokens_per_s", "mfu", "memory_gib_per_gpu", "usd_per_hour"], 13, "Not computed"),
     ],
 )
 def test_reports_for_one_objective_and_past_the_hypervolume_limit(write_spec, tmp_path, objectives, plots, hypervolume):

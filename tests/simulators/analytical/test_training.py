@@ -105,7 +105,7 @@ def test_data_parallel_weak_scaling_keeps_per_gpu_throughput():
 def test_plan_that_does_not_fit_is_infeasible_with_its_reason():
     result = run(model="llama3-70b", num_gpus=8, global_batch=8)
     assert not result.feasible
-    assert "GB per GPU" in result.infeasible_reason and "H100-SXM" in result.infeasible_reason
+    assert "GiB per GPU" in result.infeasible_reason and "H100-SXM" in result.infeasible_reason
     assert result.metrics["iteration_time_s"] > 0  # still a time: what it would take if it fit
 
 

@@ -18,12 +18,12 @@ def test_llama3_8b_single_stage_by_hand():
     s, h = 4096, 4096
     layer = 2 * s * (2 * 4096 + 2 * 1024) + 4 * s * 32 + 2 * s * 3 * 14336 + 4 * 2 * s * h
     logits = 6 * s * 128256
-    memory = training_memory(model, plan(), memory_reserve_gb=4.0)
+    memory = training_memory(model, plan(), memory_reserve_gib=4.0)
     assert memory.weights_bytes == 2 * n
     assert memory.gradients_bytes == 4 * n
     assert memory.optimizer_bytes == 12 * n / 8
     assert memory.activations_bytes == 32 * layer + logits
-    assert memory.total_bytes == pytest.approx(18 * n - 12 * n * 7 / 8 + 32 * layer + logits + 4e9)
+    assert memory.total_bytes == pytest.approx(18 * n - 12 * n * 7 / 8 + 32 * layer + logits + 4 * 2**30)
 
 
 @pytest.mark.parametrize("tp", [1, 2, 4, 8])
@@ -97,3 +97,55 @@ def test_zero3_shards_weights_but_holds_two_gathered_layers():
     layer = model.layer_params(0) * 2  # bf16, tp=1
     assert three.weights_bytes == pytest.approx(one.weights_bytes / 8 + 2 * layer)
     assert three.gradients_bytes == pytest.approx(one.gradients_bytes / 8)
+
+
+# Korthikanti et al. 2022, Figure 1 (as profiled; Calculon's validation, calculon/llm/validation.py,
+# lists the same GiB): Megatron-22B (h 6144, 64 heads, 48 layers, s 2048) on tp 8, micro-batch 4,
+# unfused attention with dropout: activations 59.25 GiB without recomputation, 9.5625 GiB with
+# sequence parallelism and selective recomputation; parameters and optimizer 45.5625 GiB.
+MEGATRON_22B = ModelSpec(
+    name="megatron-22b", layers=48, hidden=6144, ffn_hidden=24576, heads=64, kv_heads=64, vocab=51200, gated_mlp=False,
+    tied_embeddings=True,
+)
+
+
+@pytest.mark.parametrize(
+    "recompute,sp,gib", [("none", False, 59.25), ("selective", True, 9.5625)]
+)
+def test_megatron_22b_activations_match_korthikanti_figure_1(recompute, sp, gib):
+    p = plan(tp=8, dp=1, micro_batch=4, global_batch=4, seq_len=2048, recompute=recompute, sequence_parallel=sp,
+             flash_attention=False, dropout=True)
+    # Their eq.: sbh(10 + 24/t + 5as/(ht)) per layer without SP; sbh * 34/t with SP and selective.
+    s, b, h, a, t = 2048, 4, 6144, 64, 8
+    closed = s * b * h * ((10 + 24 / t + 5 * a * s / (h * t)) if recompute == "none" else 34 / t)
+    assert layer_activation_bytes(MEGATRON_22B, p) == pytest.approx(closed, rel=1e-12)
+    assert 48 * layer_activation_bytes(MEGATRON_22B, p) / 2**30 == pytest.approx(gib, rel=0.002)
+
+
+def test_megatron_22b_parameters_and_optimizer_match_korthikanti_figure_1():
+    """Without a distributed optimizer a GPU keeps 18 bytes per parameter (Megatron docs,
+    'Distributed Optimizer': bf16/fp16 weights + fp32 gradients + fp32 master weights and Adam)."""
+    p = plan(tp=8, dp=1, micro_batch=4, global_batch=4, seq_len=2048, zero_stage=0)
+    memory = training_memory(MEGATRON_22B, p, 0.0)
+    states = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_bytes
+    # The figure's 45.5625 GiB is 18 bytes x 12*L*h^2 / 8: it leaves out the embedding's shard
+    # (51200 x 6144 / 8 = 39M parameters), the norms and biases, which the model keeps (+1.4 %).
+    assert states / 2**30 == pytest.approx(45.5625, rel=0.02)
+    assert states == pytest.approx(18 * MEGATRON_22B.total_params / 8, rel=0.002)
+
+
+def test_distributed_optimizer_bytes_follow_megatrons_table():
+    """bf16 parameters with fp32 gradients: 6 + 12/d bytes per parameter over d data-parallel ranks."""
+    model = get_model("llama3-8b")
+    for d in (1, 2, 8):
+        memory = training_memory(model, plan(dp=d, global_batch=d, zero_stage=1), 0.0)
+        states = memory.weights_bytes + memory.gradients_bytes + memory.optimizer_bytes
+        assert states == pytest.approx((6 + 12 / d) * model.total_params, rel=1e-12)
+
+
+def test_selective_recomputation_with_flash_attention_keeps_all_but_the_attention_core():
+    """With FlashAttention the core keeps only its fp32 log-sum-exp (4 bytes per head and token),
+    so Megatron's selective recomputation saves exactly that."""
+    model = get_model("llama3-8b")
+    none, selective = (layer_activation_bytes(model, plan(recompute=r)) for r in ("none", "selective"))
+    assert none - selective == 4 * 4096 * 1 * model.heads
