@@ -103,7 +103,7 @@ class Skip(Exception):
 class Outcome:
     row: dict[str, str]
     predicted: float
-    memory: str  # "fits", or "OOM <needed>/<capacity> GB"
+    memory: str  # "fits", or "OOM <needed>/<capacity> GiB"
     assumptions: tuple[str, ...]
 
     @property
@@ -361,7 +361,7 @@ def evaluate(
         "tflops_per_gpu": tflops,
         "mfu": step_flops(model, plan, "model") / (time_s * num_gpus) / (README_PEAK_TFLOPS[gpu.name] * 1e12),
     }[row["metric"]]
-    memory = "fits" if result.feasible else f"OOM {result.memory.total_gib:.0f}/{gpu.hbm_bytes / 1e9:.0f} GB"
+    memory = "fits" if result.feasible else f"OOM {result.memory.total_gib:.0f}/{gpu.hbm_gib:g} GiB"
     return Outcome(row, predicted, memory, tuple(assumed + options[best][1]))
 
 

@@ -24,6 +24,9 @@ GRADIENT_BYTES = 4
 OPTIMIZER_BYTES = 12
 ACTIVATION_BYTES = 2
 LOGIT_BYTES = 2 + 4  # bf16 logits kept for backward + fp32 copy for the cross-entropy
+# ZeRO-3 keeps at most this many gathered parameters live (DeepSpeed's stage3_max_live_parameters
+# default, deepspeed.ai/docs/config-json): it gathers and frees per sub-module, not per layer.
+ZERO3_MAX_LIVE_PARAMS = 1_000_000_000
 ADAM_BYTES_PER_PARAM = 30  # the Adam step reads grad, master, m, v (4 each), writes master, m, v, bf16 weight
 
 
@@ -198,7 +201,8 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: fl
     The last stage keeps its in-flight chunks plus the logits. Full recomputation keeps only each
     layer's input, plus one layer's activations while it is recomputed. ZeRO shards dense
     parameters' state over dp*cp ranks and experts' over the expert_dp ranks holding a replica;
-    ZeRO-3 also holds the gathered weights of the layer in use and of the next.
+    ZeRO-3 also holds the gathered weights of the layer in use and of the next, at most
+    ZERO3_MAX_LIVE_PARAMS of them.
     """
     layer_input = plan.seq_len // plan.cp * plan.micro_batch * model.hidden * ACTIVATION_BYTES
     if plan.sequence_parallel:
@@ -213,9 +217,9 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: fl
 
     full = {moe: layer_activation_bytes(model, plan, moe) for moe in {False, model.is_moe}}
 
-    # ZeRO-3 holds the layer in use and the one prefetched behind it in full (bf16).
+    # ZeRO-3 holds the layer in use and the one prefetched behind it (bf16), up to the live limit.
     largest_layer = max(model.layer_params(first) for first, _ in model.layer_runs) / plan.tp
-    gathered = 2 * largest_layer * WEIGHT_BYTES if plan.zero_stage == 3 else 0.0
+    gathered = min(2 * largest_layer, ZERO3_MAX_LIVE_PARAMS) * WEIGHT_BYTES if plan.zero_stage == 3 else 0.0
 
     def stage(index: int) -> MemoryBreakdown:
         kinds = stage_layer_kinds(model, plan, index)

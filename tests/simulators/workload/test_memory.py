@@ -149,3 +149,13 @@ def test_selective_recomputation_with_flash_attention_keeps_all_but_the_attentio
     model = get_model("llama3-8b")
     none, selective = (layer_activation_bytes(model, plan(recompute=r)) for r in ("none", "selective"))
     assert none - selective == 4 * 4096 * 1 * model.heads
+
+
+def test_zero3_keeps_at_most_deepspeeds_live_parameters_gathered():
+    """GPT-3 175B layers hold 1.8B parameters each: two gathered would be 3.6B, but DeepSpeed keeps
+    at most stage3_max_live_parameters = 1e9 live, so 2e9 bytes in bf16."""
+    model = get_model("gpt3-175b")
+    one = training_memory(model, plan(zero_stage=1, seq_len=2048), 0.0)
+    three = training_memory(model, plan(zero_stage=3, seq_len=2048), 0.0)
+    assert 2 * model.layer_params(0) > 1e9
+    assert three.weights_bytes == pytest.approx(one.weights_bytes / 8 + 2e9)
