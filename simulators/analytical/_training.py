@@ -309,17 +309,17 @@ def _layer_costs_of(
         spent[c.phase, c.group] += _priced(network, c)
         launches["fwd" if c.phase == "fwd" else "bwd"] += 1
     # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed. The
-    # context-parallel ring runs under the attention kernel; ZeRO-3 gathers are prefetched under
-    # the previous layer's compute.
+    # context-parallel ring runs step by step under the attention kernel (`_ring_exposed`);
+    # ZeRO-3 gathers are prefetched under the previous layer's compute.
     fwd_comm = {
         "tp": spent["fwd", "tp"],
-        "cp": max(0.0, spent["fwd", "cp"] - attention_fwd),
+        "cp": _ring_exposed(spent["fwd", "cp"], attention_fwd, plan.cp),
         "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
         "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
     }
     bwd_comm = {
         "tp": spent["bwd_input", "tp"],
-        "cp": max(0.0, spent["bwd_input", "cp"] - attention_bwd),
+        "cp": _ring_exposed(spent["bwd_input", "cp"], attention_bwd, plan.cp),
         "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
         "dp": _exposed_together(
             (
@@ -348,6 +348,21 @@ def _layer_costs_of(
         gemm_s=gemm + (gemm_fwd if full else 0.0),
         comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
     )
+
+
+def _ring_exposed(ring_s: float, attention_s: float, cp: int) -> float:
+    """Exposed time of a context-parallel ring of `cp` ranks moving `ring_s` in all.
+
+    Ring attention (Transformer Engine's `AttnFuncWithCPAndKVP2P`, used by Megatron-Core for
+    cp > 1) runs cp steps: step i computes attention on one 1/cp x 1/cp block of the sequence
+    (causal load balancing gives every step the same work) while the K/V block for step i + 1
+    is sent and received, and waits for both before the next step. So each of the cp - 1
+    overlapped steps costs the slower of its kernel and its exchange: the ring is exposed where
+    one exchange outlasts one step's kernel, not where all of it outlasts all of attention."""
+    if cp == 1 or ring_s == 0:
+        return 0.0
+    exchange_s = ring_s / (cp - 1)
+    return (cp - 1) * max(0.0, exchange_s - attention_s / cp)
 
 
 def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:
