@@ -192,8 +192,8 @@ def _step_times(
     fwd, bwd, wgt, sync, gather, adam = times.T
     overlap_reduce = np.repeat([p.overlap_grad_reduce for p in plans], counts)
     overlap_gather = np.repeat([p.overlap_param_gather for p in plans], counts)
-    # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
-    finish = stage_end + np.where(overlap_reduce, np.maximum(0.0, sync - (bwd + wgt) * vpp), sync)
+    spacing = np.repeat([min(p.pp, p.microbatches) for p in plans], counts)
+    finish = stage_end + np.where(overlap_reduce, _chunked_reduce_exposed(sync, bwd + wgt, vpp, spacing), sync)
     busy = fwd + bwd + wgt
     busiest = busy == np.repeat(np.maximum.reduceat(busy, starts), counts)
     _, first = np.unique(owner[busiest], return_index=True)
@@ -208,6 +208,23 @@ def _step_times(
         gather_exposed,
         np.maximum.reduceat(adam, starts),
     )
+
+
+def _chunked_reduce_exposed(sync_s: np.ndarray, chunk_bwd_s: np.ndarray, vpp: np.ndarray, spacing: np.ndarray):
+    """Gradient reduction left after a stage's last backward, per chunk as Megatron runs it.
+
+    With overlap_grad_reduce, Megatron-Core buckets the gradients per model chunk and starts
+    a chunk's reduce-scatter bucket by bucket during that chunk's last backward (its
+    DistributedDataParallel hooks, one per chunk). In the interleaved schedule's cool-down the
+    chunks finish in reverse order, `spacing` (pp) backwards of `chunk_bwd_s` apart, chunk 0
+    last; the reductions of sync_s / vpp each queue on one stream. Chunk c (counting from the
+    last) starts at stage_end - c * spacing * b - b and the queue ends at the latest of
+    start_c + (c + 1) * s; that is linear in c, so one of its ends is the maximum. Without
+    interleaving (vpp 1) this is max(0, sync - b): the reduction under the last backward."""
+    share = sync_s / vpp
+    last = share - chunk_bwd_s
+    first = vpp * share - (vpp - 1) * spacing * chunk_bwd_s - chunk_bwd_s
+    return np.maximum(0.0, np.maximum(last, first))
 
 
 def _breakdown(
