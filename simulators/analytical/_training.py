@@ -191,8 +191,8 @@ def _step_times(
     fwd, bwd, wgt, sync, gather, adam = times.T
     overlap_reduce = np.repeat([p.overlap_grad_reduce for p in plans], counts)
     overlap_gather = np.repeat([p.overlap_param_gather for p in plans], counts)
-    # Gradient reduction starts bucket by bucket during the last micro-batch's backward.
-    finish = stage_end + np.where(overlap_reduce, np.maximum(0.0, sync - (bwd + wgt) * vpp), sync)
+    spacing = np.repeat([min(p.pp, p.microbatches) for p in plans], counts)
+    finish = stage_end + np.where(overlap_reduce, _chunked_reduce_exposed(sync, bwd + wgt, vpp, spacing), sync)
     busy = fwd + bwd + wgt
     busiest = busy == np.repeat(np.maximum.reduceat(busy, starts), counts)
     _, first = np.unique(owner[busiest], return_index=True)
@@ -207,6 +207,23 @@ def _step_times(
         gather_exposed,
         np.maximum.reduceat(adam, starts),
     )
+
+
+def _chunked_reduce_exposed(sync_s: np.ndarray, chunk_bwd_s: np.ndarray, vpp: np.ndarray, spacing: np.ndarray):
+    """Gradient reduction left after a stage's last backward, per chunk as Megatron runs it.
+
+    With overlap_grad_reduce, Megatron-Core buckets the gradients per model chunk and starts
+    a chunk's reduce-scatter bucket by bucket during that chunk's last backward (its
+    DistributedDataParallel hooks, one per chunk). In the interleaved schedule's cool-down the
+    chunks finish in reverse order, `spacing` (pp) backwards of `chunk_bwd_s` apart, chunk 0
+    last; the reductions of sync_s / vpp each queue on one stream. Chunk c (counting from the
+    last) starts at stage_end - c * spacing * b - b and the queue ends at the latest of
+    start_c + (c + 1) * s; that is linear in c, so one of its ends is the maximum. Without
+    interleaving (vpp 1) this is max(0, sync - b): the reduction under the last backward."""
+    share = sync_s / vpp
+    last = share - chunk_bwd_s
+    first = vpp * share - (vpp - 1) * spacing * chunk_bwd_s - chunk_bwd_s
+    return np.maximum(0.0, np.maximum(last, first))
 
 
 def _breakdown(
@@ -307,17 +324,17 @@ def _layer_costs_of(
         spent[c.phase, c.group] += _priced(network, c)
         launches["fwd" if c.phase == "fwd" else "bwd"] += 1
     # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed. The
-    # context-parallel ring runs under the attention kernel; ZeRO-3 gathers are prefetched under
-    # the previous layer's compute.
+    # context-parallel ring runs step by step under the attention kernel (`_ring_exposed`);
+    # ZeRO-3 gathers are prefetched under the previous layer's compute.
     fwd_comm = {
         "tp": spent["fwd", "tp"],
-        "cp": max(0.0, spent["fwd", "cp"] - attention_fwd),
+        "cp": _ring_exposed(spent["fwd", "cp"], attention_fwd, plan.cp),
         "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
         "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
     }
     bwd_comm = {
         "tp": spent["bwd_input", "tp"],
-        "cp": max(0.0, spent["bwd_input", "cp"] - attention_bwd),
+        "cp": _ring_exposed(spent["bwd_input", "cp"], attention_bwd, plan.cp),
         "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
         "dp": _exposed_together(
             (
@@ -346,6 +363,21 @@ def _layer_costs_of(
         gemm_s=gemm + (gemm_fwd if full else 0.0),
         comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
     )
+
+
+def _ring_exposed(ring_s: float, attention_s: float, cp: int) -> float:
+    """Exposed time of a context-parallel ring of `cp` ranks moving `ring_s` in all.
+
+    Ring attention (Transformer Engine's `AttnFuncWithCPAndKVP2P`, used by Megatron-Core for
+    cp > 1) runs cp steps: step i computes attention on one 1/cp x 1/cp block of the sequence
+    (causal load balancing gives every step the same work) while the K/V block for step i + 1
+    is sent and received, and waits for both before the next step. So each of the cp - 1
+    overlapped steps costs the slower of its kernel and its exchange: the ring is exposed where
+    one exchange outlasts one step's kernel, not where all of it outlasts all of attention."""
+    if cp == 1 or ring_s == 0:
+        return 0.0
+    exchange_s = ring_s / (cp - 1)
+    return (cp - 1) * max(0.0, exchange_s - attention_s / cp)
 
 
 def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:
