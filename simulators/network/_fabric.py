@@ -116,7 +116,10 @@ class Fabric:
         self.check(num_gpus)
         per_gpu_gbytes = self.nic_gbps * self.nics_per_server / self.gpus_per_server / 8.0
         base = Network.from_gpu(gpu)
-        domain = math.gcd(base.domain_gpus, self.gpus_per_server)
+        # A server inside one NVLink domain (up to 72 GPUs of an NVL72 rack) is all NVLink; a
+        # server larger than the domain holds whole domains (gcd: 16 GPUs of 8-GPU domains -> 8).
+        small = self.gpus_per_server <= base.domain_gpus
+        domain = self.gpus_per_server if small else math.gcd(base.domain_gpus, self.gpus_per_server)
         block = self.leaf_block_gpus()
         tiers = []
         if block < num_gpus:

@@ -67,3 +67,16 @@ def test_network_of_a_fabric_slows_traffic_that_leaves_an_oversubscribed_leaf():
     assert inside == pytest.approx(t(full, 8, 8), rel=1e-9)
     assert t(blocking, 128, 8) > 2 * t(full, 128, 8)  # crosses groups of 48 servers
     assert t(slow_nic, 128, 8) > 1.8 * t(full, 128, 8)
+
+
+def test_a_server_inside_an_nvl72_domain_is_all_nvlink():
+    """64 GB200s per server of a 72-GPU NVLink rack: the whole server is one NVLink domain
+    (gcd(72, 64) = 8 would cut it to 8), while 16 H100s per server hold two 8-GPU domains."""
+    from simulators.hardware import get_gpu
+
+    assert Fabric(family="rail-optimized", nic_gbps=400, gpus_per_server=64, nics_per_server=64).network(
+        get_gpu("GB200"), 256
+    ).domain_gpus == 64
+    assert Fabric(family="rail-optimized", nic_gbps=400, gpus_per_server=16, nics_per_server=16).network(
+        get_gpu("H100-SXM"), 64
+    ).domain_gpus == 8
