@@ -88,7 +88,8 @@ def main() -> None:
     print(f"\nPublished runs judged out of memory: {len(judged_oom)} of {len(runs)} runs read from {args.data.name}")
     for run_id, o in sorted(judged_oom.items()):
         r = o.row
-        plan = f"tp{r['tp']} pp{r['pp']} dp{r['dp']} vpp{r['vpp'] or '-'} mb{r['micro_batch'] or '-'} {r['recompute'] or '-'}"
+        plan = f"tp{r['tp']} pp{r['pp']} dp{r['dp']} vpp{r['vpp'] or '-'} mb{r['micro_batch'] or '-'}"
+        plan += f" {r['recompute'] or '-'}"
         print(f"  {run_id:36s} {r['gpu']:9s} {plan:32s} {o.memory}")
     mape = statistics.mean(abs(e) for e in errors)
     print(f"memory MAPE {mape:.1f}% over {len(errors)} rows; infeasible published runs: {len(judged_oom)}")

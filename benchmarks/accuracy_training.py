@@ -456,8 +456,11 @@ def mape(outcomes: list[Outcome]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
-        "--data", type=Path, action="append", help="rows in the schema of training.csv (repeatable); "
-        f"default: {DEFAULT_CSV.name} and ranking/{RANKING_CSV.name}"
+        "--data",
+        type=Path,
+        action="append",
+        help="rows in the schema of training.csv (repeatable); "
+        f"default: {DEFAULT_CSV.name} and ranking/{RANKING_CSV.name}",
     )
     parser.add_argument("--out", type=Path, help="also write id, predicted, measured, error_pct as CSV")
     args = parser.parse_args()

@@ -120,10 +120,12 @@ def main() -> None:
     fraction, host = fit(public, ranking, by_id)
     print(f"fitted over {len(public)} public and {len(ranking)} ranking rows: {describe(fraction, host)}")
     every = public + ranking
-    print(f"  in-sample MAPE {mape(public, by_id, fraction, host):.1f}% (public), "
-          f"{mape(ranking, by_id, fraction, host):.1f}% (ranking) "
-          f"(unfitted, fraction 1.0 and no host time: {mape(public, by_id, 1.0, {'default': 0.0}):.1f}%, "
-          f"{mape(ranking, by_id, 1.0, {'default': 0.0}):.1f}%)")
+    print(
+        f"  in-sample MAPE {mape(public, by_id, fraction, host):.1f}% (public), "
+        f"{mape(ranking, by_id, fraction, host):.1f}% (ranking) "
+        f"(unfitted, fraction 1.0 and no host time: {mape(public, by_id, 1.0, {'default': 0.0}):.1f}%, "
+        f"{mape(ranking, by_id, 1.0, {'default': 0.0}):.1f}%)"
+    )
     print("leave one source out (fit on the others, error on the source):")
     for source in sorted({row["source"] for row in every}):
         held = [row for row in every if row["source"] == source]

@@ -45,8 +45,8 @@ from accuracy_training import DEFAULT_CSV, Skip, build_model, build_plan, step_f
 
 from dse.checks import resolve_study
 from dse.evaluate import Evaluator
-from dse.spec import parse_study
 from dse.space import SearchSpace, params_key
+from dse.spec import parse_study
 from simulators import DseError
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
@@ -231,9 +231,7 @@ def rank(recipe: Recipe) -> Ranking:
     points = space.grid()
     evaluator = Evaluator(space)
     outcomes = evaluator.evaluate_many(points)
-    times = {
-        params_key(p): o.metrics["iteration_time_s"] for p, o in zip(points, outcomes) if o.feasible and o.metrics
-    }
+    times = {params_key(p): o.metrics["iteration_time_s"] for p, o in zip(points, outcomes) if o.feasible and o.metrics}
     if not times:
         raise Skip("no plan of the space is feasible")
     published = published_params(space, recipe.plan)
@@ -263,8 +261,7 @@ def print_ranking(r: Ranking) -> None:
         f"{row['id']:36s} {row['gpu']:8s} {row['num_gpus']:>5s} {where} regret {regret}  "
         f"measured {r.recipe.measured_step_s:8.3f}s, published plan predicted {own}, "
         f"dse's best {r.best_s:8.3f}s ({r.best_vs_measured_pct:+6.1f}%): "
-        f"{plan_text(r.best)}"
-        + (f"  [published plan ruled out: {r.published_reason}]" if r.published_reason else "")
+        f"{plan_text(r.best)}" + (f"  [published plan ruled out: {r.published_reason}]" if r.published_reason else "")
     )
 
 

@@ -472,7 +472,9 @@ def _one_stage(
         backward_s=bwd,
         weight_s=wgt,
         gemm_s=gemm,
-        comm_s={k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")},
+        comm_s={
+            k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")
+        },
         grad_sync_s=grad_sync,
         param_gather_s=gather,
         optimizer_s=adam_step_s(gpu, plan, dense, expert),

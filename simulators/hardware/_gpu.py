@@ -1,7 +1,8 @@
 """The GPU catalogue: datasheet figures per accelerator, validated at load (STYLE 5).
 
 Units are in the field names: TFLOP/s are dense (no structured sparsity), bandwidths are per GPU
-and one direction, `nic_gbps` is gigabits per second, bandwidths in GB/s are 1e9 B/s, memory capacity is in GiB (2^30 B).
+and one direction, `nic_gbps` is gigabits per second, bandwidths in GB/s are 1e9 B/s, memory
+capacity is in GiB (2^30 B).
 """
 
 from __future__ import annotations

@@ -132,7 +132,8 @@ def replica_cost(
     if blocks < 1:
         raise PlanError(
             f"{model.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}) leaves no memory for the KV cache: "
-            f"weights {weights_per_gpu / 2**30:.1f} GiB per GPU of {gpu.hbm_bytes * memory_fraction / 2**30:.1f} GiB usable"
+            f"weights {weights_per_gpu / 2**30:.1f} GiB per GPU of "
+            f"{gpu.hbm_bytes * memory_fraction / 2**30:.1f} GiB usable"
         )
     return ReplicaCost(
         tp=tp,

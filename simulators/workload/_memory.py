@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import cache
 
-from simulators.models import ModelSpec
 from simulators._errors import PlanError
+from simulators.models import ModelSpec
 from simulators.workload._plan import ParallelPlan, virtual_stage_sizes
 
 GIB = 2**30  # memory is counted in GiB, as GPUs address it (an "80 GB" H100 holds 80 GiB)

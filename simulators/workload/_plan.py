@@ -98,7 +98,9 @@ def virtual_stage_sizes(
     if (layers + extra) % count:
         counted = (f"layers+{extra}={layers + extra}" if extra else f"layers={layers}") + of
         allowed = ", ".join(map(str, divisors(layers + extra)))
-        hint = "" if extra else "; or count the embedding/loss as layers (pipeline_split), or set first/last_stage_layers"
+        hint = (
+            "" if extra else "; or count the embedding/loss as layers (pipeline_split), or set first/last_stage_layers"
+        )
         equal = "interleaved chunks" if vpp > 1 else "stages that count the embedding/loss"
         return f"pp*vpp={pp}*{vpp} does not divide {counted}; {equal} must be equal (pp*vpp allowed: {allowed}{hint})"
     sizes = [(layers + extra) // count] * count
@@ -116,14 +118,18 @@ def _outside_in(layers: int, count: int) -> tuple[int, ...]:
     return tuple(base if i in light else base + 1 for i in range(count))
 
 
-def _explicit_sizes(layers: int, pp: int, vpp: int, split: str, first: int | None, last: int | None) -> tuple[int, ...] | str:
+def _explicit_sizes(
+    layers: int, pp: int, vpp: int, split: str, first: int | None, last: int | None
+) -> tuple[int, ...] | str:
     if split != "even":
         return f"first/last_stage_layers cannot be combined with pipeline_split={split!r} (Megatron refuses both)"
     if pp == 1:
         return "first/last_stage_layers need pp > 1"
     for name, n in (("first_stage_layers", first), ("last_stage_layers", last)):
         if n is not None and (n < 0 or n % vpp):
-            return f"{name}={n} must be a non-negative multiple of vpp={vpp} (each chunk of a stage holds as many layers)"
+            return (
+                f"{name}={n} must be a non-negative multiple of vpp={vpp} (each chunk of a stage holds as many layers)"
+            )
     middle = pp - (first is not None) - (last is not None)
     rest = layers - (first or 0) - (last or 0)
     if rest < 0 or (middle == 0 and rest) or (middle and (rest % (middle * vpp))):

@@ -184,7 +184,11 @@ def test_compute_fraction_defaults_to_the_fitted_value_and_can_be_set(write_spec
     "bounds,start,contains",
     [
         # 64 sequences x 4096 tokens = 262,144 tokens per step.
-        ("{max: 131072}", "search.global_batch: 64 x seq_len 4096 = 262144 tokens is above", "allowed: 1 to 32 sequences"),
+        (
+            "{max: 131072}",
+            "search.global_batch: 64 x seq_len 4096 = 262144 tokens is above",
+            "allowed: 1 to 32 sequences",
+        ),
         ("{min: 524288}", "search.global_batch: 64 x seq_len 4096 = 262144 tokens is below", "allowed: 128 or more"),
         ("{min: 5000, max: 6000}", "training.global_batch_tokens: no whole number of sequences", "seq_len=4096"),
         ("{min: 2.0e6, max: 1.0e6}", "training.global_batch_tokens: max=1e+06 is below min=2e+06", ""),

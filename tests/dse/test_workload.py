@@ -76,3 +76,22 @@ def test_exported_candidate_reads_back_and_carries_the_models_compute(write_spec
     )
     tp_rows = [op for op in simai_operations(workload) if op.group == "tp"]
     assert {op.nbytes for op in tp_rows} == {1 * 4096 * 4096 * 2}
+
+
+def test_an_uneven_405b_split_exports_rank_0s_own_layers(tmp_path):
+    """pp 8 x vpp 8 with the embedding and loss counted as layers: rank 0 holds chunk 0 (the
+    embedding and one layer) and seven chunks of two, 2*8 - 1 = 15 layers per micro-batch."""
+    from simulators.workload import read_simai_workload
+
+    spec = Path(__file__).resolve().parents[2] / "search_spaces" / "llama405b.yaml"
+    plan = {"gpu": "H100-SXM", "num_gpus": 1024, "tp": 8, "pp": 8, "cp": 1, "vpp": 8, "recompute": "none"}
+    fixed = [arg for name, value in plan.items() for arg in ("--set", f"{name}={value}")]
+    out = tmp_path / "w.txt"
+    assert (
+        main(["workload", "export", str(spec), *fixed, "--set", "pipeline_split=embedding+loss", "--out", str(out)])
+        == 0
+    )
+    workload = read_simai_workload(out)
+    assert (workload.header.pp, workload.header.vpp) == (8, 8)
+    rows = [layer for layer in workload.layers if layer.name in ("attention_layer", "mlp_layer")]
+    assert len(rows) == 15 * 2 * workload.header.ga

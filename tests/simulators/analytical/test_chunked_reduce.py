@@ -35,6 +35,8 @@ def test_a_queue_longer_than_the_cool_down_is_exposed():
     assert _exposed(14.4, 0.1, 12, 4) == pytest.approx(9.9)
 
 
-@pytest.mark.parametrize("sync_s, b_s, vpp, spacing", [(14.4, 0.1, 12, 4), (2.0, 0.3, 4, 2), (0.1, 1.0, 3, 8), (9.0, 0.01, 6, 4)])
+@pytest.mark.parametrize(
+    "sync_s, b_s, vpp, spacing", [(14.4, 0.1, 12, 4), (2.0, 0.3, 4, 2), (0.1, 1.0, 3, 8), (9.0, 0.01, 6, 4)]
+)
 def test_closed_form_matches_the_queue(sync_s, b_s, vpp, spacing):
     assert _exposed(sync_s, b_s, vpp, spacing) == pytest.approx(_queue(sync_s, b_s, vpp, spacing))

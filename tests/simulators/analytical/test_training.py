@@ -228,10 +228,17 @@ def test_memory_peak_is_the_most_loaded_stage_even_in_the_middle():
     from simulators.workload import stage_params, training_memory
 
     plan = ParallelPlan(
-        tp=1, pp=4, dp=1, micro_batch=1, global_batch=4, seq_len=4096, zero_stage=0,
-        first_stage_layers=2, last_stage_layers=2,
+        tp=1,
+        pp=4,
+        dp=1,
+        micro_batch=1,
+        global_batch=4,
+        seq_len=4096,
+        zero_stage=0,
+        first_stage_layers=2,
+        last_stage_layers=2,
     )
     model = get_model("llama3-8b")
     memory = training_memory(model, plan, 0.0)
     assert memory.weights_bytes == pytest.approx(2 * sum(stage_params(model, plan, 1)), rel=1e-12)
-    assert sum(stage_params(model, plan, 1)) == pytest.approx(14 * model.layer_params(0) , rel=1e-12)
+    assert sum(stage_params(model, plan, 1)) == pytest.approx(14 * model.layer_params(0), rel=1e-12)

@@ -74,9 +74,15 @@ def test_a_server_inside_an_nvl72_domain_is_all_nvlink():
     (gcd(72, 64) = 8 would cut it to 8), while 16 H100s per server hold two 8-GPU domains."""
     from simulators.hardware import get_gpu
 
-    assert Fabric(family="rail-optimized", nic_gbps=400, gpus_per_server=64, nics_per_server=64).network(
-        get_gpu("GB200"), 256
-    ).domain_gpus == 64
-    assert Fabric(family="rail-optimized", nic_gbps=400, gpus_per_server=16, nics_per_server=16).network(
-        get_gpu("H100-SXM"), 64
-    ).domain_gpus == 8
+    assert (
+        Fabric(family="rail-optimized", nic_gbps=400, gpus_per_server=64, nics_per_server=64)
+        .network(get_gpu("GB200"), 256)
+        .domain_gpus
+        == 64
+    )
+    assert (
+        Fabric(family="rail-optimized", nic_gbps=400, gpus_per_server=16, nics_per_server=16)
+        .network(get_gpu("H100-SXM"), 64)
+        .domain_gpus
+        == 8
+    )

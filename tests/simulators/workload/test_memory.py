@@ -104,17 +104,31 @@ def test_zero3_shards_weights_but_holds_two_gathered_layers():
 # unfused attention with dropout: activations 59.25 GiB without recomputation, 9.5625 GiB with
 # sequence parallelism and selective recomputation; parameters and optimizer 45.5625 GiB.
 MEGATRON_22B = ModelSpec(
-    name="megatron-22b", layers=48, hidden=6144, ffn_hidden=24576, heads=64, kv_heads=64, vocab=51200, gated_mlp=False,
+    name="megatron-22b",
+    layers=48,
+    hidden=6144,
+    ffn_hidden=24576,
+    heads=64,
+    kv_heads=64,
+    vocab=51200,
+    gated_mlp=False,
     tied_embeddings=True,
 )
 
 
-@pytest.mark.parametrize(
-    "recompute,sp,gib", [("none", False, 59.25), ("selective", True, 9.5625)]
-)
+@pytest.mark.parametrize("recompute,sp,gib", [("none", False, 59.25), ("selective", True, 9.5625)])
 def test_megatron_22b_activations_match_korthikanti_figure_1(recompute, sp, gib):
-    p = plan(tp=8, dp=1, micro_batch=4, global_batch=4, seq_len=2048, recompute=recompute, sequence_parallel=sp,
-             flash_attention=False, dropout=True)
+    p = plan(
+        tp=8,
+        dp=1,
+        micro_batch=4,
+        global_batch=4,
+        seq_len=2048,
+        recompute=recompute,
+        sequence_parallel=sp,
+        flash_attention=False,
+        dropout=True,
+    )
     # Their eq.: sbh(10 + 24/t + 5as/(ht)) per layer without SP; sbh * 34/t with SP and selective.
     s, b, h, a, t = 2048, 4, 6144, 64, 8
     closed = s * b * h * ((10 + 24 / t + 5 * a * s / (h * t)) if recompute == "none" else 34 / t)

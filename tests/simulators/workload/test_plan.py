@@ -73,7 +73,9 @@ def test_explicit_first_and_last_stage_layers_leave_the_rest_to_the_middle_stage
 
     # DeepSeek-V3 (61 layers) on 16 stages: first 1, the other 15 hold 4 each.
     assert virtual_stage_sizes(61, 16, 1, "even", 1, None) == (1,) + (4,) * 15
-    assert virtual_stage_sizes(32, 4, 2, "even", 2, 6) == (1, 6, 6, 3) * 2  # (32-2-6)/2 = 12 per middle stage; chunk 0 of each stage, then chunk 1
+    assert (
+        virtual_stage_sizes(32, 4, 2, "even", 2, 6) == (1, 6, 6, 3) * 2
+    )  # (32-2-6)/2 = 12 per middle stage; chunk 0 of each stage, then chunk 1
     refused = {
         (61, 16, 1, "embedding", 1, None): "cannot be combined",
         (32, 4, 2, "even", 3, None): "multiple of vpp=2",
@@ -90,8 +92,15 @@ def test_every_split_holds_every_parameter_once():
     model = get_model("llama3-8b")
     for pp, split, first, last in ((2, "embedding+loss", None, None), (4, "even", 5, None), (4, "even", 2, 6)):
         plan = ParallelPlan(
-            tp=1, pp=pp, dp=1, micro_batch=1, global_batch=pp, seq_len=4096, pipeline_split=split,
-            first_stage_layers=first, last_stage_layers=last,
+            tp=1,
+            pp=pp,
+            dp=1,
+            micro_batch=1,
+            global_batch=pp,
+            seq_len=4096,
+            pipeline_split=split,
+            first_stage_layers=first,
+            last_stage_layers=last,
         )
         held = sum(sum(stage_params(model, plan, s)) for s in range(pp))
         assert held == pytest.approx(model.total_params, rel=1e-12)
