@@ -111,8 +111,8 @@ class TrainingSettings(_Frozen):
     overlap_param_gather: bool = True
     # Megatron's --decoder-first/last-pipeline-num-layers: transformer layers of the first and
     # last pipeline stage (the middle stages share the rest equally); null: not set.
-    first_stage_layers: int | None = Field(default=None, ge=0)
-    last_stage_layers: int | None = Field(default=None, ge=0)
+    first_stage_layers: int | None = Field(default=None, ge=1)
+    last_stage_layers: int | None = Field(default=None, ge=1)
 
 
 class FabricSettings(_Frozen):

@@ -126,10 +126,8 @@ def _explicit_sizes(
     if pp == 1:
         return "first/last_stage_layers need pp > 1"
     for name, n in (("first_stage_layers", first), ("last_stage_layers", last)):
-        if n is not None and (n < 0 or n % vpp):
-            return (
-                f"{name}={n} must be a non-negative multiple of vpp={vpp} (each chunk of a stage holds as many layers)"
-            )
+        if n is not None and (n < 1 or n % vpp):
+            return f"{name}={n} must be a positive multiple of vpp={vpp} (each chunk of a stage holds as many layers)"
     middle = pp - (first is not None) - (last is not None)
     rest = layers - (first or 0) - (last or 0)
     if rest < 0 or (middle == 0 and rest) or (middle and (rest % (middle * vpp))):

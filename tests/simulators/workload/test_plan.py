@@ -81,6 +81,7 @@ def test_explicit_first_and_last_stage_layers_leave_the_rest_to_the_middle_stage
         (32, 4, 2, "even", 3, None): "multiple of vpp=2",
         (32, 4, 1, "even", 6, None): "cannot share equally",  # 26 layers over 3 middle stages
         (32, 1, 1, "even", 4, None): "need pp > 1",
+        (32, 4, 1, "even", 0, None): "positive multiple",  # Megatron: a stage holds at least one layer
     }
     for args, message in refused.items():
         assert message in virtual_stage_sizes(*args)
