@@ -89,7 +89,9 @@ def fit(
     for gpu in sorted({row["gpu"] for row in rows}):
         mine = [row for row in rows if row["gpu"] == gpu]
         ends = [objective(mine, by_id, fraction, {**host, gpu: x}) for x in HOST_RANGE_S]
-        best = golden(lambda x: objective(mine, by_id, fraction, {**host, gpu: x}), *HOST_RANGE_S, steps)
+        best = golden(
+            lambda x, mine=mine, gpu=gpu: objective(mine, by_id, fraction, {**host, gpu: x}), *HOST_RANGE_S, steps
+        )
         if objective(mine, by_id, fraction, {**host, gpu: best}) < 0.99 * max(ends):
             host[gpu] = best
     fitted = [v for k, v in host.items() if k != "default"]

@@ -9,6 +9,7 @@ the memory-bound kernels of the block.
 from __future__ import annotations
 
 import dataclasses
+from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
 
@@ -39,7 +40,8 @@ class Block:
     `gemm_s` is the GEMM part of the three, `memory_fwd_s` its forward memory-bound kernels
     (what selective recomputation reruns), `attention_fwd_s`/`_bwd_s` the attention kernel;
     `kernels_fwd`/`_bwd` count the kernels the framework launches for F and for B + W (the
-    host must issue each one, which bounds small kernels from below)."""
+    host must issue each one, which bounds small kernels from below); `recompute_parts` the
+    forward seconds of each module selective recomputation can rerun (RECOMPUTE_MODULES)."""
 
     name: str
     forward_s: float
@@ -51,13 +53,19 @@ class Block:
     attention_bwd_s: float = 0.0
     kernels_fwd: int = 0
     kernels_bwd: int = 0
+    recompute_parts: tuple[tuple[str, float], ...] = ()
+
+    def rerun_s(self, plan: ParallelPlan) -> float:
+        """Forward seconds selective recomputation reruns in this block under `plan`."""
+        return sum(seconds for module, seconds in self.recompute_parts if plan.recomputes(module))
 
     def slowed(self, fraction: float) -> Block:
         """The block at `fraction` of its modelled speed (the system's sustained fraction)."""
         if fraction == 1.0:
             return self
         times = {f.name: getattr(self, f.name) / fraction for f in dataclasses.fields(self) if f.name.endswith("_s")}
-        return dataclasses.replace(self, **times)
+        parts = tuple((module, seconds / fraction) for module, seconds in self.recompute_parts)
+        return dataclasses.replace(self, **times, recompute_parts=parts)
 
 
 def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
@@ -139,15 +147,20 @@ def layer_blocks(
     blocks = []
     for name, is_mlp in (("attention", False), ("moe" if moe else "mlp", True)):
         mine = [g for g in gemms if not g.causal and g.name.startswith(MLP_GEMMS) == is_mlp]
-        forward = sum(gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision, calibration=table) for g in mine)
+        gemm_fwd = {g.name: gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision, calibration=table) for g in mine}
+        forward = sum(gemm_fwd.values())
         dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision, calibration=table) for g in mine)
         wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision, calibration=table) for g in mine)
         memory = {"fwd": 0.0, "bwd": 0.0}
+        kernel_fwd: dict[str, float] = defaultdict(float)
         launches = {"fwd": len(mine), "bwd": 2 * len(mine)}
         for kernel in kernels:
             if kernel.name.startswith(MLP_KERNELS) == is_mlp:
-                memory[kernel.phase] += elementwise_time_s(gpu, kernel.nbytes, calibration=table)
+                seconds = elementwise_time_s(gpu, kernel.nbytes, calibration=table)
+                memory[kernel.phase] += seconds
                 launches[kernel.phase] += 1
+                if kernel.phase == "fwd":
+                    kernel_fwd[kernel.name] += seconds
         core_fwd, core_bwd = (0.0, 0.0) if is_mlp else (attention_fwd, attention_bwd)
         if not is_mlp:  # the ring of context parallelism launches the kernel once per step
             launches = {phase: n + cp * attention_kernels[phase] for phase, n in launches.items()}
@@ -163,9 +176,43 @@ def layer_blocks(
                 attention_bwd_s=core_bwd,
                 kernels_fwd=launches["fwd"],
                 kernels_bwd=launches["bwd"],
+                recompute_parts=_recompute_parts(model, layer_index, is_mlp, gemm_fwd, kernel_fwd, core_fwd),
             )
         )
     return blocks[0].slowed(compute_fraction), blocks[1].slowed(compute_fraction)
+
+
+def _recompute_parts(
+    model: ModelSpec,
+    layer_index: int,
+    is_mlp: bool,
+    gemm_fwd: dict[str, float],
+    kernel_fwd: dict[str, float],
+    core_fwd: float,
+) -> tuple[tuple[str, float], ...]:
+    """Forward seconds of the modules of one block that selective recomputation can rerun
+    (Megatron-Core's --recompute-modules): the norm, the attention core and MLA's up-projections
+    with RoPE in the attention block; the dense MLP, or the MoE block, its routed experts'
+    activation and its shared experts, in the MLP block (the norm before it is its own module)."""
+    norm = kernel_fwd.get("mlp_norm" if is_mlp else "input_norm", 0.0)
+    if not is_mlp:
+        up = sum(t for name, t in gemm_fwd.items() if name in ("q_up_proj", "kv_up_proj"))
+        return (("layernorm", norm), ("core_attn", core_fwd), ("mla_up_proj", up + kernel_fwd.get("rope_qk", 0.0)))
+    body = sum(gemm_fwd.values()) + sum(
+        t for name, t in kernel_fwd.items() if name not in ("mlp_norm", "mlp_residual_add")
+    )
+    if not model.is_moe_layer(layer_index):
+        return (("layernorm", norm), ("mlp", body))
+    activation = sum(t for name, t in kernel_fwd.items() if name.startswith(("swiglu", "gelu", "relu")))
+    routed_width = model.moe_top_k * model.moe_ffn_hidden
+    routed_share = routed_width / (routed_width + model.shared_experts_ffn_hidden)
+    shared = sum(t for name, t in gemm_fwd.items() if name.startswith("shared_expert"))
+    return (
+        ("layernorm", norm),
+        ("moe", body),
+        ("moe_act", activation * routed_share),
+        ("shared_experts", shared + activation * (1 - routed_share)),
+    )
 
 
 @cache

@@ -47,7 +47,7 @@ from simulators.workload import (
     step_collectives,
     training_memory,
 )
-from simulators.workload._memory import GRADIENT_BYTES, WEIGHT_BYTES
+from simulators.workload._memory import WEIGHT_BYTES
 
 
 @dataclass(frozen=True)
@@ -279,7 +279,8 @@ def _priced(network: Network, c: Collective) -> float:
     moves in DeepSpeed's buckets, each paying the collective's latency."""
     if c.group != "dp" or c.per != "micro-batch":
         return _collective_s(network, c.op, c.nbytes, c.ranks, c.stride)
-    bucket_bytes = ZERO3_GATHER_BUCKET * WEIGHT_BYTES if c.op == "all_gather" else ZERO3_REDUCE_BUCKET * GRADIENT_BYTES
+    gather = c.op == "all_gather"
+    bucket_bytes = ZERO3_GATHER_BUCKET * WEIGHT_BYTES if gather else ZERO3_REDUCE_BUCKET * 4  # fp32 gradients
     full, rest = divmod(c.nbytes, bucket_bytes)
     return full * _collective_s(network, c.op, bucket_bytes, c.ranks, c.stride) + _collective_s(
         network, c.op, rest, c.ranks, c.stride
@@ -345,9 +346,10 @@ def _layer_costs_of(
         ),
     }
     # Full recomputation reruns the forward (and its communication) before the backward;
-    # selective (Megatron's) reruns the attention core.
+    # selective (Megatron's) reruns the modules it names, the MoE block with its all-to-alls.
     full = plan.recompute == "full"
-    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": attention_fwd, "none": 0.0}[plan.recompute]
+    selective = sum(block.rerun_s(plan) for block in blocks) + (fwd_comm["ep"] if plan.recomputes("moe") else 0.0)
+    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": selective, "none": 0.0}[plan.recompute]
     forward_s = fwd + sum(fwd_comm.values())
     backward_s = input_grad + sum(bwd_comm.values()) + recompute
     # The host issues every kernel (and collective) in order; where the GPU runs them faster
@@ -356,6 +358,8 @@ def _layer_costs_of(
     host_fwd = max(0.0, host_s * launches["fwd"] - forward_s)
     host_bwd = max(0.0, host_s * (launches["bwd"] + (launches["fwd"] if full else 0)) - backward_s - weight_grad)
     comm = {k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm}
+    if plan.recomputes("moe"):
+        comm["ep"] += fwd_comm["ep"]
     return _LayerCosts(
         forward_s=forward_s + host_fwd,
         backward_s=backward_s + host_bwd,

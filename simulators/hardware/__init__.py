@@ -9,10 +9,11 @@ from simulators.hardware._gpu import (
     host_launch_s,
     sustained_compute_fraction,
 )
-from simulators.hardware._memory_kernels import MemoryKernel, layer_memory_kernels
+from simulators.hardware._memory_kernels import LOW_PRECISION_BYTES, MemoryKernel, layer_memory_kernels
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration
 
 __all__ = [
+    "LOW_PRECISION_BYTES",
     "PRECISIONS",
     "CalibrationTable",
     "GpuSpec",

@@ -23,6 +23,7 @@ from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, mod
 from simulators.workload._plan import (
     PIPELINE_SPLITS,
     RECOMPUTE_MODES,
+    RECOMPUTE_MODULES,
     SCHEDULES,
     ZERO_STAGES,
     ParallelPlan,
@@ -71,6 +72,7 @@ __all__ = [
     "GIB",
     "PIPELINE_SPLITS",
     "RECOMPUTE_MODES",
+    "RECOMPUTE_MODULES",
     "SCHEDULES",
     "ZERO_STAGES",
     "ep_problem",

@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from functools import cache
 
 from simulators._errors import PlanError
+from simulators.hardware import LOW_PRECISION_BYTES
 from simulators.models import ModelSpec
 from simulators.workload._plan import ParallelPlan, virtual_stage_sizes
 
 GIB = 2**30  # memory is counted in GiB, as GPUs address it (an "80 GB" H100 holds 80 GiB)
 WEIGHT_BYTES = 2
-GRADIENT_BYTES = 4
 OPTIMIZER_BYTES = 12
 ACTIVATION_BYTES = 2
 LOGIT_BYTES = 2 + 4  # bf16 logits kept for backward + fp32 copy for the cross-entropy
@@ -149,33 +149,60 @@ def layer_activation_bytes(model: ModelSpec, plan: ParallelPlan, moe: bool = Fal
 
     Korthikanti et al. 2022 (arXiv:2205.05198, Sec. 4.1-4.2, eq. 1-2): with dropout a GPT layer
     keeps sbh(34 + 5as/h) bytes; tensor parallelism splits 24 sbh + 5as^2b of it, sequence
-    parallelism the remaining 10 sbh too. Here generalised: Q, K, V and the attention output
-    (GQA widths), the MLP intermediates (gate, up and their product for gated MLPs; fc1 and its
-    activation otherwise; top_k experts, the shared expert and the permuted tokens for MoE), the
-    inputs and outputs of the two norms, and with `plan.dropout` the one-byte masks of the two
-    residual dropouts. The attention core keeps FlashAttention's fp32 log-sum-exp, or unfused the
-    softmax output (plus, with dropout, its mask and the dropped-out probabilities: 5as^2b).
-    Selective recomputation is Megatron's: the attention core is recomputed in backward
-    (`--recompute-granularity selective`, recompute_modules ["core_attn"]), so it keeps nothing.
+    parallelism the remaining 10 sbh too. Here generalised, tensor by tensor: the inputs and
+    outputs of the two norms; Q, K, V (GQA or MLA widths; MLA also its latents) and the attention
+    output; the MLP intermediates (gate, up and their product for gated MLPs, fc1 and its
+    activation otherwise; for MoE the permuted tokens, the top_k experts' intermediates, their
+    outputs and the shared expert's); with `plan.dropout` the one-byte masks of the two residual
+    dropouts. The attention core keeps FlashAttention's fp32 log-sum-exp, or unfused the softmax
+    output (plus, with dropout, its mask and the dropped-out probabilities: 5as^2b).
+
+    Under fp8 (fp4) training Transformer Engine keeps each GEMM input in the low precision its
+    weight-gradient GEMM reads (transformer_engine/pytorch/module/linear.py saves the quantized
+    input), so those tensors take LOW_PRECISION_BYTES; an MoE layer's pre-MLP norm output stays
+    16-bit (the router reads it). Selective recomputation keeps nothing of the modules it reruns
+    (`plan.recompute_modules`, Megatron-Core's --recompute-modules): core_attn the core's
+    statistics, layernorm the norm outputs, mla_up_proj Q, K and V, mlp / moe the (dense / MoE)
+    MLP's intermediates, moe_act the experts' activation output, shared_experts the shared
+    expert's intermediates.
     """
-    s, b, h, tp = plan.seq_len // plan.cp, plan.micro_batch, model.hidden, plan.tp
-    sbe = s * b * ACTIVATION_BYTES
-    mlp_tensors = 3 if model.gated_mlp else 2
-    if moe:
-        k = model.moe_top_k
-        mlp = mlp_tensors * (k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden) + 2 * k * h
-    else:
-        mlp = mlp_tensors * model.ffn_hidden
-    if plan.recompute == "selective":
+    s, b, h, tp, rerun = plan.seq_len // plan.cp, plan.micro_batch, model.hidden, plan.tp, plan.recomputes
+    sb, a = s * b, ACTIVATION_BYTES
+    low = LOW_PRECISION_BYTES.get(plan.precision, a)
+    v_width = model.heads * model.v_head_dim if model.is_mla else model.kv_width
+    qkv = 0.0 if rerun("mla_up_proj") else a * (model.q_width + model.kv_width + v_width)
+    attention_out = low * model.heads * (model.v_head_dim if model.is_mla else model.d_head)
+    if rerun("core_attn"):
         core = 0.0
     elif plan.flash_attention:
-        core = 4 * s * b * model.heads
+        core = 4 * sb * model.heads
     else:
         core = (5 if plan.dropout else 2) * model.heads * s * s * b
-    sharded = (sbe * (2 * model.q_width + 2 * model.kv_width) + core + sbe * mlp) / tp
-    # Replicated over tp unless sequence-parallel: norm inputs and outputs, dropout masks (1 B).
-    replicated = 4 * sbe * h + (2 * s * b * h if plan.dropout else 0)
-    return sharded + (replicated / tp if plan.sequence_parallel else replicated)
+    sharded = sb * (qkv + attention_out + _mlp_bytes(model, plan, moe, low)) + core
+    # Replicated over tp unless sequence-parallel: norm inputs and outputs, MLA's latents,
+    # dropout masks (1 B each).
+    norm_outputs = 0.0 if rerun("layernorm") else low + (a if moe else low)
+    latents = low * ((model.q_lora_rank or 0) + model.kv_lora_rank) if model.is_mla else 0.0
+    replicated = sb * (h * (2 * a + norm_outputs) + latents + (2 * h if plan.dropout else 0))
+    return sharded / tp + (replicated / tp if plan.sequence_parallel else replicated)
+
+
+def _mlp_bytes(model: ModelSpec, plan: ParallelPlan, moe: bool, low: float) -> float:
+    """Bytes per token the (dense or MoE) MLP of a layer keeps, before the tp split."""
+    a, rerun = ACTIVATION_BYTES, plan.recomputes
+
+    def dense(width: int) -> float:  # gate and up (or fc1) at 16 bits, the down projection's input
+        return width * ((2 if model.gated_mlp else 1) * a + low)
+
+    if not moe:
+        return 0.0 if rerun("mlp") else dense(model.ffn_hidden)
+    if rerun("moe"):
+        return 0.0
+    k, width = model.moe_top_k, model.moe_ffn_hidden
+    routed = k * model.hidden * plan.etp * (low + a)  # permuted tokens in, expert outputs back
+    routed += k * width * (2 if model.gated_mlp else 1) * a + (0.0 if rerun("moe_act") else k * width * low)
+    shared = 0.0 if rerun("shared_experts") else dense(model.shared_experts_ffn_hidden)
+    return routed + shared
 
 
 def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:
@@ -230,7 +257,7 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: fl
         dense, expert = stage_params(model, plan, index)
         return MemoryBreakdown(
             weights_bytes=sharded(dense, expert, WEIGHT_BYTES, 3) + gathered,
-            gradients_bytes=sharded(dense, expert, GRADIENT_BYTES, 2),
+            gradients_bytes=sharded(dense, expert, plan.gradient_bytes, 2),
             optimizer_bytes=sharded(dense, expert, OPTIMIZER_BYTES, 1),
             activations_bytes=in_flight_chunks(plan, index) * chunk
             + working

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from simulators.models import ModelSpec
 from simulators.workload._memory import (
     ACTIVATION_BYTES,
-    GRADIENT_BYTES,
     WEIGHT_BYTES,
     stage_edge_params,
     stage_params,
@@ -90,7 +89,7 @@ def layer_collectives(model: ModelSpec, plan: ParallelPlan, layer_index: int) ->
             weights = model.layer_params(layer_index) / plan.tp * WEIGHT_BYTES
             out.append(Collective("weight all_gather", phase, "dp", "all_gather", weights, plan.dp * plan.cp, plan.tp))
     if plan.zero_stage == 3 and plan.dp * plan.cp > 1:
-        grads = model.layer_params(layer_index) / plan.tp * GRADIENT_BYTES
+        grads = model.layer_params(layer_index) / plan.tp * plan.gradient_bytes
         out.append(
             Collective(
                 "gradient reduce_scatter", "bwd_weight", "dp", "reduce_scatter", grads, plan.dp * plan.cp, plan.tp
@@ -119,7 +118,7 @@ def step_collectives(model: ModelSpec, plan: ParallelPlan, stage: int = 0) -> li
                     "bwd_weight",
                     group,
                     "reduce_scatter",
-                    params * GRADIENT_BYTES,
+                    params * plan.gradient_bytes,
                     ranks,
                     stride,
                     "step",
@@ -144,7 +143,7 @@ def step_collectives(model: ModelSpec, plan: ParallelPlan, stage: int = 0) -> li
                     "bwd_weight",
                     group,
                     "all_reduce",
-                    params * GRADIENT_BYTES,
+                    params * plan.gradient_bytes,
                     ranks,
                     stride,
                     "step",

@@ -17,6 +17,10 @@ from simulators.models import ModelSpec
 from simulators.network import Network
 
 RECOMPUTE_MODES = ("none", "selective", "full")
+# What selective recomputation reruns (Megatron-Core --recompute-modules, transformer_config.py):
+# the attention core (the default), the two norms, MLA's up-projections with RoPE, the dense MLP,
+# the whole MoE block (its all-to-alls included), the routed experts' activation, the shared experts.
+RECOMPUTE_MODULES = ("core_attn", "layernorm", "mla_up_proj", "mlp", "moe", "moe_act", "shared_experts")
 SCHEDULES = ("1f1b", "gpipe", "zb-h1")  # 1f1b with vpp > 1 is Megatron's interleaved 1F1B
 # Reference networks by the GPU fields they depend on (GpuSpec itself is not hashable).
 _REFERENCE_NETWORKS: dict[tuple, Network] = {}
@@ -193,6 +197,8 @@ class ParallelPlan:
     etp: int = 1
     vpp: int = 1
     recompute: str = "none"
+    # The modules selective recomputation reruns (RECOMPUTE_MODULES); ignored unless selective.
+    recompute_modules: tuple[str, ...] = ("core_attn",)
     sequence_parallel: bool = True
     zero_stage: int = 1
     schedule: str = "1f1b"
@@ -206,6 +212,10 @@ class ParallelPlan:
     # critical path, as DeepSpeed's defaults did (overlap_comm false; ZeRO-3 gathers synchronous).
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
+    # Gradients accumulated and reduced in bf16 (Megatron's --grad-reduce-in-bf16; NVIDIA's
+    # Megatron-Bridge performance recipes set grad_reduce_in_fp32=False): 2 bytes per gradient
+    # and half the data-parallel traffic, instead of fp32 main gradients.
+    grad_reduce_in_bf16: bool = False
     # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
     pipeline_split: str = "even"
     first_stage_layers: int | None = None
@@ -224,6 +234,11 @@ class ParallelPlan:
         ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
+        unknown = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
+        if unknown or not isinstance(self.recompute_modules, tuple):
+            raise PlanError(
+                f"recompute_modules={self.recompute_modules!r}; allowed: a tuple of {', '.join(RECOMPUTE_MODULES)}"
+            )
         if self.global_batch % (self.dp * self.micro_batch):
             raise PlanError(
                 f"global_batch={self.global_batch} is not a multiple of dp*micro_batch={self.dp}*{self.micro_batch}"
@@ -267,6 +282,15 @@ class ParallelPlan:
     def split(self) -> tuple[str, int | None, int | None]:
         """How the stages share the layers: (pipeline_split, first_stage_layers, last_stage_layers)."""
         return self.pipeline_split, self.first_stage_layers, self.last_stage_layers
+
+    @property
+    def gradient_bytes(self) -> int:
+        """Bytes of one accumulated (and reduced) gradient: fp32 main gradients, or bf16."""
+        return 2 if self.grad_reduce_in_bf16 else 4
+
+    def recomputes(self, module: str) -> bool:
+        """Whether selective recomputation reruns `module` (one of RECOMPUTE_MODULES)."""
+        return self.recompute == "selective" and module in self.recompute_modules
 
     @property
     def pipeline_schedule(self) -> str:
@@ -339,5 +363,7 @@ class TrainingCandidate:
         ):
             if problem:
                 raise PlanError(problem)
+        if plan.recomputes("mla_up_proj") and not model.is_mla:
+            raise PlanError(f"recompute_modules mla_up_proj needs multi-latent attention; {model.name} has none")
         if model.max_seq_len is not None and plan.seq_len > model.max_seq_len:
             raise PlanError(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")

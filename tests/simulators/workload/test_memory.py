@@ -173,3 +173,60 @@ def test_zero3_keeps_at_most_deepspeeds_live_parameters_gathered():
     three = training_memory(model, plan(zero_stage=3, seq_len=2048), 0.0)
     assert 2 * model.layer_params(0) > 1e9
     assert three.weights_bytes == pytest.approx(one.weights_bytes / 8 + 2e9)
+
+
+def _gpt(**kw):
+    fields = dict(
+        name="gpt", layers=4, hidden=1024, ffn_hidden=4096, heads=16, kv_heads=16, vocab=1000, gated_mlp=False
+    )
+    return ModelSpec(**{**fields, **kw})
+
+
+def test_fp8_keeps_each_gemm_input_in_one_byte():
+    """Transformer Engine saves the quantized input of every fp8 GEMM for its weight gradient: the
+    two norm outputs (QKV and fc1 inputs, h each), the attention output (h) and the GeLU output
+    (fc2 input, 4h) -- 7h elements per token at 1 byte instead of 2."""
+    s, b, h = 2048, 2, 1024
+    kw = dict(seq_len=s, micro_batch=b, sequence_parallel=False)
+    bf16, fp8 = (layer_activation_bytes(_gpt(), plan(precision=p, **kw)) for p in ("bf16", "fp8"))
+    assert bf16 - fp8 == 7 * s * b * h
+
+
+@pytest.mark.parametrize(
+    "modules, saved_per_token",
+    [
+        (("layernorm",), 2 * 2 * 1024),  # the two norm outputs, bf16
+        (("mlp",), (4096 + 4096) * 2),  # fc1 output and its GeLU
+        (("core_attn", "layernorm", "mlp"), 4 * 16 + 2 * 2 * 1024 + (4096 + 4096) * 2),
+        (("core_attn", "moe", "moe_act", "shared_experts"), 4 * 16),  # a dense model has no MoE block
+    ],
+)
+def test_recompute_modules_drop_exactly_what_they_rerun(modules, saved_per_token):
+    s, b = 2048, 1
+    kw = dict(seq_len=s, micro_batch=b, sequence_parallel=False)
+    none = layer_activation_bytes(_gpt(), plan(**kw))
+    selective = layer_activation_bytes(_gpt(), plan(recompute="selective", recompute_modules=modules, **kw))
+    assert none - selective == s * b * saved_per_token
+
+
+def test_moe_recompute_modules_drop_the_experts_tensors():
+    """Qwen3-30B-A3B (top-8 of experts 768 wide, hidden 2048, no shared expert), bf16, tp 1:
+    `moe_act` drops the 8 experts' activation outputs (8 * 768 per token), `moe` the whole MoE
+    block: permuted tokens and expert outputs (2 * 8 * 2048) and gate, up, activation (3 * 8 * 768)."""
+    model = get_model("qwen3-30b-a3b")
+    s = 4096
+
+    def keep(*modules):
+        recompute = "selective" if modules else "none"
+        return layer_activation_bytes(model, plan(recompute=recompute, recompute_modules=modules), moe=True)
+
+    assert keep() - keep("moe_act") == s * 2 * 8 * 768
+    assert keep() - keep("moe") == s * 2 * (2 * 8 * 2048 + 3 * 8 * 768)
+
+
+def test_bf16_gradient_reduction_halves_the_gradient_buffer():
+    model = get_model("llama3-8b")
+    fp32, bf16 = (training_memory(model, plan(grad_reduce_in_bf16=g), 0.0) for g in (False, True))
+    assert fp32.gradients_bytes == 4 * model.total_params
+    assert bf16.gradients_bytes == 2 * model.total_params
+    assert bf16.weights_bytes == fp32.weights_bytes and bf16.optimizer_bytes == fp32.optimizer_bytes
