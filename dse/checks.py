@@ -18,7 +18,14 @@ from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_c
 from simulators.models import ModelSpec, get_model
 from simulators.network import Fabric
 from simulators.serving import load_trace, load_vidur_profile
-from simulators.workload import ep_problem, etp_problem, pp_problem, precision_problem, tp_problem
+from simulators.workload import (
+    RECOMPUTE_MODULES,
+    ep_problem,
+    etp_problem,
+    pp_problem,
+    precision_problem,
+    tp_problem,
+)
 
 
 @dataclass(frozen=True)
@@ -159,6 +166,11 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
             raise SpecError(f"training.precision: {settings.precision!r}: {problem}")
     if model.max_seq_len is not None and settings.seq_len > model.max_seq_len:
         raise SpecError(f"training.seq_len: {settings.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")
+    if "mla_up_proj" in settings.recompute_modules and not model.is_mla:
+        raise SpecError(
+            f"training.recompute_modules: mla_up_proj needs multi-latent attention; {model.name} has none "
+            f"(allowed: {', '.join(m for m in RECOMPUTE_MODULES if m != 'mla_up_proj')})"
+        )
     tps, pps, cps = knob_values(search.tp), knob_values(search.pp), knob_values(search.cp)
     for field, values, rule in (
         ("search.tp", tps, tp_problem),

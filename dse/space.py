@@ -131,6 +131,8 @@ class SearchSpace:
             global_batch=params["global_batch"],
             seq_len=settings.seq_len,
             recompute=params["recompute"],
+            recompute_modules=tuple(settings.recompute_modules),
+            grad_reduce_in_bf16=settings.grad_reduce_in_bf16,
             schedule=params["schedule"],
             sequence_parallel=params["sequence_parallel"] and tp > 1,
             zero_stage=params["zero_stage"],

@@ -18,7 +18,7 @@ from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
 from simulators.network import FAMILIES
 from simulators.serving import ROUTERS, SCHEDULERS
-from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES, ZERO_STAGES
+from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
 
 SAMPLERS = ("auto", "tpe", "nsga2", "random", "refine", "grid")
 
@@ -113,6 +113,16 @@ class TrainingSettings(_Frozen):
     # last pipeline stage (the middle stages share the rest equally); null: not set.
     first_stage_layers: int | None = Field(default=None, ge=1)
     last_stage_layers: int | None = Field(default=None, ge=1)
+    # What recompute "selective" reruns (Megatron's --recompute-modules; default its default).
+    recompute_modules: list[str] = ["core_attn"]
+    # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel
+    # traffic) instead of fp32 main gradients.
+    grad_reduce_in_bf16: bool = False
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _modules(cls, values: list[str]) -> list[str]:
+        return _one_of(values, RECOMPUTE_MODULES)
 
 
 class FabricSettings(_Frozen):

@@ -78,6 +78,16 @@ def replace(*pairs):
             "allowed: seq_len, precision",
         ),
         (replace("seq_len: 4096", "seq_len: -1"), "training.seq_len: -1", "greater than or equal to 1"),
+        (
+            replace("seq_len: 4096", "seq_len: 4096\n  recompute_modules: [core_attn, attention]"),
+            "training.recompute_modules: 'attention' is not allowed",
+            "allowed: core_attn, layernorm, mla_up_proj, mlp, moe, moe_act, shared_experts",
+        ),
+        (
+            replace("seq_len: 4096", "seq_len: 4096\n  recompute_modules: [mla_up_proj]"),
+            "training.recompute_modules: mla_up_proj needs multi-latent attention",
+            "allowed: core_attn, layernorm, mlp",
+        ),
         ("name: x\nmodel: [oops\n", "spec: ", "is not valid YAML"),
         (
             replace("recompute: [none, full]", "recompute: [none]\n  vpp: [1, 3]"),
@@ -221,3 +231,12 @@ def test_a_vpp_no_pipeline_split_can_hold_is_refused_and_embedding_loss_accounti
     resolve_study(load_study(write_spec(text.replace("vpp: [1, 2, 4, 8]", "vpp: [8]"))))  # embedding+loss: 128/64
     message = error_of(write_spec, text.replace("[even, embedding+loss]", "[even, middle]"))
     assert "search.pipeline_split" in message and "allowed: even, embedding, loss, embedding+loss" in message
+
+
+def test_recompute_modules_and_bf16_gradients_reach_every_candidate(write_spec):
+    from dse.space import SearchSpace
+
+    text = replace("seq_len: 4096", "seq_len: 4096\n  recompute_modules: [layernorm, mlp]\n  grad_reduce_in_bf16: true")
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(text))))
+    plan = space.candidate({**TINY_PARAMS, "recompute": "selective"}).plan
+    assert plan.recompute_modules == ("layernorm", "mlp") and plan.gradient_bytes == 2
