@@ -23,6 +23,7 @@ import argparse
 import csv
 import dataclasses
 import itertools
+import re
 import statistics
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -55,6 +56,8 @@ ARCH_FIELDS = ("layers", "hidden", "ffn_hidden", "heads", "kv_heads", "vocab")
 MOE_FIELDS = {"moe_experts": "moe_experts", "moe_topk": "moe_top_k", "moe_ffn_hidden": "moe_ffn_hidden"}
 PARALLEL_FIELDS = ("tp", "pp", "dp", "micro_batch")
 BOOLS = {"true": True, "false": False, "": None}
+# Megatron-Bridge rows name the recipe's --recompute-modules in their notes: "recompute_modules ['mlp']".
+RECOMPUTE_MODULES_NOTE = re.compile(r"recompute_modules \[([^\]]*)\]")
 # The rows' model names -> zoo entries (simulators/models/models.yaml), matched by name only.
 ZOO_NAMES = {
     "Llama-2-7B": "llama2-7b",
@@ -186,6 +189,11 @@ def build_plan(
             raise Skip("recompute not stated (fp16-era row)")
         recompute = "none"
         assumptions.append("recompute not stated; assumed none")
+    modules = RECOMPUTE_MODULES_NOTE.search(row["notes"]) if recompute == "selective" else None
+    recompute_modules = ("core_attn",)  # Megatron's default
+    if modules:
+        recompute_modules = tuple(re.findall(r"'(\w+)'", modules.group(1)))
+        assumptions.append(f"recompute modules from the notes' recipe config: {', '.join(recompute_modules)}")
     sequence_parallel = BOOLS[row["seq_parallel"]]
     if sequence_parallel is None:
         sequence_parallel = tp > 1
@@ -211,6 +219,11 @@ def build_plan(
         # count the embedding and the loss as pipeline layers: the only even split Megatron accepts.
         pipeline_split = "embedding+loss"
         assumptions.append("pp*vpp divides layers+2 only; embedding and loss counted as pipeline layers")
+    # Megatron-Bridge's performance recipes reduce gradients in bf16 (scripts/performance/configs/
+    # <model>/*_llm_pretrain.py at v0.4.0 and v0.5.0: cfg.ddp.grad_reduce_in_fp32 = False).
+    bf16_grads = row["source"].startswith("megatron_bridge")
+    if bf16_grads:
+        assumptions.append("Megatron-Bridge performance recipe: gradients reduced in bf16")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
@@ -225,6 +238,7 @@ def build_plan(
         ep=_int(row, "ep") or 1,
         vpp=_int(row, "vpp") or vpp or 1,
         recompute=recompute,
+        recompute_modules=recompute_modules,
         sequence_parallel=sequence_parallel,
         zero_stage=(3 if "ZeRO-3" in row["notes"] else 1) if distributed_optimizer else 0,
         # FlashAttention appeared in 2022: runs published before it computed attention unfused,
@@ -235,6 +249,7 @@ def build_plan(
         overlap_grad_reduce=not deepspeed if dp_overlap is None else dp_overlap,
         overlap_param_gather=not deepspeed,
         pipeline_split=pipeline_split,
+        grad_reduce_in_bf16=bf16_grads,
     )
     return plan, assumptions
 
