@@ -1,7 +1,10 @@
 """The study spec: what a user writes in YAML, validated into frozen pydantic models.
 
 Every field has a default so a ten-line spec works; `search_spaces/README.md` documents each.
-Errors come out as one SpecError line naming the field path and what is allowed.
+Errors come out as one SpecError line naming the field path and what is allowed. Types are strict
+(no bool or string taken for a number), every float is finite and every count has a stated range,
+and the size of the search space is checked before anything enumerates it: a spec may come from
+anyone, and a knob of 10^12 values must be a one-line error, not a MemoryError.
 """
 
 from __future__ import annotations
@@ -10,10 +13,19 @@ import math
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    Strict,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from dse.errors import SpecError
+from dse.inputs import SPEC_LIMIT, brief, load_yaml, read_text
 from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
 from simulators.network import FAMILIES
@@ -22,17 +34,45 @@ from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODU
 
 SAMPLERS = ("auto", "tpe", "nsga2", "random", "refine", "grid")
 
+# Stated ranges: GPUs, parallel degrees, batch sizes and replicas are counts of 1..MAX_COUNT; a
+# knob holds at most MAX_KNOB_VALUES values and the search space at most MAX_SPACE combinations
+# of them (the shipped specs hold at most 28,800), so every check before the first trial is a
+# bounded loop; a name has at most MAX_NAME characters and a path MAX_PATH.
+MAX_COUNT = 2**20
+MAX_KNOB_VALUES = 256
+MAX_SPACE = 10**7
+MAX_NAME = 255
+MAX_PATH = 4096
+MAX_GBPS = 100_000  # a NIC or switch port: 100 Tb/s
+MAX_TOKENS = 2**24  # a sequence, prompt or output
+MAX_BATCH = 4096  # trials asked at a time
+
+Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH)]
+Price = Annotated[float, Field(gt=0, le=1e12)]
+
+
+def _not_bool(value: Any) -> Any:
+    if isinstance(value, bool):
+        raise ValueError(f"{value!r} is not a line rate in Gb/s")
+    return value
+
+
+# Not strict: `dse search` saves spec.yaml from JSON-mode dumps, whose mapping keys are strings.
+Gbps = Annotated[int, Strict(False), BeforeValidator(_not_bool), Field(ge=1, le=MAX_GBPS)]
+
 
 class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
 
 class IntRange(_Frozen):
     """An integer range knob: low, low+step, ..., up to high inclusive."""
 
-    low: int = Field(ge=1)
-    high: int = Field(ge=1)
-    step: int = Field(default=1, ge=1)
+    low: Count
+    high: Count
+    step: Count = 1
 
     @model_validator(mode="after")
     def _ordered(self) -> IntRange:
@@ -40,7 +80,16 @@ class IntRange(_Frozen):
             raise ValueError(f"high={self.high} is below low={self.low}")
         if (self.high - self.low) % self.step:
             raise ValueError(f"high - low = {self.high - self.low} is not a multiple of step={self.step}")
+        if self.count > MAX_KNOB_VALUES:
+            raise ValueError(
+                f"{{low: {self.low}, high: {self.high}, step: {self.step}}} holds {self.count:,} values; "
+                f"allowed: at most {MAX_KNOB_VALUES} (a larger step)"
+            )
         return self
+
+    @property
+    def count(self) -> int:
+        return (self.high - self.low) // self.step + 1
 
     @property
     def values(self) -> tuple[int, ...]:
@@ -58,17 +107,19 @@ def knob_values(knob: Any) -> tuple:
 def _non_empty_unique(values: list) -> list:
     if not values:
         raise ValueError("needs at least one value")
+    if len(values) > MAX_KNOB_VALUES:
+        raise ValueError(f"{len(values):,} values; allowed: at most {MAX_KNOB_VALUES}")
     if len(set(values)) != len(values):
-        raise ValueError(f"{values} repeats a value")
+        raise ValueError(f"{brief(values)} repeats a value")
     return values
 
 
 def _positive_knob(knob: Any) -> Any:
-    """A knob given as a list: non-empty, no repeats, every value at least 1 (a range checks itself)."""
+    """A knob given as a list: non-empty, no repeats, every value a count of 1..MAX_COUNT (a range checks itself)."""
     if isinstance(knob, list):
         _non_empty_unique(knob)
-        if any(not isinstance(v, bool) and v < 1 for v in knob):
-            raise ValueError(f"{knob} holds a value below 1")
+        if any(not 1 <= v <= MAX_COUNT for v in knob):
+            raise ValueError(f"{brief(knob)} holds a value outside 1..{MAX_COUNT}")
     return knob
 
 
@@ -77,7 +128,7 @@ def _one_of(values: list, allowed) -> list:
     _non_empty_unique(values)
     for value in values:
         if value not in allowed:
-            raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(map(str, allowed))}")
+            raise ValueError(f"{brief(value)} is not allowed; allowed: {', '.join(map(str, allowed))}")
     return values
 
 
@@ -85,8 +136,8 @@ class TokenBounds(_Frozen):
     """Tokens per optimizer step the training recipe allows (global batch x seq_len): the
     batch is set by convergence, not by speed, so the search may not leave these bounds."""
 
-    min: float | None = Field(default=None, gt=0)
-    max: float | None = Field(default=None, gt=0)
+    min: float | None = Field(default=None, gt=0, le=1e15)
+    max: float | None = Field(default=None, gt=0, le=1e15)
 
     @model_validator(mode="after")
     def _bounded(self) -> TokenBounds:
@@ -103,16 +154,16 @@ class TokenBounds(_Frozen):
 
 
 class TrainingSettings(_Frozen):
-    seq_len: int = Field(default=4096, ge=1)
+    seq_len: int = Field(default=4096, ge=1, le=MAX_TOKENS)
     precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
-    train_tokens: float | None = Field(default=None, gt=0)
+    train_tokens: float | None = Field(default=None, gt=0, le=1e18)
     global_batch_tokens: TokenBounds | None = None
     overlap_grad_reduce: bool = True
     overlap_param_gather: bool = True
     # Megatron's --decoder-first/last-pipeline-num-layers: transformer layers of the first and
     # last pipeline stage (the middle stages share the rest equally); null: not set.
-    first_stage_layers: int | None = Field(default=None, ge=1)
-    last_stage_layers: int | None = Field(default=None, ge=1)
+    first_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    last_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     # What recompute "selective" reruns (Megatron's --recompute-modules; default its default).
     recompute_modules: list[str] = ["core_attn"]
     # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel
@@ -130,10 +181,10 @@ class FabricSettings(_Frozen):
 
     family: list[str] = ["rail-optimized"]
     nic_gbps: list[float] | None = None  # default: the catalogue NIC speeds of hardware.gpu
-    gpus_per_server: int = Field(default=8, ge=1)
-    nics_per_server: int = Field(default=8, ge=1)
-    switch_radix: int = Field(default=64, ge=4)
-    oversubscription: float = Field(default=1.0, ge=1.0)
+    gpus_per_server: int = Field(default=8, ge=1, le=1024)
+    nics_per_server: int = Field(default=8, ge=1, le=1024)
+    switch_radix: int = Field(default=64, ge=4, le=4096)
+    oversubscription: float = Field(default=1.0, ge=1.0, le=64.0)
 
     @field_validator("family")
     @classmethod
@@ -149,36 +200,28 @@ class FabricSettings(_Frozen):
     def _speeds(cls, values: list[float] | None) -> list[float] | None:
         if values is not None:
             _non_empty_unique(values)
-            if min(values) <= 0:
-                raise ValueError(f"{min(values)} is not a positive line rate")
+            if not all(0 < v <= MAX_GBPS for v in values):
+                raise ValueError(f"{brief(values)} holds a value outside (0, {MAX_GBPS}] Gb/s")
         return values
 
 
 class CostSettings(_Frozen):
     """Overrides of the price book (dse/cost/prices.yaml); unset fields keep its sourced defaults."""
 
-    cloud_tier: str = "neocloud"
-    usd_per_gpu_hour: dict[str, float] = {}  # GPU -> $/GPU-hour in cloud_tier
-    server_usd: dict[str, float] = {}  # GPU -> one 8-GPU server without scale-out NICs
-    nic_usd: dict[int, float] = {}  # Gb/s -> one NIC
-    switch_usd_per_port: dict[int, float] = {}  # Gb/s -> switch price per port
-    link_usd: dict[int, float] = {}  # Gb/s -> one link with its optics
-    server_overhead_watts: float | None = Field(default=None, ge=0)
-    switch_watts_per_port: float | None = Field(default=None, ge=0)
-    link_watts: float | None = Field(default=None, ge=0)
-    pue: float | None = Field(default=None, ge=1)
-    usd_per_kwh: float | None = Field(default=None, ge=0)
-    amortisation_years: float | None = Field(default=None, gt=0)
+    cloud_tier: Name = "neocloud"
+    usd_per_gpu_hour: dict[Name, Price] = {}  # GPU -> $/GPU-hour in cloud_tier
+    server_usd: dict[Name, Price] = {}  # GPU -> one 8-GPU server without scale-out NICs
+    nic_usd: dict[Gbps, Price] = {}  # Gb/s -> one NIC
+    switch_usd_per_port: dict[Gbps, Price] = {}  # Gb/s -> switch price per port
+    link_usd: dict[Gbps, Price] = {}  # Gb/s -> one link with its optics
+    server_overhead_watts: float | None = Field(default=None, ge=0, le=1e7)
+    switch_watts_per_port: float | None = Field(default=None, ge=0, le=1e5)
+    link_watts: float | None = Field(default=None, ge=0, le=1e5)
+    pue: float | None = Field(default=None, ge=1, le=10)
+    usd_per_kwh: float | None = Field(default=None, ge=0, le=1e3)
+    amortisation_years: float | None = Field(default=None, gt=0, le=100)
     utilisation: float | None = Field(default=None, gt=0, le=1)
-    grid_kg_co2e_per_kwh: float | None = Field(default=None, ge=0)
-
-    @field_validator("usd_per_gpu_hour", "server_usd", "nic_usd", "switch_usd_per_port", "link_usd")
-    @classmethod
-    def _positive_prices(cls, prices: dict) -> dict:
-        for name, price in prices.items():
-            if price <= 0:
-                raise ValueError(f"{name}: {price} is not a positive price")
-        return prices
+    grid_kg_co2e_per_kwh: float | None = Field(default=None, ge=0, le=10)
 
     def overrides(self) -> dict[str, Any]:
         """The price-book entries this spec sets (the GPU rental prices are applied per tier)."""
@@ -190,16 +233,16 @@ class CostSettings(_Frozen):
 
 
 class Hardware(_Frozen):
-    gpu: list[str] = ["H100-SXM"]
+    gpu: list[Name] = ["H100-SXM"]
     num_gpus: IntKnob = [8, 16, 32, 64]
     # What a GPU holds beyond the plan's tensors: the CUDA context and the cuBLAS/NCCL workspaces,
     # which live outside PyTorch's caching allocator, and the allocator's fragmentation. 4 GiB is
     # an assumption (no published figure for these together), shown as `reserve` in every
     # memory breakdown; set it to what your stack measures.
-    memory_reserve_gib: float = Field(default=4.0, ge=0)
+    memory_reserve_gib: float = Field(default=4.0, ge=0, le=1024)
     fabric: FabricSettings = FabricSettings()
-    calibration: str | None = None
-    network_calibration: str | None = None  # `dse validate --calibrate` output: the NIC efficiency
+    calibration: FilePath | None = None
+    network_calibration: FilePath | None = None  # `dse validate --calibrate` output: the NIC efficiency
     compute_fraction: float | None = Field(default=None, gt=0, le=1)
 
     _unique = field_validator("gpu")(_non_empty_unique)
@@ -223,9 +266,8 @@ class TrainingSearch(_Frozen):
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
 
-    _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "sequence_parallel")(
-        _positive_knob
-    )
+    _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch")(_positive_knob)
+    _unique = field_validator("sequence_parallel")(_non_empty_unique)
 
     @field_validator("recompute", "pipeline_split", "schedule", "zero_stage")
     @classmethod
@@ -270,10 +312,10 @@ class LengthSettings(_Frozen):
     """A length distribution: `fixed` (value), `uniform` (low..high), `zipf` (theta over low..high)."""
 
     dist: Literal["fixed", "uniform", "zipf"] = "uniform"
-    value: int | None = Field(default=None, ge=1)
-    low: int = Field(default=1, ge=1)
-    high: int = Field(default=1, ge=1)
-    theta: float = Field(default=1.0, gt=0)
+    value: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    low: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    high: int = Field(default=1, ge=1, le=MAX_TOKENS)
+    theta: float = Field(default=1.0, gt=0, le=100)
 
     @model_validator(mode="after")
     def _complete(self) -> LengthSettings:
@@ -288,23 +330,23 @@ class ServingSettings(_Frozen):
     """The request stream every candidate of an inference study serves, and its SLO."""
 
     precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
-    requests: int = Field(default=2000, ge=10)
+    requests: int = Field(default=2000, ge=10, le=10**7)
     arrival: Literal["poisson", "gamma", "replay"] = "poisson"  # replay: the trace's own arrivals, time-scaled
-    cv: float = Field(default=1.0, gt=0)
-    qps: float | None = Field(default=None, gt=0)  # None: search each candidate's capacity
-    trace: str | None = None  # a trace file: its lengths (in order) replace prompt/output
-    max_tokens: int | None = Field(default=None, ge=2)  # cap prompt + output of trace requests
+    cv: float = Field(default=1.0, gt=0, le=100)
+    qps: float | None = Field(default=None, gt=0, le=1e9)  # None: search each candidate's capacity
+    trace: FilePath | None = None  # a trace file: its lengths (in order) replace prompt/output
+    max_tokens: int | None = Field(default=None, ge=2, le=MAX_TOKENS)  # cap prompt + output of trace requests
     prompt: LengthSettings = LengthSettings(dist="uniform", low=128, high=2048)
     output: LengthSettings = LengthSettings(dist="uniform", low=16, high=512)
-    ttft_p90_s: float = Field(default=2.0, gt=0)
-    tbt_p99_s: float = Field(default=0.2, gt=0)
-    block_tokens: int = Field(default=16, ge=1)
+    ttft_p90_s: float = Field(default=2.0, gt=0, le=1e6)
+    tbt_p99_s: float = Field(default=0.2, gt=0, le=1e6)
+    block_tokens: int = Field(default=16, ge=1, le=2**16)
     memory_fraction: float = Field(default=0.9, gt=0, le=1)
     # Measured operation times in Vidur's profile layout (mlp.csv, attention.csv, all_reduce.csv);
     # each replaces the analytical cost of the operations it covers.
-    profile_mlp: str | None = None
-    profile_attention: str | None = None
-    profile_all_reduce: str | None = None
+    profile_mlp: FilePath | None = None
+    profile_attention: FilePath | None = None
+    profile_all_reduce: FilePath | None = None
 
 
 class PacketFidelity(_Frozen):
@@ -312,8 +354,8 @@ class PacketFidelity(_Frozen):
     the packet simulator's congestion factors (every group of the step at once on the fabric),
     messages capped at `message_cap_mb` MB in the packet runs."""
 
-    top: int = Field(default=5, ge=1)
-    message_cap_mb: float = Field(default=16.0, gt=0)
+    top: int = Field(default=5, ge=1, le=10_000)
+    message_cap_mb: float = Field(default=16.0, gt=0, le=1e6)
 
 
 class Fidelity(_Frozen):
@@ -321,12 +363,12 @@ class Fidelity(_Frozen):
 
 
 class Objective(_Frozen):
-    metric: str
+    metric: Name
     direction: Literal["minimize", "maximize"] | None = None
 
 
 class Constraint(_Frozen):
-    metric: str
+    metric: Name
     max: float | None = None
     min: float | None = None
 
@@ -338,24 +380,26 @@ class Constraint(_Frozen):
 
 
 class Budget(_Frozen):
-    trials: int = Field(default=200, ge=1)
-    timeout_s: float | None = Field(default=None, gt=0)
+    trials: int = Field(default=200, ge=1, le=10**7)
+    timeout_s: float | None = Field(default=None, gt=0, le=1e9)
     batch_size: int | Literal["auto"] = "auto"
 
     @field_validator("batch_size", mode="before")
     @classmethod
     def _batch_size(cls, value: Any) -> Any:
-        if value == "auto" or (type(value) is int and value >= 1):
+        if value == "auto" or (type(value) is int and 1 <= value <= MAX_BATCH):
             return value
-        raise ValueError(f"{value!r} is not allowed; allowed: auto, or a whole number of trials (1 or more)")
+        raise ValueError(
+            f"{brief(value)} is not allowed; allowed: auto, or a whole number of trials (1 to {MAX_BATCH})"
+        )
 
 
 class Study(_Frozen):
     """A whole study: what to search, for what, within which budget."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME)
     mode: Literal["training", "inference"] = "training"
-    model: str | ModelSpec
+    model: Name | ModelSpec
     training: TrainingSettings = TrainingSettings()
     serving: ServingSettings = ServingSettings()
     hardware: Hardware = Hardware()
@@ -369,9 +413,9 @@ class Study(_Frozen):
     fidelity: Fidelity = Fidelity()
     budget: Budget = Budget()
     sampler: Literal["auto", "tpe", "nsga2", "random", "refine", "grid"] = "auto"
-    seed: int = 0
-    output: str | None = None
-    storage: str | None = None
+    seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy and Optuna seeds are 32-bit
+    output: FilePath | None = None
+    storage: FilePath | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -415,15 +459,7 @@ def load_study(path: str | Path, **overrides: Any) -> Study:
     Only the syntax and field types are checked here; `dse.checks.check_study` checks the
     names and the parallel plans against the catalogues.
     """
-    path = Path(path)
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except FileNotFoundError:
-        raise SpecError(f"spec: {path} does not exist") from None
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise SpecError(f"spec: {path}{where} is not valid YAML: {getattr(exc, 'problem', exc)}") from None
+    raw = load_yaml(read_text(path, "spec", SPEC_LIMIT), f"spec: {path}")
     if not isinstance(raw, dict):
         raise SpecError(f"spec: {path} must hold a mapping of fields (name, model, ...)")
     for dotted, value in overrides.items():
@@ -431,17 +467,40 @@ def load_study(path: str | Path, **overrides: Any) -> Study:
             continue
         node = raw
         *parents, leaf = dotted.split(".")
-        for key in parents:
+        for depth, key in enumerate(parents):
             node = node.setdefault(key, {})
+            if not isinstance(node, dict):
+                field = ".".join(parents[: depth + 1])
+                raise SpecError(f"{field}: {brief(node)} is not a mapping; allowed: a mapping of fields ({leaf}, ...)")
         node[leaf] = value
     return parse_study(raw)
 
 
 def parse_study(raw: dict) -> Study:
+    """Validate a spec's fields, then bound its search space before anything enumerates it."""
     try:
-        return Study.model_validate(raw)
+        study = Study.model_validate(raw)
     except ValidationError as exc:
         raise SpecError(_one_line(exc)) from None
+    _check_space_size(study)
+    return study
+
+
+def _check_space_size(study: Study) -> None:
+    hardware, search = study.hardware, study.search
+    counts = {"gpu": len(hardware.gpu)}
+    if study.mode == "training":
+        counts |= {"num_gpus": _knob_count(hardware.num_gpus), "fabric": len(hardware.fabric.family)}
+        counts["nic_gbps"] = len(hardware.fabric.nic_gbps or [None])  # None: the catalogue speed
+    counts |= {name: _knob_count(getattr(search, name)) for name in type(search).model_fields if name != "kind"}
+    size = math.prod(counts.values())
+    if size > MAX_SPACE:
+        factors = " x ".join(f"{name} {n}" for name, n in counts.items() if n > 1)
+        raise SpecError(f"search: {size:,} combinations of knob values ({factors}); allowed: at most {MAX_SPACE:,}")
+
+
+def _knob_count(knob: Any) -> int:
+    return knob.count if isinstance(knob, IntRange) else len(knob)
 
 
 def _one_line(exc: ValidationError) -> str:
@@ -460,10 +519,10 @@ def _one_line(exc: ValidationError) -> str:
     if kind == "missing":
         return f"{path}: required field is missing"
     if kind == "literal_error":
-        return f"{path}: {err['input']!r} is not allowed; {msg.replace('Input should be', 'allowed:')}"
+        return f"{path}: {brief(err['input'])} is not allowed; {msg.replace('Input should be', 'allowed:')}"
     if kind == "value_error":
         return f"{path}: {msg.removeprefix('Value error, ')}"
-    return f"{path}: {err['input']!r}: {msg}"
+    return f"{path}: {brief(err['input'])}: {msg}"
 
 
 _UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]", "TokenBounds"}
@@ -482,14 +541,14 @@ def _allowed_fields(loc: list) -> list[str]:
     """Field names of the model found by walking `loc` from Study (through lists and unions)."""
     model: type[BaseModel] = Study
     nested: list[type[BaseModel]] = []
-    for part in loc:
+    for i, part in enumerate(loc):
         if isinstance(part, int):
             continue
         tagged = [m for m in nested if m.model_fields.get("kind") and m.model_fields["kind"].default == part]
         if tagged:  # a discriminated union's tag picks its member
             model = tagged[0]
             continue
-        if part in _UNION_TAGS:
+        if _union_tag(loc, i):
             continue
         nested = _models_in(model.model_fields[part].annotation)
         if not nested:

@@ -35,10 +35,12 @@ class ModelSpec(BaseModel):
     part of the key is one vector shared by all heads), values `v_head_dim`.
     """
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Strict and finite: a shape given inline in a spec is user input (no bool or string taken for
+    # a number); `aliases` stays lax so the catalogue's YAML lists become tuples.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
-    name: str
-    aliases: tuple[str, ...] = ()
+    name: str = Field(min_length=1, max_length=255)
+    aliases: tuple[str, ...] = Field(default=(), strict=False)
     family: str = "custom"
     params_b: float | None = Field(default=None, gt=0)
     active_params_b: float | None = Field(default=None, gt=0)
