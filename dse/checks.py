@@ -12,9 +12,10 @@ from pathlib import Path
 
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
+from dse.inputs import CALIBRATION_LIMIT, NETWORK_CALIBRATION_LIMIT, TRACE_LIMIT, load_yaml, read_text, regular_file
 from dse.metrics import CAPACITY_METRICS, OWNED_METRICS, metrics_for
 from dse.spec import Constraint, Study, TokenBounds, knob_values
-from simulators.hardware import GpuSpec, calibration_table, get_gpu, sustained_compute_fraction
+from simulators.hardware import GpuSpec, get_gpu, parse_calibration, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
 from simulators.network import Fabric
 from simulators.serving import load_trace, load_vidur_profile
@@ -72,10 +73,12 @@ def resolve_study(study: Study) -> ResolvedStudy:
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
     nic_efficiency = None
-    if study.hardware.network_calibration:  # read once here, so a bad file stops the study now
+    if path := study.hardware.network_calibration:  # read once here, so a bad file stops the study now
         from dse.validate import load_calibration
 
-        nic_efficiency = load_calibration(study.hardware.network_calibration)
+        # The front door first: load_calibration itself reads without a size or depth bound.
+        load_yaml(read_text(path, "hardware.network_calibration", NETWORK_CALIBRATION_LIMIT), f"{path}")
+        nic_efficiency = load_calibration(path)
     objectives, directions = _check_metrics(study)
     constraints = tuple(
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
@@ -151,12 +154,10 @@ def _check_pipeline_split(settings, search, model: ModelSpec, pps: list[int]) ->
         if pp == 1 and (problem := pp_problem(model, 1)):
             raise SpecError(f"search.pp: {problem}")
     for vpp in knob_values(search.vpp):
-        fits = [pp_problem(model, pp, vpp, split, *explicit) for pp in pps if pp > 1 for split in splits]
-        if vpp > 1 and all(fits):
-            raise SpecError(
-                f"search.vpp: {vpp} chunks per stage fit no pp and pipeline_split of the search space"
-                + (f": {fits[0]}" if fits else " (vpp needs pp > 1)")
-            )
+        plans = [(pp, split) for pp in pps if pp > 1 for split in splits]
+        if vpp > 1 and not any(not pp_problem(model, pp, vpp, split, *explicit) for pp, split in plans):
+            why = f": {pp_problem(model, plans[0][0], vpp, plans[0][1], *explicit)}" if plans else " (vpp needs pp > 1)"
+            raise SpecError(f"search.vpp: {vpp} chunks per stage fit no pp and pipeline_split of the search space{why}")
 
 
 def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
@@ -185,6 +186,13 @@ def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -
         if cp > 1 and settings.seq_len % (2 * cp):
             raise SpecError(f"search.cp: {cp} does not split seq_len={settings.seq_len} into 2*cp equal chunks")
     counts = knob_values(study.hardware.num_gpus)
+    per_server = study.hardware.fabric.gpus_per_server
+    for n in counts:
+        if n > per_server and n % per_server:
+            raise SpecError(
+                f"hardware.num_gpus: {n} fills no whole number of servers of hardware.fabric.gpus_per_server="
+                f"{per_server}; allowed: 1 to {per_server}, or a multiple of {per_server}"
+            )
     splits = {tp * pp * cp for tp, pp, cp in itertools.product(tps, pps, cps)}
     for n in counts:
         if not any(n % split == 0 for split in splits):
@@ -249,14 +257,12 @@ def _check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) ->
         if problem := pp_problem(model, value):
             raise SpecError(f"search.pp: {problem}")
     for field in ("profile_mlp", "profile_attention", "profile_all_reduce"):
-        path = getattr(settings, field)
-        if path and not Path(path).is_file():
-            raise SpecError(f"serving.{field}: {path} is not a file")
+        if path := getattr(settings, field):
+            regular_file(path, f"serving.{field}", CALIBRATION_LIMIT)
     if settings.profile_mlp or settings.profile_attention or settings.profile_all_reduce:
         load_vidur_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce)
     if settings.trace:
-        if not Path(settings.trace).is_file():
-            raise SpecError(f"serving.trace: {settings.trace} is not a file")
+        regular_file(settings.trace, "serving.trace", TRACE_LIMIT)
         trace = load_trace(settings.trace, settings.max_tokens)
         if settings.arrival == "replay" and (trace.arrival_s is None or len(trace) < settings.requests):
             raise SpecError(
@@ -269,11 +275,11 @@ def _check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) ->
 
 
 def _check_calibration(path: str) -> None:
-    """Load the table once now, so a bad file stops the study before any trial."""
-    if not Path(path).is_file():
-        raise SpecError(f"hardware.calibration: {path} is not a file")
+    """Parse the table once now, read through the front door, so a bad file stops the study
+    before any trial (the simulators then read the same file by its path)."""
+    text = read_text(path, "hardware.calibration", CALIBRATION_LIMIT)
     try:
-        calibration_table(path)
+        parse_calibration(text.splitlines(keepends=True), Path(path).name)
     except DseError as exc:
         raise SpecError(f"hardware.calibration: {exc}") from None
 

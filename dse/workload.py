@@ -9,14 +9,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from dse.inputs import WORKLOAD_LIMIT, read_text
 from simulators.hardware import get_gpu
 from simulators.network import Network, collective_time_s
-from simulators.workload import read_simai_workload, simai_group_sizes, simai_time_breakdown
+from simulators.workload import parse_simai_workload, simai_group_sizes, simai_time_breakdown
 
 
 def time_simai_workload(path: Path, gpu_name: str, overlap_pp: bool = True) -> dict[str, float]:
     """Seconds per part of one iteration of the workload in `path` on `gpu_name` GPUs."""
-    workload = read_simai_workload(path)
+    workload = parse_simai_workload(read_text(path, "workload import", WORKLOAD_LIMIT), str(path))
     header = workload.header
     sizes = simai_group_sizes(header)
     network = Network.from_gpu(get_gpu(gpu_name, "--gpu"))

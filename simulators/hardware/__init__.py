@@ -10,7 +10,7 @@ from simulators.hardware._gpu import (
     sustained_compute_fraction,
 )
 from simulators.hardware._memory_kernels import LOW_PRECISION_BYTES, MemoryKernel, layer_memory_kernels
-from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration
+from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration, parse_calibration
 
 __all__ = [
     "LOW_PRECISION_BYTES",
@@ -28,5 +28,6 @@ __all__ = [
     "host_launch_s",
     "layer_memory_kernels",
     "load_calibration",
+    "parse_calibration",
     "sustained_compute_fraction",
 ]

@@ -6,6 +6,7 @@ from simulators.hardware.calibration._table import (
     CalibrationTable,
     calibration_table,
     load_calibration,
+    parse_calibration,
 )
 
-__all__ = ["CalibrationPoints", "CalibrationTable", "calibration_table", "load_calibration"]
+__all__ = ["CalibrationPoints", "CalibrationTable", "calibration_table", "load_calibration", "parse_calibration"]

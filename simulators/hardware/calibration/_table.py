@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -85,12 +85,21 @@ def load_calibration(path: str | Path) -> CalibrationTable:
     file, the line, the column, the value and what is allowed."""
     path = Path(path)
     with path.open(newline="", encoding="utf-8") as f:
-        reader = csv.DictReader(f)
+        return parse_calibration(f, path.name)
+
+
+def parse_calibration(lines: Iterable[str], label: str) -> CalibrationTable:
+    """The table in the CSV `lines` (as `load_calibration`; `label` names the file in errors), for
+    callers that read the file themselves under their own limits."""
+    reader = csv.DictReader(lines)
+    try:
         missing = [c for c in COLUMNS if c not in (reader.fieldnames or ())]
         if missing:
-            raise SpecError(f"{path.name}: missing columns {', '.join(missing)}; required: {', '.join(COLUMNS)}")
-        rows = [_parse_row(path.name, line, row) for line, row in enumerate(reader, start=2)]
-    return _group_rows(rows, path.name)
+            raise SpecError(f"{label}: missing columns {', '.join(missing)}; required: {', '.join(COLUMNS)}")
+        rows = [_parse_row(label, line, row) for line, row in enumerate(reader, start=2)]
+    except csv.Error as exc:  # a NUL byte, an unclosed quote, a field over csv's size limit
+        raise SpecError(f"{label} line {reader.line_num}: not a CSV row ({exc})") from None
+    return _group_rows(rows, label)
 
 
 def _group_rows(rows: Sequence[tuple[tuple, tuple[float, ...], float, int]], label: str) -> CalibrationTable:
