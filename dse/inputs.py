@@ -51,8 +51,12 @@ def read_text(path: str | Path, field: str, limit: int) -> str:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except OSError as exc:
         raise _unreadable(exc, path, field) from None
-    with os.fdopen(fd, "rb") as f:
+    try:
         _checked(os.fstat(fd), path, field, limit)
+    except SpecError:
+        os.close(fd)
+        raise
+    with os.fdopen(fd, "rb") as f:
         data = f.read(limit + 1)
     if len(data) > limit:
         raise SpecError(f"{field}: {path} is larger than {_size(limit)}; allowed: at most {_size(limit)}")

@@ -506,12 +506,16 @@ def _knob_count(knob: Any) -> int:
 def _one_line(exc: ValidationError) -> str:
     """The most telling validation error as `field.path: what is wrong; allowed: ...`.
 
-    For a union (a knob given as a list or a range) pydantic reports every branch; the branch
-    whose error goes deeper than "wrong type" is the one the user meant.
+    For a union (a knob given as a list or a range, a model given by name or inline) pydantic
+    reports every branch; the branch whose error goes deeper than "wrong type", else the one whose
+    error lies deepest in the input, is the one the user meant.
     """
-    errors = exc.errors()
-    err = next((e for e in errors if not e["type"].endswith("_type")), errors[0])
-    loc = [p for i, p in enumerate(err["loc"]) if not _union_tag(err["loc"], i)]
+
+    def field_path(err: dict) -> list:
+        return [p for i, p in enumerate(err["loc"]) if not _union_tag(err["loc"], i)]
+
+    err = max(exc.errors(), key=lambda e: (not e["type"].endswith("_type"), len(field_path(e))))
+    loc = field_path(err)
     path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "spec"
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
@@ -525,7 +529,7 @@ def _one_line(exc: ValidationError) -> str:
     return f"{path}: {brief(err['input'])}: {msg}"
 
 
-_UNION_TAGS = {"list[int]", "IntRange", "str", "ModelSpec", "list[bool]", "TokenBounds"}
+_UNION_TAGS = {"list[int]", "IntRange", "str", "constrained-str", "ModelSpec", "list[bool]", "TokenBounds"}
 _MODE_TAGS = {"training", "inference"}  # the tag of `search`'s union; elsewhere `training` is a field
 
 
