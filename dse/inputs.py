@@ -187,10 +187,15 @@ def load_yaml(text: str, field: str) -> Any:
     naming `field` (the file) and the line otherwise."""
     try:
         return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 (a SafeLoader subclass)
+    except yaml.reader.ReaderError as exc:  # a control character: no mark, a position
+        line = text.count("\n", 0, exc.position) + 1
+        problem = f"character {brief(chr(exc.character))} is not allowed; allowed: printable text, tab and newline"
+        raise SpecError(f"{field} line {line} is not valid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" line {mark.line + 1}" if mark else ""
-        raise SpecError(f"{field}{where} is not valid YAML: {getattr(exc, 'problem', None) or exc}") from None
+        problem = " ".join(str(getattr(exc, "problem", None) or exc).split())
+        raise SpecError(f"{field}{where} is not valid YAML: {problem}") from None
 
 
 __all__ = ["brief", "load_yaml", "read_text", "regular_file"]

@@ -10,10 +10,12 @@ anyone, and a knob of 10^12 values must be a one-line error, not a MemoryError.
 from __future__ import annotations
 
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import (
+    AfterValidator,
     BaseModel,
     BeforeValidator,
     ConfigDict,
@@ -47,9 +49,17 @@ MAX_GBPS = 100_000  # a NIC or switch port: 100 Tb/s
 MAX_TOKENS = 2**24  # a sequence, prompt or output
 MAX_BATCH = 4096  # trials asked at a time
 
+
+def _printable(text: str) -> str:
+    """Names and paths end up in one-line errors, tables and file names: no control characters."""
+    if not text.isprintable():
+        raise ValueError(f"{brief(text)} holds a control character (a newline, tab...); allowed: printable text")
+    return text
+
+
 Count = Annotated[int, Field(ge=1, le=MAX_COUNT)]
-Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME)]
-FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH)]
+Name = Annotated[str, Field(min_length=1, max_length=MAX_NAME), AfterValidator(_printable)]
+FilePath = Annotated[str, Field(min_length=1, max_length=MAX_PATH), AfterValidator(_printable)]
 Price = Annotated[float, Field(gt=0, le=1e12)]
 
 
@@ -516,7 +526,10 @@ def _one_line(exc: ValidationError) -> str:
 
     err = max(exc.errors(), key=lambda e: (not e["type"].endswith("_type"), len(field_path(e))))
     loc = field_path(err)
-    path = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in loc).lstrip(".") or "spec"
+    path = "".join(
+        f"[{p}]" if isinstance(p, int) else f".{p}" if _FIELD_NAME.fullmatch(p) else f"[{brief(p)}]" for p in loc
+    )
+    path = path.lstrip(".") or "spec"
     kind, msg = err["type"], err["msg"]
     if kind == "extra_forbidden":
         return f"{path}: unknown field; allowed: {', '.join(_allowed_fields(err['loc'][:-1]))}"
@@ -529,6 +542,7 @@ def _one_line(exc: ValidationError) -> str:
     return f"{path}: {brief(err['input'])}: {msg}"
 
 
+_FIELD_NAME = re.compile(r"[\w.+-]{1,80}")  # a key quoted in an error path otherwise
 _UNION_TAGS = {"list[int]", "IntRange", "str", "constrained-str", "ModelSpec", "list[bool]", "TokenBounds"}
 _MODE_TAGS = {"training", "inference"}  # the tag of `search`'s union; elsewhere `training` is a field
 
