@@ -301,6 +301,21 @@ def _cap_tokens(prompt: np.ndarray, output: np.ndarray, max_tokens: int) -> tupl
     return np.maximum(prompt - prompt_cut, 1), np.maximum(output - output_cut, 1)
 
 
+def _read_csv(path: Path, **options):
+    """pandas.read_csv with its failures (unreadable, empty, not UTF-8, malformed rows) as one SpecError line."""
+    import pandas as pd  # only here: importing it costs a third of a second of start-up
+
+    try:
+        return pd.read_csv(path, **options)
+    except OSError as error:
+        raise SpecError(f"trace: cannot read {path}: {error.strerror or error}") from None
+    except pd.errors.EmptyDataError:
+        raise SpecError(f"trace: {path} is empty; allowed: a CSV file with a header row") from None
+    except (UnicodeDecodeError, pd.errors.ParserError) as error:
+        reason = " ".join(str(error).split())
+        raise SpecError(f"trace: {path} is not a UTF-8 CSV file ({reason}); allowed: CSV with a header row") from None
+
+
 def load_trace(path: str | Path, max_tokens: int | None = None) -> TraceData:
     """Read a request trace CSV, its layout recognised by its (case-sensitive) column names.
 
@@ -316,23 +331,17 @@ def load_trace(path: str | Path, max_tokens: int | None = None) -> TraceData:
     already filtered to <= 4,096 tokens; the Splitwise ones have 1,612 (conv) and 1,257 (code)
     longer requests.
     """
-    import pandas as pd  # only here: importing it costs a third of a second of start-up
-
     path = Path(path)
     if max_tokens is not None:
         max_tokens = _count("max_tokens", max_tokens, 2)
-    try:
-        columns = list(pd.read_csv(path, nrows=0).columns)
-    except OSError as error:
-        raise SpecError(f"trace: cannot read {path}: {error.strerror or error}") from None
-    except pd.errors.EmptyDataError:
-        raise SpecError(f"trace: {path} is empty; allowed: a CSV file with a header row") from None
+    columns = list(_read_csv(path, nrows=0).columns)
     layout = next((cols for cols in _LAYOUTS if {c for c in cols if c} <= set(columns)), None)
     if layout is None:
         accepted = " | ".join("+".join(c for c in cols if c) for cols in _LAYOUTS)
-        raise SpecError(f"trace {path.name}: columns {', '.join(map(str, columns))}; allowed column sets: {accepted}")
+        found = ", ".join((str(c) if str(c).isprintable() else repr(c))[:40] for c in columns[:20])  # binary: odd
+        raise SpecError(f"trace {path.name}: columns {found}; allowed column sets: {accepted}")
     time_column, prompt_column, output_column = layout
-    frame = pd.read_csv(path, usecols=[c for c in layout if c])
+    frame = _read_csv(path, usecols=[c for c in layout if c])
     if frame.empty:
         raise SpecError(f"trace {path.name}: no requests; allowed: at least one row")
     prompt = _tokens(path, prompt_column, frame[prompt_column])

@@ -150,3 +150,13 @@ def test_calibration_files_are_read_through_the_front_door(write_spec, tmp_path)
 def test_workload_import_reads_through_the_front_door():
     with pytest.raises(SpecError, match="^workload import: /dev/zero is not a regular file"):
         time_simai_workload(Path("/dev/zero"), "H100-SXM")
+
+
+@pytest.mark.parametrize(
+    "data", [bytes(range(256)) * 8, "num_prefill_tokens,num_decode_tokens\n1,2\né,3\n".encode("latin-1")]
+)
+def test_a_binary_or_latin1_trace_is_one_line(write_spec, tmp_path, data):
+    trace = tmp_path / "trace.csv"
+    trace.write_bytes(data)
+    path = write_spec(f"name: served\nmode: inference\nmodel: llama3-8b\nserving: {{trace: {trace}}}\n")
+    assert "trace" in error_of(path)  # the latin-1 one was a UnicodeDecodeError traceback
