@@ -57,6 +57,7 @@ MOE_FIELDS = {"moe_experts": "moe_experts", "moe_topk": "moe_top_k", "moe_ffn_hi
 PARALLEL_FIELDS = ("tp", "pp", "dp", "micro_batch")
 BOOLS = {"true": True, "false": False, "": None}
 # Megatron-Bridge rows name the recipe's --recompute-modules in their notes: "recompute_modules ['mlp']".
+BF16_GRADIENT_SOURCES = ("megatron_bridge", "nemo_24.07")
 RECOMPUTE_MODULES_NOTE = re.compile(r"recompute_modules \[([^\]]*)\]")
 # The rows' model names -> zoo entries (simulators/models/models.yaml), matched by name only.
 ZOO_NAMES = {
@@ -219,11 +220,14 @@ def build_plan(
         # count the embedding and the loss as pipeline layers: the only even split Megatron accepts.
         pipeline_split = "embedding+loss"
         assumptions.append("pp*vpp divides layers+2 only; embedding and loss counted as pipeline layers")
-    # Megatron-Bridge's performance recipes reduce gradients in bf16 (scripts/performance/configs/
-    # <model>/*_llm_pretrain.py at v0.4.0 and v0.5.0: cfg.ddp.grad_reduce_in_fp32 = False).
-    bf16_grads = row["source"].startswith("megatron_bridge")
+    # NVIDIA's performance recipes reduce gradients in bf16: Megatron-Bridge's (scripts/performance/
+    # configs/<model>/*_llm_pretrain.py at v0.4.0 and v0.5.0: cfg.ddp.grad_reduce_in_fp32 = False)
+    # and NeMo 24.07's launcher configs (NeMo-Framework-Launcher launcher_scripts/conf/training/
+    # nemotron/nemotron_340b.yaml: optim.grad_sync_dtype bf16; its H100 examples pass
+    # +training.model.optim.grad_sync_dtype=bf16).
+    bf16_grads = row["source"].startswith(BF16_GRADIENT_SOURCES)
     if bf16_grads:
-        assumptions.append("Megatron-Bridge performance recipe: gradients reduced in bf16")
+        assumptions.append("NVIDIA performance recipe: gradients reduced in bf16")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
