@@ -142,6 +142,7 @@ class SearchSpace:
             pipeline_split=params.get("pipeline_split", "even"),  # absent from studies before the knob
             first_stage_layers=settings.first_stage_layers,
             last_stage_layers=settings.last_stage_layers,
+            pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
         )
         hardware = self.resolved.study.hardware
         gpu = self.gpu(params["gpu"])

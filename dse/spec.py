@@ -113,6 +113,9 @@ class TrainingSettings(_Frozen):
     # last pipeline stage (the middle stages share the rest equally); null: not set.
     first_stage_layers: int | None = Field(default=None, ge=1)
     last_stage_layers: int | None = Field(default=None, ge=1)
+    # Megatron's --pipeline-model-parallel-layout: transformer layers of each virtual stage, in
+    # model order (pp*vpp entries; the embedding goes on the first, the loss on the last).
+    pipeline_layout: list[Annotated[int, Field(ge=1)]] | None = None
     # What recompute "selective" reruns (Megatron's --recompute-modules; default its default).
     recompute_modules: list[str] = ["core_attn"]
     # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel

@@ -240,3 +240,17 @@ def test_recompute_modules_and_bf16_gradients_reach_every_candidate(write_spec):
     space = SearchSpace.from_study(resolve_study(load_study(write_spec(text))))
     plan = space.candidate({**TINY_PARAMS, "recompute": "selective"}).plan
     assert plan.recompute_modules == ("layernorm", "mlp") and plan.gradient_bytes == 2
+
+
+def test_a_pipeline_layout_must_fit_every_pipeline_shape_of_the_search(write_spec):
+    from dse.space import SearchSpace
+
+    # The tiny spec's llama3-8b has 32 layers; pp 2 x vpp 1 takes a layout of two counts.
+    layout = "seq_len: 4096\n  pipeline_layout: [15, 17]"
+    message = error_of(write_spec, replace("seq_len: 4096", layout))
+    assert message.startswith("training.pipeline_layout: pipeline_layout lists 2 virtual stages; pp*vpp=1*1=1")
+    text = replace("seq_len: 4096", layout, "pp: [1, 2]", "pp: [2]")
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(text))))
+    assert space.candidate({**TINY_PARAMS, "pp": 2}).plan.pipeline_layout == (15, 17)
+    message = error_of(write_spec, text.replace("[15, 17]", "[15, 16]"))
+    assert "pipeline_layout holds 31 layers; llama3-8b has 32" in message
