@@ -42,6 +42,7 @@ from simulators.workload import (
     layer_collectives,
     model_flops,
     pipeline_send_bytes,
+    recomputed_flops,
     stage_layer_kinds,
     stage_params,
     step_collectives,
@@ -151,9 +152,19 @@ def _metrics(
     gpus = np.array([c.system.num_gpus for c in candidates], dtype=np.float64)
     tokens = np.array([p.tokens_per_step for p in plans], dtype=np.float64)
     useful = np.array([model_flops(c.model, p.global_batch, p.seq_len) for c, p in zip(candidates, plans)], float)
-    # Full recomputation reruns the forward of the layers (not of the logit layer).
+    # Full recomputation reruns the forward of the layers (not of the logit layer), selective the
+    # GEMMs of its modules.
     logits = np.array([2 * p.tokens_per_step * c.model.hidden * c.model.vocab for c, p in zip(candidates, plans)])
-    recompute = np.where([p.recompute == "full" for p in plans], useful / 3 - logits, 0.0)
+    selective = np.array(
+        [
+            recomputed_flops(c.model, p.global_batch, p.seq_len, p.recompute_modules)
+            if p.recompute == "selective"
+            else 0
+            for c, p in zip(candidates, plans)
+        ],
+        dtype=np.float64,
+    )
+    recompute = np.where([p.recompute == "full" for p in plans], useful / 3 - logits, selective)
     peak = np.array([c.system.gpu.peak_tflops(p.precision) * 1e12 for c, p in zip(candidates, plans)])
     gpu_seconds = iteration_s * gpus
     tokens_per_s = tokens / iteration_s
