@@ -133,6 +133,7 @@ class SearchSpace:
             recompute=params["recompute"],
             recompute_modules=tuple(settings.recompute_modules),
             grad_reduce_in_bf16=settings.grad_reduce_in_bf16,
+            cuda_graphs=settings.cuda_graphs,
             schedule=params["schedule"],
             sequence_parallel=params["sequence_parallel"] and tp > 1,
             zero_stage=params["zero_stage"],

@@ -121,6 +121,9 @@ class TrainingSettings(_Frozen):
     # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel
     # traffic) instead of fp32 main gradients.
     grad_reduce_in_bf16: bool = False
+    # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration):
+    # no kernel waits for the host.
+    cuda_graphs: bool = False
 
     @field_validator("recompute_modules")
     @classmethod

@@ -9,7 +9,8 @@ plan; communication runs on its own stream, so it costs time only where nothing 
 - pipeline sends delay the next stage only (the timeline adds them to the dependency);
 - every kernel is issued by the framework on the host: a layer's F (or B + W) takes at least
   its kernel count times the host time per launch (`TrainingSystem.kernel_host_s`), which is
-  what small models and small micro-batches are bound by (breakdown `host_overhead_s`);
+  what small models, small micro-batches and many small experts are bound by (breakdown
+  `host_overhead_s`), unless the kernels run from CUDA graphs (`ParallelPlan.cuda_graphs`);
 - data-parallel gradient reduction overlaps the last micro-batch's backward, bucket by
   bucket; the parameter all-gather of a sharded optimizer overlaps the next step's first
   forward (ZeRO-3 gathers per layer, prefetched under the previous layer's compute);
@@ -420,7 +421,7 @@ def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
         plan,
         system.calibration,
         system.compute_fraction,
-        system.kernel_host_s,
+        0.0 if plan.cuda_graphs else system.kernel_host_s,
     )
 
 

@@ -236,6 +236,9 @@ class ParallelPlan:
     # Megatron-Bridge performance recipes set grad_reduce_in_fp32=False): 2 bytes per gradient
     # and half the data-parallel traffic, instead of fp32 main gradients.
     grad_reduce_in_bf16: bool = False
+    # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration, or
+    # every transformer layer graphed): the host launches graphs, so no kernel waits for it.
+    cuda_graphs: bool = False
     # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
     pipeline_split: str = "even"
     first_stage_layers: int | None = None

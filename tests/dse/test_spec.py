@@ -233,13 +233,13 @@ def test_a_vpp_no_pipeline_split_can_hold_is_refused_and_embedding_loss_accounti
     assert "search.pipeline_split" in message and "allowed: even, embedding, loss, embedding+loss" in message
 
 
-def test_recompute_modules_and_bf16_gradients_reach_every_candidate(write_spec):
+def test_recompute_modules_bf16_gradients_and_cuda_graphs_reach_every_candidate(write_spec):
     from dse.space import SearchSpace
 
-    text = replace("seq_len: 4096", "seq_len: 4096\n  recompute_modules: [layernorm, mlp]\n  grad_reduce_in_bf16: true")
-    space = SearchSpace.from_study(resolve_study(load_study(write_spec(text))))
+    settings = "seq_len: 4096\n  recompute_modules: [layernorm, mlp]\n  grad_reduce_in_bf16: true\n  cuda_graphs: true"
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(replace("seq_len: 4096", settings)))))
     plan = space.candidate({**TINY_PARAMS, "recompute": "selective"}).plan
-    assert plan.recompute_modules == ("layernorm", "mlp") and plan.gradient_bytes == 2
+    assert plan.recompute_modules == ("layernorm", "mlp") and plan.gradient_bytes == 2 and plan.cuda_graphs
 
 
 def test_a_pipeline_layout_must_fit_every_pipeline_shape_of_the_search(write_spec):
