@@ -245,6 +245,13 @@ def build_plan(
     bf16_grads = row["source"].startswith(BF16_GRADIENT_SOURCES)
     if bf16_grads:
         assumptions.append("NVIDIA performance recipe: gradients reduced in bf16")
+    # Kernels replayed from CUDA graphs never wait for the host: Megatron-Bridge's "full-iteration
+    # CUDA graph" and NeMo's cuda_graphs 1 (every transformer layer graphed), as the notes quote
+    # the recipe configs; graphs of some modules only (attention, router) leave the experts'
+    # kernels to the host, so they count as none.
+    cuda_graphs = any(phrase in row["notes"] for phrase in ("full-iteration CUDA graph", "cuda_graphs 1"))
+    if cuda_graphs:
+        assumptions.append("CUDA graphs from the notes' recipe config: no kernel waits for the host")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
@@ -272,6 +279,7 @@ def build_plan(
         pipeline_split=pipeline_split,
         pipeline_layout=layout,
         grad_reduce_in_bf16=bf16_grads,
+        cuda_graphs=cuda_graphs,
     )
     return plan, assumptions
 
