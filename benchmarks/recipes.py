@@ -192,6 +192,7 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
             "overlap_param_gather": plan.overlap_param_gather,
             "recompute_modules": list(plan.recompute_modules),
             "grad_reduce_in_bf16": plan.grad_reduce_in_bf16,
+            "cuda_graphs": plan.cuda_graphs,
         },
         "hardware": {
             "gpu": [row["gpu"]],
