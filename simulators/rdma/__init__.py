@@ -13,7 +13,7 @@ from simulators.rdma._executor import CHECKSUMS, Plan, RankResult, Traffic, run_
 from simulators.rdma._pyverbs import RdmaTransport
 from simulators.rdma._replay import Replay, replay, replay_many
 from simulators.rdma._schedule import OPS, Schedule, Step, bucket_sizes, round_nbytes, schedule_of
-from simulators.rdma._transport import TRANSPORTS, Request, TcpTransport, Transport, transport_of
+from simulators.rdma._transport import TRANSPORTS, Request, TcpTransport, Transport, new_secret, transport_of
 
 __all__ = [
     "CHECKSUMS",
@@ -34,6 +34,7 @@ __all__ = [
     "Transport",
     "bucket_sizes",
     "devices",
+    "new_secret",
     "replay",
     "replay_many",
     "round_nbytes",
