@@ -31,11 +31,14 @@ from dse.errors import DseError
 
 LOOPBACK = "127.0.0.1"
 _TOKEN = secrets.token_hex(32)  # one per driver process: Ray caches the token it first loads
+_SETTINGS = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+_saved: dict[str, str | None] = {}  # their values before start_private, put back by stop_private
 
 
 def start_private(**init_args) -> Path:
     """Start a private Ray on loopback with token authentication; returns its run directory."""
     reap_dead_runs()
+    _saved.update((name, os.environ.get(name)) for name in _SETTINGS)
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is first imported...
     os.environ["RAY_AUTH_MODE"] = "token"  # ...these two by every process the cluster starts
     os.environ["RAY_AUTH_TOKEN"] = _TOKEN
@@ -54,11 +57,21 @@ def start_private(**init_args) -> Path:
 
 
 def stop_private(run_dir: Path) -> None:
-    """Shut the private Ray down and remove its run directory."""
+    """Shut the private Ray down, remove its run directory, and put back the settings it changed,
+    so that a later join from this process advertises the node's own address again."""
     import ray
+    from ray._private import ray_constants
 
     ray.shutdown()
     shutil.rmtree(run_dir, ignore_errors=True)
+    for name, value in _saved.items():
+        if value is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = value
+    _saved.clear()
+    flag = os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER")  # as ray_constants reads it at import
+    ray_constants.ENABLE_RAY_CLUSTER = flag.lower() in ("true", "1") if flag else not ray_constants.IS_WINDOWS_OR_OSX
 
 
 def named_address(address: str) -> str:

@@ -24,7 +24,7 @@ from dse.ray_cluster import holders, named_address, reap_dead_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 DRIVER = """
-import json, sys, ray
+import json, os, sys, ray
 from dse.executor import connect_ray
 from dse.ray_cluster import stop_private
 run_dir = connect_ray("local")
@@ -32,12 +32,19 @@ ray.get([ray.remote(lambda: 1).remote() for _ in range(2)])  # workers started, 
 print(json.dumps({"run_dir": str(run_dir), "gcs": ray.get_runtime_context().gcs_address}), flush=True)
 sys.stdin.read()  # until the test closes stdin (or kills this driver)
 stop_private(run_dir)
+from ray._private import ray_constants
+names = ("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "RAY_AUTH_MODE", "RAY_AUTH_TOKEN")
+print(json.dumps({"env": {n: os.environ.get(n) for n in names}, "cluster": ray_constants.ENABLE_RAY_CLUSTER}))
 """
 
 
-def _start_driver() -> tuple[subprocess.Popen, dict]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("RAY_AUTH_MODE", None)  # what the driver sets for itself is under test
+def _start_driver(env: dict[str, str] | None = None) -> tuple[subprocess.Popen, dict]:
+    """A driver that starts dse's private Ray; `env` is added to a copy of this process's
+    environment without Ray's own settings (what the driver sets for itself is under test)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_AUTH", "RAY_ENABLE_WINDOWS"))} | {
+        "PYTHONPATH": str(ROOT),
+        **(env or {}),
+    }
     driver = subprocess.Popen(
         [sys.executable, "-c", DRIVER], cwd=ROOT, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
@@ -92,6 +99,17 @@ def test_what_a_killed_driver_leaves_is_reaped_on_the_next_start():
     time.sleep(1.0)  # the GCS and raylet follow their driver; agents stay behind
     reap_dead_runs()
     assert not holders(run_dir) and not run_dir.exists()
+
+
+@pytest.mark.slow
+def test_stopping_removes_the_run_directory_and_puts_back_the_settings_it_changed():
+    pytest.importorskip("ray")
+    driver, info = _start_driver(env={"RAY_AUTH_MODE": "disabled"})
+    out, _ = driver.communicate("", timeout=60)
+    after = json.loads(out)
+    assert after["env"]["RAY_AUTH_MODE"] == "disabled"  # as it was before the start
+    assert after["env"]["RAY_AUTH_TOKEN"] is None and after["env"]["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] is None
+    assert after["cluster"] is True and not Path(info["run_dir"]).exists()
 
 
 def test_auto_joins_only_the_cluster_ray_address_names(monkeypatch, capsys):
