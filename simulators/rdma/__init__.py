@@ -10,10 +10,11 @@ when used.
 from simulators.rdma._devices import DeviceReport, devices
 from simulators.rdma._errors import MismatchError, ReplayError
 from simulators.rdma._executor import CHECKSUMS, Plan, RankResult, Traffic, run_rank
+from simulators.rdma._handshake import new_secret
 from simulators.rdma._pyverbs import RdmaTransport
 from simulators.rdma._replay import Replay, replay, replay_many
 from simulators.rdma._schedule import OPS, Schedule, Step, bucket_sizes, round_nbytes, schedule_of
-from simulators.rdma._transport import TRANSPORTS, Request, TcpTransport, Transport, new_secret, transport_of
+from simulators.rdma._transport import TRANSPORTS, Request, TcpTransport, Transport, transport_of
 
 __all__ = [
     "CHECKSUMS",

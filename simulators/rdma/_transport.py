@@ -10,16 +10,13 @@ must agree. Because `wait` progresses every posted operation, not only its own, 
 receive and a send and then waiting on both never deadlocks, whatever the pattern (a ring step
 sends to i + 1 while receiving from i - 1; all-to-all pairs i + k with i - k).
 
-Every transport takes `secret`, the per-run key the driver makes (`new_secret`) and gives to
+Every transport takes `secret`, the per-run key the driver makes (`new_secret`, `_handshake`) and gives to
 all ranks; one that accepts connections from the network (TCP) lets in only a peer that proves
 it holds the key, as anything that reaches a node's port could otherwise join or abort a run.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
-import secrets
 import selectors
 import socket
 import struct
@@ -33,18 +30,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simulators._errors import SpecError
+from simulators.rdma import _handshake as handshake
 from simulators.rdma._errors import ReplayError
 
 _HEADER = struct.Struct("<QII")  # payload bytes, immediate, magic
 _MAGIC = 0x64736531  # "dse1"
-_CHALLENGE = struct.Struct("<I16s")  # magic, nonce: what the accepting rank sends first
-_HELLO = struct.Struct("<I32s")  # the dialling rank, its HMAC of the nonce and both ranks
-_ACK = 32  # the accepting rank's HMAC in turn: the dialler knows it reached a peer, not a squatter
-
-
-def new_secret() -> bytes:
-    """A fresh per-run key for the ranks' handshakes (made by the driver, passed to every rank)."""
-    return secrets.token_bytes(32)
 
 
 class Request:
@@ -149,12 +139,10 @@ class TcpTransport(Transport):
     immediate, magic) and the payload, received straight into the posted buffer. `host` is the
     address this rank listens on and advertises (a node IP on a cluster, loopback locally).
 
-    Connecting is a challenge-response on the run's `secret`: the accepting rank sends a nonce,
-    the dialler answers with its rank and HMAC-SHA256(secret, nonce, both ranks), the acceptor
-    answers with its own HMAC. A connection that fails this, or says nothing for
-    `handshake_timeout_s`, is refused with one line on stderr (kept in `refused`) and the rank
-    goes on accepting its real peers until `timeout_s`: a port scanner neither aborts nor
-    stalls the run. Connections are taken one at a time, so each silent one costs at most
+    Connecting is a challenge-response on the run's `secret` (`_handshake`). A connection that
+    fails it, or says nothing for `handshake_timeout_s`, is refused with one line on stderr
+    (kept in `refused`) and the rank goes on accepting its real peers until `timeout_s`: a port
+    scanner neither aborts nor stalls the run. Connections are taken one at a time, so each silent one costs at most
     `handshake_timeout_s`.
     """
 
@@ -197,7 +185,8 @@ class TcpTransport(Transport):
         deadline = time.monotonic() + self.timeout_s
         for peer in range(self.rank):  # connect down, accept up: no pair waits on itself
             sock = self._dial(tuple(book[peer]), deadline)
-            self._hello(sock, peer, deadline)
+            sock.settimeout(max(0.1, deadline - time.monotonic()))  # the peer may be busy refusing others
+            handshake.dial(sock, self.secret, self.rank, peer)
             self._add(peer, sock)
         while len(self._socks) < self.world - 1:
             self._listener.settimeout(max(0.1, deadline - time.monotonic()))
@@ -208,7 +197,7 @@ class TcpTransport(Transport):
                 raise ReplayError(
                     f"tcp: rank {self.rank}: peers did not connect within {self.timeout_s:g} s{refused}"
                 ) from None
-            peer = self._challenge(sock, f"{host}:{port}")
+            peer = self._accept_one(sock, f"{host}:{port}")
             if peer is not None:
                 self._add(peer, sock)
         self._listener.close()
@@ -280,47 +269,16 @@ class TcpTransport(Transport):
                     raise ReplayError(f"tcp: rank {self.rank}: cannot connect to {addr[0]}:{addr[1]} ({exc})") from None
                 time.sleep(0.05)
 
-    def _mac(self, label: bytes, nonce: bytes, dialler: int, acceptor: int) -> bytes:
-        return hmac.new(self.secret, label + nonce + struct.pack("<II", dialler, acceptor), hashlib.sha256).digest()
-
-    def _hello(self, sock: socket.socket, peer: int, deadline: float) -> None:
-        """Dialler's side: answer the peer's challenge and check that the peer holds the secret too."""
-        sock.settimeout(max(0.1, deadline - time.monotonic()))  # the peer may be busy refusing others
+    def _accept_one(self, sock: socket.socket, where: str) -> int | None:
+        """The rank of a peer that passes the handshake, or None: refused in one line, and closed."""
         try:
-            magic, nonce = _CHALLENGE.unpack(_recv_exact(sock, _CHALLENGE.size))
-            if magic != _MAGIC:
-                raise ReplayError(f"tcp: rank {self.rank}: rank {peer}'s address answered {magic:#x}, not a rank")
-            sock.sendall(_HELLO.pack(self.rank, self._mac(b"hello", nonce, self.rank, peer)))
-            ack = _recv_exact(sock, _ACK)
-        except TimeoutError:
-            raise ReplayError(f"tcp: rank {self.rank}: rank {peer} did not answer in {self.timeout_s:g} s") from None
-        except (OSError, ReplayError):  # the peer refused this rank's hello
-            raise ReplayError(
-                f"tcp: rank {self.rank}: rank {peer} closed the connection during the handshake (another run's secret?)"
-            ) from None
-        if not hmac.compare_digest(ack, self._mac(b"ack", nonce, self.rank, peer)):
-            raise ReplayError(f"tcp: rank {self.rank}: rank {peer}'s address answered without the run's secret")
-
-    def _challenge(self, sock: socket.socket, where: str) -> int | None:
-        """Acceptor's side: the rank of a peer that proves it holds the secret, or None (refused)."""
-        nonce = secrets.token_bytes(16)
-        sock.settimeout(self.handshake_timeout_s)
-        try:
-            sock.sendall(_CHALLENGE.pack(_MAGIC, nonce))
-            peer, mac = _HELLO.unpack(_recv_exact(sock, _HELLO.size))
-            if 0 <= peer < self.world and hmac.compare_digest(mac, self._mac(b"hello", nonce, peer, self.rank)):
-                sock.sendall(self._mac(b"ack", nonce, peer, self.rank))
-                return peer
-            why = "a hello without the run's secret"
-        except TimeoutError:
-            why = f"no hello within {self.handshake_timeout_s:g} s"
-        except (OSError, ReplayError) as exc:
-            why = f"no complete hello ({exc})"
-        sock.close()
-        line = f"tcp: rank {self.rank}: refused a connection from {where}: {why}"
-        self.refused.append(line)
-        print(line, file=sys.stderr)
-        return None
+            return handshake.accept(sock, self.secret, self.rank, self.world, self.handshake_timeout_s)
+        except handshake.Refused as why:
+            sock.close()
+            line = f"tcp: rank {self.rank}: refused a connection from {where}: {why}"
+            self.refused.append(line)
+            print(line, file=sys.stderr)
+            return None
 
     def _add(self, peer: int, sock: socket.socket) -> None:
         if not 0 <= peer < self.world or peer == self.rank or peer in self._socks:
@@ -393,16 +351,6 @@ class TcpTransport(Transport):
                 f"{len(op.view)} B outstanding"
             )
         return n
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        part = sock.recv(n - len(data))
-        if not part:
-            raise ReplayError("tcp: a peer closed the connection during the handshake")
-        data += part
-    return data
 
 
 TRANSPORTS = ("tcp", "rdma")
