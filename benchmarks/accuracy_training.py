@@ -57,6 +57,21 @@ MOE_FIELDS = {"moe_experts": "moe_experts", "moe_topk": "moe_top_k", "moe_ffn_hi
 PARALLEL_FIELDS = ("tp", "pp", "dp", "micro_batch")
 BOOLS = {"true": True, "false": False, "": None}
 # Megatron-Bridge rows name the recipe's --recompute-modules in their notes: "recompute_modules ['mlp']".
+# Megatron-Bridge's DeepSeek-V3 layouts by (pp, vpp), as transformer layers per virtual stage
+# (src/megatron/bridge/recipes/deepseek/deepseek_v3.py set_deepseek_v3_pipeline_model_parallel_layout
+# at v0.4.0: the embedding on the first virtual stage, the MTP layer and the loss on the last;
+# dse does not model the MTP layer).
+_DSV3_BY_4 = (4,) * 15 + (1,)
+_DSV3_BY_8 = (8,) * 7 + (5,)
+RECIPE_LAYOUTS = {
+    ("DeepSeek-V3", 4, 1): (16, 16, 16, 13),
+    ("DeepSeek-V3", 8, 1): _DSV3_BY_8,
+    ("DeepSeek-V3", 4, 2): _DSV3_BY_8,
+    ("DeepSeek-V3", 16, 1): _DSV3_BY_4,
+    ("DeepSeek-V3", 8, 2): _DSV3_BY_4,
+    ("DeepSeek-V3", 4, 4): _DSV3_BY_4,
+}
+BF16_GRADIENT_SOURCES = ("megatron_bridge", "nemo_24.07")
 RECOMPUTE_MODULES_NOTE = re.compile(r"recompute_modules \[([^\]]*)\]")
 # The rows' model names -> zoo entries (simulators/models/models.yaml), matched by name only.
 ZOO_NAMES = {
@@ -212,18 +227,31 @@ def build_plan(
     # version is not async at all, because each all_gather calls torch.cuda.synchronize()").
     deepspeed = "DeepSpeed" in row["notes"]
     early = any(year in row["source"] for year in ("2019", "2020", "2021"))
-    pipeline_split = "even"
+    pipeline_split, layout = "even", None
     layers, chunks = _int(row, "layers"), pp * (_int(row, "vpp") or vpp or 1)
-    if layers and chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
+    if (row["model"], pp, chunks // pp) in RECIPE_LAYOUTS:
+        layout = RECIPE_LAYOUTS[row["model"], pp, chunks // pp]
+        assumptions.append("pipeline layout of the Megatron-Bridge recipe")
+    elif layers and chunks > 1 and layers % chunks and (layers + 2) % chunks == 0:
         # NVIDIA's recipes for such models (NeMo's Llama-3.1-405B, Megatron-Bridge's Qwen3-235B)
         # count the embedding and the loss as pipeline layers: the only even split Megatron accepts.
         pipeline_split = "embedding+loss"
         assumptions.append("pp*vpp divides layers+2 only; embedding and loss counted as pipeline layers")
-    # Megatron-Bridge's performance recipes reduce gradients in bf16 (scripts/performance/configs/
-    # <model>/*_llm_pretrain.py at v0.4.0 and v0.5.0: cfg.ddp.grad_reduce_in_fp32 = False).
-    bf16_grads = row["source"].startswith("megatron_bridge")
+    # NVIDIA's performance recipes reduce gradients in bf16: Megatron-Bridge's (scripts/performance/
+    # configs/<model>/*_llm_pretrain.py at v0.4.0 and v0.5.0: cfg.ddp.grad_reduce_in_fp32 = False)
+    # and NeMo 24.07's launcher configs (NeMo-Framework-Launcher launcher_scripts/conf/training/
+    # nemotron/nemotron_340b.yaml: optim.grad_sync_dtype bf16; its H100 examples pass
+    # +training.model.optim.grad_sync_dtype=bf16).
+    bf16_grads = row["source"].startswith(BF16_GRADIENT_SOURCES)
     if bf16_grads:
-        assumptions.append("Megatron-Bridge performance recipe: gradients reduced in bf16")
+        assumptions.append("NVIDIA performance recipe: gradients reduced in bf16")
+    # Kernels replayed from CUDA graphs never wait for the host: Megatron-Bridge's "full-iteration
+    # CUDA graph" and NeMo's cuda_graphs 1 (every transformer layer graphed), as the notes quote
+    # the recipe configs; graphs of some modules only (attention, router) leave the experts'
+    # kernels to the host, so they count as none.
+    cuda_graphs = any(phrase in row["notes"] for phrase in ("full-iteration CUDA graph", "cuda_graphs 1"))
+    if cuda_graphs:
+        assumptions.append("CUDA graphs from the notes' recipe config: no kernel waits for the host")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
@@ -249,7 +277,9 @@ def build_plan(
         overlap_grad_reduce=not deepspeed if dp_overlap is None else dp_overlap,
         overlap_param_gather=not deepspeed,
         pipeline_split=pipeline_split,
+        pipeline_layout=layout,
         grad_reduce_in_bf16=bf16_grads,
+        cuda_graphs=cuda_graphs,
     )
     return plan, assumptions
 

@@ -117,8 +117,10 @@ def measured_step_s(row: dict[str, str], model: ModelSpec, plan: ParallelPlan) -
 def read_recipe(row: dict[str, str]) -> Recipe:
     model = build_model(row)
     plan, _ = build_plan(row)
-    if problem := pp_problem(model, plan.pp, plan.vpp, *plan.split):
-        raise Skip(f"published plan not expressible: {problem}")
+    # The search space splits the layers by its knobs (pipeline_split); a recipe's explicit
+    # layout is not one of them, so the published plan must be expressible without it.
+    if problem := pp_problem(model, plan.pp, plan.vpp, plan.pipeline_split):
+        raise Skip(f"published plan not expressible in the search space: {problem}")
     return Recipe(row, model, plan, measured_step_s(row, model, plan))
 
 
@@ -188,6 +190,9 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
             "precision": plan.precision,
             "overlap_grad_reduce": plan.overlap_grad_reduce,
             "overlap_param_gather": plan.overlap_param_gather,
+            "recompute_modules": list(plan.recompute_modules),
+            "grad_reduce_in_bf16": plan.grad_reduce_in_bf16,
+            "cuda_graphs": plan.cuda_graphs,
         },
         "hardware": {
             "gpu": [row["gpu"]],

@@ -147,6 +147,12 @@ def _check_ownership(
 def _check_pipeline_split(settings, search, model: ModelSpec, pps: list[int]) -> None:
     """Every pp must split the layers some way the search offers; every vpp must fit some pp."""
     splits, explicit = search.pipeline_split, (settings.first_stage_layers, settings.last_stage_layers)
+    if settings.pipeline_layout is not None:  # one layout fits one pipeline shape: all must take it
+        layout = tuple(settings.pipeline_layout)
+        for pp, vpp, split in itertools.product(pps, knob_values(search.vpp), splits):
+            if problem := pp_problem(model, pp, vpp, split, *explicit, layout):
+                raise SpecError(f"training.pipeline_layout: {problem} (search.pp={pp}, search.vpp={vpp})")
+        return
     for pp in pps:
         problems = [pp_problem(model, pp, 1, split, *explicit) for split in splits]
         if pp > 1 and all(problems):

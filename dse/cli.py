@@ -45,8 +45,8 @@ def _parser() -> argparse.ArgumentParser:
         "--ray-address",
         default="local",
         metavar="ADDR",
-        help="'local' (default: start a Ray for this run), 'auto' or an address to join a cluster, "
-        "'off' to evaluate in this process",
+        help="'local' (default: start a private Ray for this run, loopback only), an address to join a cluster, "
+        "'auto' to join the one RAY_ADDRESS names, 'off' to evaluate in this process",
     )
     search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
     search.add_argument(

@@ -25,6 +25,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
 from dse.errors import DseError
@@ -160,8 +161,8 @@ class InProcessExecutor:
 class RayExecutor(InProcessExecutor):
     """Evaluates chunks as Ray tasks on a local Ray started here or on an existing cluster.
 
-    `address` is "local" (start a private Ray for this run), "auto" (join the cluster this
-    machine belongs to) or a cluster address such as "10.0.0.1:6379" or "ray://head:10001".
+    `address` is "local" (start a private Ray for this run), "auto" (join the cluster that
+    RAY_ADDRESS names) or a cluster address such as "10.0.0.1:6379" or "ray://head:10001".
     """
 
     def __init__(self, address: str = "local") -> None:
@@ -226,30 +227,35 @@ class RayExecutor(InProcessExecutor):
             self.usage.store_peak_bytes = max(self.usage.store_peak_bytes, used)
 
     def close(self) -> None:
-        if self._started_here:
+        if isinstance(self._started_here, Path):
+            from dse.ray_cluster import stop_private
+
+            stop_private(self._started_here)
+        elif self._started_here:
             self._ray.shutdown()
 
 
-def connect_ray(address: str) -> bool:
-    """Start a private local Ray (`address` "local") or join a cluster ("auto" or its address)
-    unless this process is connected already; True if it connected here. A cluster's workers
-    get this driver's code and one thread each (`_cluster_env`); failing to join is one line."""
+def connect_ray(address: str) -> Path | bool:
+    """Start a private local Ray (`address` "local": loopback only, token authentication; see
+    dse.ray_cluster) or join a cluster ("auto": the one RAY_ADDRESS names, or its address)
+    unless this process is connected already. Returns the private cluster's run directory,
+    True for a cluster joined here, False if connected before. A cluster's workers get this
+    driver's code and one thread each (`_cluster_env`); failing to join is one line."""
     import ray
+
+    from dse.ray_cluster import named_address, start_private
 
     if ray.is_initialized():
         return False
     if address == "local":
-        os.environ.setdefault("RAY_AUTH_MODE", "disabled")  # loopback-only private cluster
-        ray.init(
-            address="local",  # a private Ray even where RAY_ADDRESS names another cluster
+        return start_private(
             num_cpus=os.cpu_count() or 1,
-            include_dashboard=False,
             object_store_memory=256 * 1024**2,
             log_to_driver=False,
             configure_logging=False,
             runtime_env={"env_vars": WORKER_ENV},
         )
-        return True
+    address = named_address(address)
     _check_reachable(address)
     try:
         ray.init(address=address, log_to_driver=False, runtime_env=_cluster_env())

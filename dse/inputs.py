@@ -199,7 +199,9 @@ def load_yaml(text: str, field: str) -> Any:
         return yaml.load(text, Loader=_LimitedLoader)  # noqa: S506 (a SafeLoader subclass)
     except yaml.reader.ReaderError as exc:  # a control character: no mark, a position
         line = text.count("\n", 0, exc.position) + 1
-        problem = f"character {brief(chr(exc.character))} is not allowed; allowed: printable text, tab and newline"
+        code = exc.character
+        shown = brief(chr(code)) if isinstance(code, int) and 0 <= code <= 0x10FFFF else brief(code)
+        problem = f"character {shown} is not allowed; allowed: printable text, tab and newline"
         raise SpecError(f"{field} line {line} is not valid YAML: {problem}") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)

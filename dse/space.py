@@ -133,6 +133,7 @@ class SearchSpace:
             recompute=params["recompute"],
             recompute_modules=tuple(settings.recompute_modules),
             grad_reduce_in_bf16=settings.grad_reduce_in_bf16,
+            cuda_graphs=settings.cuda_graphs,
             schedule=params["schedule"],
             sequence_parallel=params["sequence_parallel"] and tp > 1,
             zero_stage=params["zero_stage"],
@@ -142,6 +143,7 @@ class SearchSpace:
             pipeline_split=params.get("pipeline_split", "even"),  # absent from studies before the knob
             first_stage_layers=settings.first_stage_layers,
             last_stage_layers=settings.last_stage_layers,
+            pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
         )
         hardware = self.resolved.study.hardware
         gpu = self.gpu(params["gpu"])

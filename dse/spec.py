@@ -174,11 +174,17 @@ class TrainingSettings(_Frozen):
     # last pipeline stage (the middle stages share the rest equally); null: not set.
     first_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     last_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    # Megatron's --pipeline-model-parallel-layout: transformer layers of each virtual stage, in
+    # model order (pp*vpp entries; the embedding goes on the first, the loss on the last).
+    pipeline_layout: list[Count] | None = Field(default=None, max_length=2**16)
     # What recompute "selective" reruns (Megatron's --recompute-modules; default its default).
     recompute_modules: list[str] = ["core_attn"]
     # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel
     # traffic) instead of fp32 main gradients.
     grad_reduce_in_bf16: bool = False
+    # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration):
+    # no kernel waits for the host.
+    cuda_graphs: bool = False
 
     @field_validator("recompute_modules")
     @classmethod

@@ -153,7 +153,10 @@ def layer_blocks(
         wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision, calibration=table) for g in mine)
         memory = {"fwd": 0.0, "bwd": 0.0}
         kernel_fwd: dict[str, float] = defaultdict(float)
-        launches = {"fwd": len(mine), "bwd": 2 * len(mine)}
+        # Transformer Engine's GroupedLinear issues one cuBLAS GEMM per local expert (its grouped
+        # GEMM loops over the experts on several streams), so routed experts launch per expert.
+        gemm_launches = sum(g.batch if g.name.startswith("expert_") else 1 for g in mine)
+        launches = {"fwd": gemm_launches, "bwd": 2 * gemm_launches}
         for kernel in kernels:
             if kernel.name.startswith(MLP_KERNELS) == is_mlp:
                 seconds = elementwise_time_s(gpu, kernel.nbytes, calibration=table)

@@ -9,7 +9,8 @@ plan; communication runs on its own stream, so it costs time only where nothing 
 - pipeline sends delay the next stage only (the timeline adds them to the dependency);
 - every kernel is issued by the framework on the host: a layer's F (or B + W) takes at least
   its kernel count times the host time per launch (`TrainingSystem.kernel_host_s`), which is
-  what small models and small micro-batches are bound by (breakdown `host_overhead_s`);
+  what small models, small micro-batches and many small experts are bound by (breakdown
+  `host_overhead_s`), unless the kernels run from CUDA graphs (`ParallelPlan.cuda_graphs`);
 - data-parallel gradient reduction overlaps the last micro-batch's backward, bucket by
   bucket; the parameter all-gather of a sharded optimizer overlaps the next step's first
   forward (ZeRO-3 gathers per layer, prefetched under the previous layer's compute);
@@ -42,6 +43,7 @@ from simulators.workload import (
     layer_collectives,
     model_flops,
     pipeline_send_bytes,
+    recomputed_flops,
     stage_layer_kinds,
     stage_params,
     step_collectives,
@@ -151,9 +153,19 @@ def _metrics(
     gpus = np.array([c.system.num_gpus for c in candidates], dtype=np.float64)
     tokens = np.array([p.tokens_per_step for p in plans], dtype=np.float64)
     useful = np.array([model_flops(c.model, p.global_batch, p.seq_len) for c, p in zip(candidates, plans)], float)
-    # Full recomputation reruns the forward of the layers (not of the logit layer).
+    # Full recomputation reruns the forward of the layers (not of the logit layer), selective the
+    # GEMMs of its modules.
     logits = np.array([2 * p.tokens_per_step * c.model.hidden * c.model.vocab for c, p in zip(candidates, plans)])
-    recompute = np.where([p.recompute == "full" for p in plans], useful / 3 - logits, 0.0)
+    selective = np.array(
+        [
+            recomputed_flops(c.model, p.global_batch, p.seq_len, p.recompute_modules)
+            if p.recompute == "selective"
+            else 0
+            for c, p in zip(candidates, plans)
+        ],
+        dtype=np.float64,
+    )
+    recompute = np.where([p.recompute == "full" for p in plans], useful / 3 - logits, selective)
     peak = np.array([c.system.gpu.peak_tflops(p.precision) * 1e12 for c, p in zip(candidates, plans)])
     gpu_seconds = iteration_s * gpus
     tokens_per_s = tokens / iteration_s
@@ -409,7 +421,7 @@ def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
         plan,
         system.calibration,
         system.compute_fraction,
-        system.kernel_host_s,
+        0.0 if plan.cuda_graphs else system.kernel_host_s,
     )
 
 

@@ -7,6 +7,7 @@ capacity is in GiB (2^30 B).
 
 from __future__ import annotations
 
+import statistics
 from functools import cache
 from importlib import resources
 from typing import Literal, get_args
@@ -109,9 +110,16 @@ def sustained_compute_fraction() -> float:
     return float(_fitted()["sustained_compute_fraction"]["value"])
 
 
+@cache
 def host_launch_s(gpu_name: str) -> float:
     """Fitted host time a training framework spends per kernel it launches on `gpu_name`
-    (fitted.yaml `host_launch_s`: the GPU type's own value, else the value for GPU types
-    without measurements)."""
+    (fitted.yaml `host_launch_s`): the GPU type's own value; else the median of the fitted
+    types of its architecture (an H200 runs the software stack of an H100 system); else the
+    value for GPU types without measurements."""
     entry = _fitted()["host_launch_s"]
-    return float(entry["per_gpu"].get(gpu_name, entry["value"]))
+    per_gpu = {name: float(value) for name, value in entry["per_gpu"].items()}
+    if gpu_name in per_gpu:
+        return per_gpu[gpu_name]
+    architecture = get_gpu(gpu_name).architecture
+    kin = [value for name, value in per_gpu.items() if get_gpu(name).architecture == architecture]
+    return statistics.median(kin) if kin else float(entry["value"])

@@ -10,6 +10,7 @@ when used.
 from simulators.rdma._devices import DeviceReport, devices
 from simulators.rdma._errors import MismatchError, ReplayError
 from simulators.rdma._executor import CHECKSUMS, Plan, RankResult, Traffic, run_rank
+from simulators.rdma._handshake import new_secret
 from simulators.rdma._pyverbs import RdmaTransport
 from simulators.rdma._replay import Replay, replay, replay_many
 from simulators.rdma._schedule import OPS, Schedule, Step, bucket_sizes, round_nbytes, schedule_of
@@ -34,6 +35,7 @@ __all__ = [
     "Transport",
     "bucket_sizes",
     "devices",
+    "new_secret",
     "replay",
     "replay_many",
     "round_nbytes",

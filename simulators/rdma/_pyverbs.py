@@ -81,7 +81,9 @@ class RdmaTransport(Transport):
 
     device: an RDMA device name (default: the first with an ACTIVE port); port and gid_index
     select the port and its GID (RoCE v2 usually sits at index 1 or 3: see `show_gids`); depth
-    bounds the messages in flight per peer.
+    bounds the messages in flight per peer. `secret` (the run's key, which every transport
+    takes) goes unused: queue pairs accept no connection, they are wired to the queue pair
+    numbers the driver's address book names.
     """
 
     kind = "rdma"
@@ -93,7 +95,9 @@ class RdmaTransport(Transport):
         gid_index: int = 0,
         depth: int = 32,
         timeout_s: float = 60.0,
+        secret: bytes | None = None,
     ) -> None:
+        del secret  # see the class docstring
         self.device, self.port, self.gid_index = device, port, int(gid_index)
         self.depth, self.timeout_s = int(depth), float(timeout_s)
         self._v: Any = None

@@ -22,6 +22,7 @@ import numpy as np
 from simulators._errors import SpecError
 from simulators.rdma._errors import MismatchError, ReplayError
 from simulators.rdma._executor import Plan, RankResult, Traffic, check_results, run_rank
+from simulators.rdma._handshake import new_secret
 from simulators.rdma._transport import TRANSPORTS, transport_of
 
 
@@ -92,12 +93,15 @@ def replay_many(
     runner "processes" spawns local processes; a function (plan, transport, options, verify,
     timeout_s) -> (results, placement) runs the ranks elsewhere (dse.replay_ray: Ray actors).
     checksum: "all", "warmup" or "off" (see `Plan`). verify=False skips the byte-for-byte check
-    of the results, which otherwise travel to this process (memory: the sum
-    of the results of all ranks). Raises SpecError for a bad argument, MismatchError naming rank,
-    step and byte offset for wrong data, ReplayError when a rank fails or times out.
+    of the results, which otherwise travel to this process (memory: the sum of the results of
+    all ranks). transport_options go to every rank's transport (TCP: `handshake_timeout_s`, how
+    long a connection may stay silent before it is refused). Raises SpecError for a bad
+    argument, MismatchError naming rank, step and byte offset for wrong data, ReplayError when
+    a rank fails or times out.
     """
     plan = Plan(ranks, tuple(traffic), iters, warmup, seed, checksum, corrupt)
-    options = {"timeout_s": timeout_s, **(transport_options or {})}  # each rank's transport waits this long
+    # each rank's transport waits timeout_s; the ranks of this run share a key made here, for it alone
+    options = {"timeout_s": timeout_s, "secret": new_secret(), **(transport_options or {})}
     if runner == "processes":
         transport_of(transport)  # an unavailable transport fails here, in one line
         results = _run_processes(plan, transport, options, verify, timeout_s)

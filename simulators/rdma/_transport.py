@@ -9,6 +9,10 @@ replay sends each chunk's CRC there). Between a pair, messages match in posting 
 must agree. Because `wait` progresses every posted operation, not only its own, posting a
 receive and a send and then waiting on both never deadlocks, whatever the pattern (a ring step
 sends to i + 1 while receiving from i - 1; all-to-all pairs i + k with i - k).
+
+Every transport takes `secret`, the per-run key the driver makes (`new_secret`, `_handshake`) and gives to
+all ranks; one that accepts connections from the network (TCP) lets in only a peer that proves
+it holds the key, as anything that reaches a node's port could otherwise join or abort a run.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from __future__ import annotations
 import selectors
 import socket
 import struct
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections import deque
@@ -25,11 +30,11 @@ from typing import Any, ClassVar
 import numpy as np
 
 from simulators._errors import SpecError
+from simulators.rdma import _handshake as handshake
 from simulators.rdma._errors import ReplayError
 
 _HEADER = struct.Struct("<QII")  # payload bytes, immediate, magic
 _MAGIC = 0x64736531  # "dse1"
-_HELLO = struct.Struct("<I")
 
 
 class Request:
@@ -133,12 +138,30 @@ class TcpTransport(Transport):
     left neighbour while writing to its right one. Each message is a 16-byte header (length,
     immediate, magic) and the payload, received straight into the posted buffer. `host` is the
     address this rank listens on and advertises (a node IP on a cluster, loopback locally).
+
+    Connecting is a challenge-response on the run's `secret` (`_handshake`). A connection that
+    fails it, or says nothing for `handshake_timeout_s`, is refused with one line on stderr
+    (kept in `refused`) and the rank goes on accepting its real peers until `timeout_s`: a port
+    scanner neither aborts nor stalls the run. Connections are taken one at a time, so each silent one costs at most
+    `handshake_timeout_s`.
     """
 
     kind = "tcp"
 
-    def __init__(self, host: str = "127.0.0.1", socket_buffer_bytes: int = 4 << 20, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        host: str = "127.0.0.1",
+        socket_buffer_bytes: int = 4 << 20,
+        timeout_s: float = 60.0,
+        *,
+        secret: bytes,
+        handshake_timeout_s: float = 5.0,
+    ) -> None:
+        if not isinstance(secret, bytes) or len(secret) < 16:
+            raise SpecError("tcp: secret must be at least 16 bytes; allowed: new_secret()")
         self.host, self.buffer_bytes, self.timeout_s = host, int(socket_buffer_bytes), float(timeout_s)
+        self.secret, self.handshake_timeout_s = secret, float(handshake_timeout_s)
+        self.refused: list[str] = []
         self._listener: socket.socket | None = None
         self._socks: dict[int, socket.socket] = {}
         self._sendq: dict[int, deque[_Op]] = {}
@@ -162,17 +185,21 @@ class TcpTransport(Transport):
         deadline = time.monotonic() + self.timeout_s
         for peer in range(self.rank):  # connect down, accept up: no pair waits on itself
             sock = self._dial(tuple(book[peer]), deadline)
-            sock.sendall(_HELLO.pack(self.rank))
+            sock.settimeout(max(0.1, deadline - time.monotonic()))  # the peer may be busy refusing others
+            handshake.dial(sock, self.secret, self.rank, peer)
             self._add(peer, sock)
-        self._listener.settimeout(max(0.1, deadline - time.monotonic()))
-        for _ in range(self.rank + 1, self.world):
+        while len(self._socks) < self.world - 1:
+            self._listener.settimeout(max(0.1, deadline - time.monotonic()))
             try:
-                sock, _ = self._listener.accept()
+                sock, (host, port, *_) = self._listener.accept()
             except TimeoutError:
-                raise ReplayError(f"tcp: rank {self.rank}: peers did not connect within {self.timeout_s:g} s") from None
-            sock.settimeout(self.timeout_s)
-            hello = _recv_exact(sock, _HELLO.size)
-            self._add(_HELLO.unpack(hello)[0], sock)
+                refused = f"; refused {len(self.refused)} connections, last: {self.refused[-1]}" if self.refused else ""
+                raise ReplayError(
+                    f"tcp: rank {self.rank}: peers did not connect within {self.timeout_s:g} s{refused}"
+                ) from None
+            peer = self._accept_one(sock, f"{host}:{port}")
+            if peer is not None:
+                self._add(peer, sock)
         self._listener.close()
         self._listener = None
         self._sel = selectors.DefaultSelector()
@@ -241,6 +268,17 @@ class TcpTransport(Transport):
                 if time.monotonic() >= deadline:
                     raise ReplayError(f"tcp: rank {self.rank}: cannot connect to {addr[0]}:{addr[1]} ({exc})") from None
                 time.sleep(0.05)
+
+    def _accept_one(self, sock: socket.socket, where: str) -> int | None:
+        """The rank of a peer that passes the handshake, or None: refused in one line, and closed."""
+        try:
+            return handshake.accept(sock, self.secret, self.rank, self.world, self.handshake_timeout_s)
+        except handshake.Refused as why:
+            sock.close()
+            line = f"tcp: rank {self.rank}: refused a connection from {where}: {why}"
+            self.refused.append(line)
+            print(line, file=sys.stderr)
+            return None
 
     def _add(self, peer: int, sock: socket.socket) -> None:
         if not 0 <= peer < self.world or peer == self.rank or peer in self._socks:
@@ -313,16 +351,6 @@ class TcpTransport(Transport):
                 f"{len(op.view)} B outstanding"
             )
         return n
-
-
-def _recv_exact(sock: socket.socket, n: int) -> bytes:
-    data = b""
-    while len(data) < n:
-        part = sock.recv(n - len(data))
-        if not part:
-            raise ReplayError("tcp: a peer closed the connection during the handshake")
-        data += part
-    return data
 
 
 TRANSPORTS = ("tcp", "rdma")

@@ -19,7 +19,7 @@ from simulators.workload._messages import (
     step_collectives,
     tp_activation_bytes,
 )
-from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops
+from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops, recomputed_flops
 from simulators.workload._plan import (
     PIPELINE_SPLITS,
     RECOMPUTE_MODES,
@@ -86,6 +86,7 @@ __all__ = [
     "layer_forward_gemms",
     "logits_gemm",
     "model_flops",
+    "recomputed_flops",
     "pp_problem",
     "precision_problem",
     "stage_layer_kinds",

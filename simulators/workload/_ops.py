@@ -210,3 +210,32 @@ def model_flops(model: ModelSpec, global_batch: int, seq_len: int) -> int:
     )
     logits = logits_gemm(model, global_batch, seq_len, tp=1).flops
     return 3 * (layers + logits)
+
+
+# The forward GEMMs each module of selective recomputation reruns (RECOMPUTE_MODULES; the
+# norms and the experts' activation are elementwise, no GEMM).
+RECOMPUTED_GEMMS = {
+    "core_attn": ("attn_scores", "attn_values"),
+    "mla_up_proj": ("q_up_proj", "kv_up_proj"),
+    "mlp": ("mlp_",),
+    "moe": ("router", "expert_", "shared_expert_"),
+    "shared_experts": ("shared_expert_",),
+}
+
+
+@cache
+def recomputed_flops(model: ModelSpec, global_batch: int, seq_len: int, modules: tuple[str, ...]) -> int:
+    """FLOPs selective recomputation of `modules` reruns in one step (counted as `model_flops`
+    counts them: the score and value GEMMs whole), for the hardware FLOP utilisation."""
+    prefixes = tuple(sorted({prefix for module in modules for prefix in RECOMPUTED_GEMMS.get(module, ())}))
+    if not prefixes:
+        return 0
+    return sum(
+        count
+        * sum(
+            g.flops
+            for g in layer_forward_gemms(model, global_batch, seq_len, tp=1, layer_index=first)
+            if g.name.startswith(prefixes)
+        )
+        for first, count in model.layer_runs
+    )

@@ -59,9 +59,10 @@ def pp_problem(
     split: str = "even",
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
+    layout: tuple[int, ...] | None = None,
 ) -> str | None:
     """Why `pp` stages of `vpp` chunks cannot hold `model`'s layers this way, or None."""
-    sizes = virtual_stage_sizes(model.layers, pp, vpp, split, first_stage_layers, last_stage_layers, model.name)
+    sizes = virtual_stage_sizes(model.layers, pp, vpp, split, first_stage_layers, last_stage_layers, layout, model.name)
     return sizes if isinstance(sizes, str) else None
 
 
@@ -73,6 +74,7 @@ def virtual_stage_sizes(
     split: str = "even",
     first_stage_layers: int | None = None,
     last_stage_layers: int | None = None,
+    layout: tuple[int, ...] | None = None,
     model_name: str = "the model",
 ) -> tuple[int, ...] | str:
     """Transformer layers on each of the pp*vpp virtual stages (virtual stage c*pp + s is chunk c
@@ -82,13 +84,17 @@ def virtual_stage_sizes(
     `embedding`/`loss` accounting adds one layer each to the count that pp*vpp must divide and
     takes it from the first/last virtual stage; explicit first/last stage counts
     (--decoder-first/last-pipeline-num-layers) leave the rest evenly to the middle stages and
-    cannot be combined with that accounting. Without interleaving and without explicit counts,
+    cannot be combined with that accounting; an explicit `layout` (--pipeline-model-parallel-layout)
+    gives every virtual stage's count and combines with neither. Without interleaving and without
+    explicit counts,
     layers that pp does not divide go one more to the middle stages (dse sets the first/last
     stage counts Megatron would need: the first and last stages, then the second and
     second-to-last, ... hold one layer fewer)."""
     if split not in PIPELINE_SPLITS:
         return f"pipeline_split={split!r}; allowed: {', '.join(PIPELINE_SPLITS)}"
     explicit = (first_stage_layers, last_stage_layers)
+    if layout is not None:
+        return _layout_sizes(layers, pp, vpp, split, explicit, layout, model_name)
     if any(n is not None for n in explicit):
         return _explicit_sizes(layers, pp, vpp, split, first_stage_layers, last_stage_layers)
     extra = ("embedding" in split) + ("loss" in split)
@@ -120,6 +126,20 @@ def _outside_in(layers: int, count: int) -> tuple[int, ...]:
     outside_in = [i for pair in zip(range(count), range(count - 1, -1, -1)) for i in pair]
     light = set(outside_in[: count - extra]) if extra else set(range(count))
     return tuple(base if i in light else base + 1 for i in range(count))
+
+
+def _layout_sizes(
+    layers: int, pp: int, vpp: int, split: str, explicit: tuple, layout: tuple[int, ...], model_name: str
+) -> tuple[int, ...] | str:
+    if split != "even" or any(n is not None for n in explicit):
+        return "pipeline_layout cannot be combined with pipeline_split or first/last_stage_layers (Megatron refuses)"
+    if len(layout) != pp * vpp:
+        return f"pipeline_layout lists {len(layout)} virtual stages; pp*vpp={pp}*{vpp}={pp * vpp} needed"
+    if min(layout) < 1:
+        return "pipeline_layout entries must be positive: each virtual stage holds at least one transformer layer"
+    if sum(layout) != layers:
+        return f"pipeline_layout holds {sum(layout)} layers; {model_name} has {layers}"
+    return tuple(layout)
 
 
 def _explicit_sizes(
@@ -216,10 +236,16 @@ class ParallelPlan:
     # Megatron-Bridge performance recipes set grad_reduce_in_fp32=False): 2 bytes per gradient
     # and half the data-parallel traffic, instead of fp32 main gradients.
     grad_reduce_in_bf16: bool = False
+    # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration, or
+    # every transformer layer graphed): the host launches graphs, so no kernel waits for it.
+    cuda_graphs: bool = False
     # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
     pipeline_split: str = "even"
     first_stage_layers: int | None = None
     last_stage_layers: int | None = None
+    # Megatron's --pipeline-model-parallel-layout as transformer layers per virtual stage (virtual
+    # stage c*pp + s is chunk c of stage s; the embedding sits on the first, the loss on the last).
+    pipeline_layout: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len"):
@@ -234,6 +260,9 @@ class ParallelPlan:
         ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
+        layout = self.pipeline_layout
+        if layout is not None and not (isinstance(layout, tuple) and all(type(n) is int for n in layout)):
+            raise PlanError(f"pipeline_layout={layout!r}; allowed: a tuple of layer counts, one per virtual stage")
         unknown = [m for m in self.recompute_modules if m not in RECOMPUTE_MODULES]
         if unknown or not isinstance(self.recompute_modules, tuple):
             raise PlanError(
@@ -279,9 +308,10 @@ class ParallelPlan:
         return self.global_batch * self.seq_len
 
     @property
-    def split(self) -> tuple[str, int | None, int | None]:
-        """How the stages share the layers: (pipeline_split, first_stage_layers, last_stage_layers)."""
-        return self.pipeline_split, self.first_stage_layers, self.last_stage_layers
+    def split(self) -> tuple[str, int | None, int | None, tuple[int, ...] | None]:
+        """How the stages share the layers: (pipeline_split, first_stage_layers, last_stage_layers,
+        pipeline_layout)."""
+        return self.pipeline_split, self.first_stage_layers, self.last_stage_layers, self.pipeline_layout
 
     @property
     def gradient_bytes(self) -> int:

@@ -10,22 +10,19 @@ from dse.replay_ray import replay_on_ray
 
 @pytest.fixture(scope="module")
 def local_ray():
-    """One local Ray for the module (it takes seconds to start)."""
+    """One local Ray for the module (it takes seconds to start), the private cluster `dse validate
+    --ray-address local` runs on: loopback only, token authentication (dse.ray_cluster)."""
     ray = pytest.importorskip("ray")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("RAY_AUTH_MODE", "disabled")  # a loopback-only private cluster, as .ci/run sets
-        started = False
-        if not ray.is_initialized():
-            try:
-                ray.init(
-                    address="local", num_cpus=4, include_dashboard=False, log_to_driver=False, configure_logging=False
-                )
-            except Exception as exc:  # no Ray on this machine: the only reason to skip
-                pytest.skip(f"Ray cannot start here: {exc}")
-            started = True
-        yield ray
-        if started:
-            ray.shutdown()
+    from dse.executor import connect_ray
+    from dse.ray_cluster import stop_private
+
+    try:
+        started = connect_ray("local")  # False: this process was connected already
+    except Exception as exc:  # no Ray on this machine: the only reason to skip
+        pytest.skip(f"Ray cannot start here: {exc}")
+    yield ray
+    if started:
+        stop_private(started)
 
 
 def test_replay_on_ray_actors_verifies_and_measures(local_ray):

@@ -233,10 +233,24 @@ def test_a_vpp_no_pipeline_split_can_hold_is_refused_and_embedding_loss_accounti
     assert "search.pipeline_split" in message and "allowed: even, embedding, loss, embedding+loss" in message
 
 
-def test_recompute_modules_and_bf16_gradients_reach_every_candidate(write_spec):
+def test_recompute_modules_bf16_gradients_and_cuda_graphs_reach_every_candidate(write_spec):
     from dse.space import SearchSpace
 
-    text = replace("seq_len: 4096", "seq_len: 4096\n  recompute_modules: [layernorm, mlp]\n  grad_reduce_in_bf16: true")
-    space = SearchSpace.from_study(resolve_study(load_study(write_spec(text))))
+    settings = "seq_len: 4096\n  recompute_modules: [layernorm, mlp]\n  grad_reduce_in_bf16: true\n  cuda_graphs: true"
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(replace("seq_len: 4096", settings)))))
     plan = space.candidate({**TINY_PARAMS, "recompute": "selective"}).plan
-    assert plan.recompute_modules == ("layernorm", "mlp") and plan.gradient_bytes == 2
+    assert plan.recompute_modules == ("layernorm", "mlp") and plan.gradient_bytes == 2 and plan.cuda_graphs
+
+
+def test_a_pipeline_layout_must_fit_every_pipeline_shape_of_the_search(write_spec):
+    from dse.space import SearchSpace
+
+    # The tiny spec's llama3-8b has 32 layers; pp 2 x vpp 1 takes a layout of two counts.
+    layout = "seq_len: 4096\n  pipeline_layout: [15, 17]"
+    message = error_of(write_spec, replace("seq_len: 4096", layout))
+    assert message.startswith("training.pipeline_layout: pipeline_layout lists 2 virtual stages; pp*vpp=1*1=1")
+    text = replace("seq_len: 4096", layout, "pp: [1, 2]", "pp: [2]")
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(text))))
+    assert space.candidate({**TINY_PARAMS, "pp": 2}).plan.pipeline_layout == (15, 17)
+    message = error_of(write_spec, text.replace("[15, 17]", "[15, 16]"))
+    assert "pipeline_layout holds 31 layers; llama3-8b has 32" in message

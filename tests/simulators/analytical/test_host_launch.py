@@ -80,3 +80,33 @@ def test_a_tensor_parallel_group_spanning_two_nodes_runs_at_nic_bandwidth():
     slow_nic = dataclasses.replace(network, nic_gbytes_per_s=network.nic_gbytes_per_s / 4)
     tp16 = run(tp=16, **step).breakdown_s["tp_comm_s"]
     assert run(tp=16, network=slow_nic, **step).breakdown_s["tp_comm_s"] > 2 * tp16
+
+
+def test_cuda_graphs_take_the_host_off_the_critical_path():
+    bound = run(host_launch_s=50e-6, global_batch=4)
+    graphed = run(host_launch_s=50e-6, global_batch=4, cuda_graphs=True)
+    assert bound.breakdown_s["host_overhead_s"] > 0 and graphed.breakdown_s["host_overhead_s"] == 0.0
+    assert graphed.metrics["iteration_time_s"] == pytest.approx(run(global_batch=4).metrics["iteration_time_s"])
+
+
+def test_routed_experts_launch_one_gemm_per_local_expert():
+    """Transformer Engine's grouped GEMM issues a cuBLAS GEMM per local expert: a layer of 16
+    experts spread over 2 ranks (8 each) launches 7 more GEMMs per expert projection than over 16
+    ranks (1 each), forward once and backward twice: 2 projections x 7 x 3 = 42 launches."""
+    moe = ModelSpec(
+        name="tiny-moe",
+        layers=2,
+        hidden=256,
+        ffn_hidden=1024,
+        heads=4,
+        kv_heads=4,
+        vocab=512,
+        moe_experts=16,
+        moe_top_k=2,
+        moe_ffn_hidden=256,
+    )
+    host_s = 500e-6  # so long that every phase waits for the host: time = launches x host_s
+    kw = dict(model=moe, num_gpus=16, dp=16, global_batch=16, host_launch_s=host_s)
+    few, many = (run(ep=ep, **kw).breakdown_s["host_overhead_s"] for ep in (16, 2))
+    layers = moe.layers
+    assert many - few == pytest.approx(layers * 2 * 7 * 3 * host_s, rel=0.02)

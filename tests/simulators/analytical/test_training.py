@@ -277,3 +277,17 @@ def test_mla_up_projection_recompute_needs_multi_latent_attention():
         run(recompute="selective", recompute_modules=("mla_up_proj",))
     with pytest.raises(PlanError, match="recompute_modules=.*allowed: a tuple of core_attn"):
         run(recompute="selective", recompute_modules=("attention",))
+
+
+def test_hfu_counts_the_gemms_selective_recomputation_reruns():
+    """Llama-3-8B, seq 4096: recomputing the dense MLP reruns its three GEMMs, 2*3*4096*14336 FLOPs
+    per token and layer; the attention core (default) reruns the score and value GEMMs,
+    2*2*4096*128*32 per token and layer counted whole (as model FLOPs count them)."""
+    from simulators.workload import model_flops
+
+    s, layers, tokens = 4096, 32, 4096 * 8
+    useful = model_flops(get_model("llama3-8b"), 8, s)
+    for modules, per_token_layer in ((("mlp",), 2 * 3 * 4096 * 14336), (("core_attn",), 2 * 2 * s * 128 * 32)):
+        result = run(global_batch=8, recompute="selective", recompute_modules=modules)
+        rerun = result.metrics["hfu"] / result.metrics["mfu"] - 1
+        assert rerun == pytest.approx(layers * tokens * per_token_layer / useful, rel=1e-9)

@@ -5,12 +5,15 @@ from __future__ import annotations
 import threading
 
 
-def run_threads(transports, body, join_s: float = 60.0):
-    """Open every transport, then on one thread per rank connect it, run body(rank, transport) and
-    close it; returns (what each body returned, the errors raised). A rank still running after
+def run_threads(transports, body, join_s: float = 60.0, before=None):
+    """Open every transport, call before(book) if given (e.g. to connect a stranger to a rank's
+    address first), then on one thread per rank connect it, run body(rank, transport) and close
+    it; returns (what each body returned, the errors raised). A rank still running after
     `join_s` fails the test."""
     world = len(transports)
     book = [t.open(r, world) for r, t in enumerate(transports)]
+    if before is not None:
+        before(book)
     results, errors = [None] * world, []
 
     def run(r):

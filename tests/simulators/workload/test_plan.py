@@ -87,6 +87,28 @@ def test_explicit_first_and_last_stage_layers_leave_the_rest_to_the_middle_stage
         assert message in virtual_stage_sizes(*args)
 
 
+def test_an_explicit_layout_places_each_virtual_stages_layers():
+    """Megatron-Bridge's DeepSeek-V3 layout for pp 4 x vpp 4 (embedding + 4 layers, 14 x 4, 1 layer
+    + loss): pipeline stage 3 holds virtual stages 3, 7, 11 and 15, so 4 + 4 + 4 + 1 layers."""
+    from simulators.workload import stage_layer_kinds, stage_layers, virtual_stage_sizes
+
+    layout = (4,) * 15 + (1,)
+    assert virtual_stage_sizes(61, 4, 4, "even", None, None, layout) == layout
+    c = candidate("deepseek-v3", num_gpus=4, pp=4, vpp=4, dp=1, global_batch=4, pipeline_layout=layout)
+    assert [len(stage_layers(c.model, c.plan, s)) for s in range(4)] == [16, 16, 16, 13]
+    assert stage_layers(c.model, c.plan, 0)[:4] == [0, 1, 2, 3] and stage_layers(c.model, c.plan, 3)[-1] == 60
+    assert stage_layer_kinds(c.model, c.plan, 0) == {False: 3, True: 13}  # DeepSeek-V3's 3 dense layers
+    refused = {
+        (61, 4, 2, "even", None, None, layout): "lists 16 virtual stages; pp*vpp=4*2=8 needed",
+        (61, 4, 4, "even", None, None, (4,) * 16): "holds 64 layers; the model has 61",
+        (61, 4, 4, "even", None, None, (0, 5) + (4,) * 14): "must be positive",
+        (61, 4, 4, "embedding", None, None, layout): "cannot be combined",
+        (61, 4, 4, "even", 4, None, layout): "cannot be combined",
+    }
+    for args, message in refused.items():
+        assert message in virtual_stage_sizes(*args)
+
+
 def test_every_split_holds_every_parameter_once():
     from simulators.workload import stage_params
 
