@@ -101,19 +101,17 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
         )
     if settings.resume and not exists:
         raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
-    if not exists:  # before anything is written: a directory whose journal is gone keeps its trials.csv
+    # Before anything is written: a journal that lost trials (or is gone) leaves trials.csv as it is.
+    if exists:
+        study = optuna.load_study(study_name=spec.name, storage=storage)
+        finished = [t.number for t in study.get_trials(deepcopy=False) if _counts(t) and OUTCOME_ATTR in t.user_attrs]
+        check_trials_kept(settings.out_dir, finished, where)
+    else:
         check_trials_kept(settings.out_dir, (), where)
-    study = optuna.create_study(
-        study_name=spec.name,
-        storage=storage,
-        directions=list(resolved.directions),
-        load_if_exists=settings.resume,
-    )
+        study = optuna.create_study(study_name=spec.name, storage=storage, directions=list(resolved.directions))
     fingerprint = {name: repr(d) for name, d in space.distributions.items()}
     fingerprint["objectives"] = repr(list(zip(resolved.objectives, resolved.directions)))
     if exists:
-        finished = [t.number for t in study.get_trials(deepcopy=False) if _counts(t) and OUTCOME_ATTR in t.user_attrs]
-        check_trials_kept(settings.out_dir, finished, where)
         stored = study.user_attrs.get(SPACE_ATTR, {})
         changed = sorted(k for k in fingerprint if stored.get(k) != fingerprint[k])
         if changed:
