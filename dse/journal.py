@@ -44,7 +44,7 @@ def journal_storage(path: Path) -> optuna.storages.JournalStorage:
     backend = _CountingBackend(str(path), lock_obj=lock)
     try:
         return optuna.storages.JournalStorage(backend)
-    except (KeyError, TypeError, ValueError, AssertionError) as exc:  # an entry that does not fit the others
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, AssertionError) as exc:  # a misfit entry
         raise JournalError(
             f"journal: {path}:{backend.entries}: an entry Optuna cannot replay ({type(exc).__name__}: {exc}); "
             "restore the file from a copy"
@@ -70,7 +70,11 @@ def check_journal(path: Path) -> None:
         return
     if not path.is_file():
         raise JournalError(f"journal: {path} is not a regular file")
-    with path.open("r+b") as file:
+    try:
+        file = path.open("r+b")
+    except OSError as exc:
+        raise JournalError(f"journal: cannot open {path} ({exc.strerror})") from None
+    with file:
         repair_tail(file, path)
         file.seek(0)
         for number, line in enumerate(file, start=1):
@@ -94,7 +98,7 @@ def _problem(line: bytes) -> str | None:
     if not isinstance(entry, dict):
         return f"not a journal entry (a JSON {type(entry).__name__}, not an object)"
     op = entry.get("op_code")
-    if isinstance(op, bool) or op not in _OP_CODES or not isinstance(entry.get("worker_id"), str):
+    if type(op) is not int or op not in _OP_CODES or not isinstance(entry.get("worker_id"), str):
         return "not an Optuna journal entry (no known op_code and worker_id)"
     return None
 

@@ -73,10 +73,17 @@ def test_a_cut_last_line_is_dropped_with_a_warning_and_the_study_reports_and_res
     [
         (b"garbage\n", "not a JSON entry"),
         (b'{"hello": "world"}\n', "not an Optuna journal entry"),
+        (b'{"op_code": [4], "worker_id": "w"}\n', "not an Optuna journal entry"),
+        (b'{"op_code": true, "worker_id": "w"}\n', "not an Optuna journal entry"),
         (b"[1, 2]\n", "not a journal entry (a JSON list"),
         (b"\xff\xfe\n", "not UTF-8 text"),
         (b"\n", "not a JSON entry"),
         (b'{"op_code": 6, "worker_id": "w"}\n', "an entry Optuna cannot replay"),  # well-formed, does not fit
+        (
+            b'{"op_code": 5, "worker_id": "w", "trial_id": 0, "param_name": "x", "param_value_internal": 1, '
+            b'"distribution": "[]"}\n',
+            "an entry Optuna cannot replay",
+        ),
     ],
 )
 def test_a_damaged_line_in_the_middle_is_one_error_naming_file_and_line(study, capsys, line, problem):
