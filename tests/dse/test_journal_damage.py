@@ -7,6 +7,7 @@ trials never rewrites trials.csv; a second run on a directory another run holds 
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 import sys
@@ -15,8 +16,11 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dse.cli import main
+from dse.journal import JournalError, journal_storage
 from dse.studylock import LOCK_FILE, StudyLockedError, study_lock
 from tests.conftest import TINY_SPEC
 
@@ -156,3 +160,53 @@ def test_the_lock_is_reentrant_in_one_process_and_exclusive_across_descriptors(t
         with study_lock(tmp_path):
             pass
     os.close(fd)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(damage=st.binary(max_size=120), at=st.integers(min_value=0), cut=st.integers(min_value=0, max_value=300))
+def test_any_damage_either_reads_or_is_a_journal_error(searched, tmp_path, damage, at, cut):
+    """Bytes inserted at a line boundary and a tail cut anywhere: the journal opens, or the one
+    error names it; never another exception."""
+    lines = (searched / "out" / "study.journal").read_bytes().splitlines(keepends=True)
+    at %= len(lines) + 1
+    data = b"".join([*lines[:at], damage, *lines[at:]])
+    path = tmp_path / "study.journal"
+    path.write_bytes(data[: max(0, len(data) - cut)])
+    try:
+        journal_storage(path)
+    except JournalError as exc:
+        assert str(exc).startswith(f"journal: {path}")
+    assert path.read_bytes().endswith(b"\n") or not path.read_bytes()
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 3) | st.floats(allow_nan=False) | st.text(max_size=8),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=6,
+)
+FIELDS = (
+    "study_id trial_id study_name directions user_attr system_attr param_name param_value_internal distribution "
+    "state values value datetime_start datetime_complete distributions params user_attrs system_attrs "
+    "intermediate_values step intermediate_value trial_ids"
+).split()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    entry=st.fixed_dictionaries(
+        {"op_code": st.integers(0, 10), "worker_id": st.text(max_size=4)},
+        optional={name: JSON | st.integers(0, 12) for name in FIELDS},
+    ),
+    at=st.integers(min_value=0),
+)
+def test_a_well_formed_entry_that_does_not_fit_is_a_journal_error(searched, tmp_path, entry, at):
+    """Entries with real op codes and arbitrary fields: Optuna replays them, or the one error."""
+    lines = (searched / "out" / "study.journal").read_bytes().splitlines(keepends=True)
+    at %= len(lines) + 1
+    path = tmp_path / "study.journal"
+    path.write_bytes(b"".join([*lines[:at], json.dumps(entry).encode() + b"\n", *lines[at:]]))
+    try:
+        journal_storage(path)
+    except JournalError as exc:
+        line = int(str(exc).removeprefix(f"journal: {path}:").split(":")[0])  # this entry, or one it misleads
+        assert line > at and "an entry Optuna cannot replay" in str(exc)
