@@ -28,7 +28,7 @@ import dataclasses
 import fcntl
 import hashlib
 import json
-import math
+import sys
 import threading
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -232,7 +232,7 @@ def _parse(line: bytes) -> tuple[str, Outcome] | str:
     """A record's address and outcome, or what is wrong with it."""
     try:
         record = json.loads(line)
-    except (UnicodeDecodeError, json.JSONDecodeError):
+    except ValueError:  # not UTF-8, not JSON, or an integer of more digits than Python converts
         return "not JSON"
     if not isinstance(record, dict):
         return "not a JSON object"
@@ -256,7 +256,8 @@ def _parse(line: bytes) -> tuple[str, Outcome] | str:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number a float holds (an integer too large for one is refused, not an OverflowError)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= sys.float_info.max
 
 
 def _finite(outcome: Outcome) -> bool:

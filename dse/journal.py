@@ -95,6 +95,8 @@ def _problem(line: bytes) -> str | None:
         return "not UTF-8 text"
     except json.JSONDecodeError as exc:
         return f"not a JSON entry ({exc.msg} at column {exc.colno})"
+    except ValueError:  # an integer of more digits than Python converts
+        return "not a JSON entry (a number too long to read)"
     if not isinstance(entry, dict):
         return f"not a journal entry (a JSON {type(entry).__name__}, not an object)"
     op = entry.get("op_code")

@@ -5,6 +5,8 @@ import json
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dse.cache import SharedCache, evaluation_context
 from dse.checks import resolve_study
@@ -148,6 +150,7 @@ def test_a_forged_record_is_refused_and_its_candidate_simulated_again(write_spec
         (lambda r: r["metrics"].update(t="2.5"), "not a finite number"),
         (lambda r: r["metrics"].update(t=True), "not a finite number"),
         (lambda r: r.update(metrics=[1.0]), "not a finite number"),
+        (lambda r: r["metrics"].update(t=10**400), "not a finite number"),  # no float holds it
         (lambda r: r.update(error="boom"), "or an error"),
         (lambda r: r.update(reason=3), "a reason that is not a string"),
         (lambda r: r.clear(), "without address"),
@@ -167,6 +170,13 @@ def test_a_record_that_breaks_the_schema_is_refused_not_a_traceback(tmp_path, ca
     assert list(again._outcomes) == ["kept"]
     err = capsys.readouterr().err
     assert "refused 3 records (1 " in err and problem in err and "2 not a JSON object (first at line 3)" in err
+
+
+def test_a_number_of_more_digits_than_python_reads_is_refused(tmp_path, capsys):
+    path = tmp_path / "cache.jsonl"
+    path.write_text('{"address": "long", "metrics": {"t": ' + "1" * 5000 + "}}\n")
+    assert len(SharedCache(path)) == 0
+    assert "refused 1 records (1 not JSON (first at line 1))" in capsys.readouterr().err
 
 
 def test_a_cut_last_line_is_dropped_and_the_next_record_kept(tmp_path, capsys):
@@ -207,3 +217,26 @@ def test_a_cache_path_that_is_not_a_regular_file_is_refused(tmp_path):
     for path in (fifo, tmp_path):  # a FIFO would block, a directory cannot be read as lines
         with pytest.raises(DseError, match=f"cache: {path} is not a regular file"):
             SharedCache(path)
+
+
+VALUES = st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=6)
+RECORD = st.dictionaries(
+    st.sampled_from(["address", "digest", "metrics", "constraints", "reason", "error", "extra"]),
+    VALUES | st.dictionaries(st.text(max_size=4), VALUES, max_size=3) | st.lists(VALUES, max_size=2),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(RECORD.map(json.dumps).map(str.encode) | st.binary(max_size=40), max_size=5))
+def test_any_file_content_loads_without_a_traceback(tmp_path, lines):
+    """Records with any keys and values, and arbitrary bytes, after a genuine record."""
+    path = tmp_path / "cache.jsonl"
+    path.unlink(missing_ok=True)  # tmp_path is the same for every example
+    cache = SharedCache(path)
+    cache.put("genuine", Outcome(metrics={"t": 1.0}))
+    cache.close()
+    with path.open("ab") as file:
+        file.write(b"\n".join(lines))
+    again = SharedCache(path)
+    assert again.claim(["genuine"])[0] == {0: Outcome(metrics={"t": 1.0})}  # nothing appended loses it
+    again.close()

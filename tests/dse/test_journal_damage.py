@@ -82,6 +82,7 @@ def test_a_cut_last_line_is_dropped_with_a_warning_and_the_study_reports_and_res
         (b"[1, 2]\n", "not a journal entry (a JSON list"),
         (b"\xff\xfe\n", "not UTF-8 text"),
         (b"\n", "not a JSON entry"),
+        (b"1" * 5000 + b"\n", "not a JSON entry (a number too long to read)"),
         (b'{"op_code": 6, "worker_id": "w"}\n', "an entry Optuna cannot replay"),  # well-formed, does not fit
         (
             b'{"op_code": 5, "worker_id": "w", "trial_id": 0, "param_name": "x", "param_value_internal": 1, '
