@@ -10,22 +10,37 @@ so studies that differ only in prices, objectives, constraints or search ranges 
 
 The cache lives in the driver (workers never see it) and, given a path, in an append-only
 JSON-lines file, so a later batch or `--resume` starts from every outcome already known.
+
+Each record carries a digest of its address and outcome, and is checked when the file is read:
+its keys and their types, finite numbers, and the digest. A record that fails (damaged, edited by
+hand, moved to another address, or written by a dse older than the digest) is refused, counted
+in one warning, and its candidate simulated again. The digest is a plain SHA-256, not a keyed
+one: it catches damage and edits, not a forger who recomputes it, so a cache file is to be
+trusted as much as the code that reads it. Appends and the repair of a cut last line (a driver
+killed mid-write) take an exclusive flock on the file, so runs sharing one cache file never
+join a record to a fragment.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import fcntl
 import hashlib
 import json
+import sys
 import threading
-from collections.abc import Mapping, Sequence
+from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from dse.checks import ResolvedStudy
+from dse.errors import DseError
 from dse.evaluate import Outcome
+from dse.jsonlines import repair_tail, warn
 from dse.space import params_key
 
 _KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
@@ -99,15 +114,27 @@ class SharedCache:
         self._pending: dict[str, threading.Event] = {}
         self._lock = threading.Lock()
         self.hits = 0
-        if path is not None and path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:  # a line cut short when the driver was killed
-                    continue
-                address = record.pop("address")
-                self._outcomes[address] = Outcome(**record)
-        self._file = path.open("a") if path is not None else None
+        self._file = _open(path) if path is not None else None
+        if self._file is not None:
+            with _locked(self._file):
+                repair_tail(self._file, path)
+                self._load()
+
+    def _load(self) -> None:
+        """Take every valid record of the file; warn once about those refused."""
+        self._file.seek(0)
+        refused: Counter[str] = Counter()
+        first: dict[str, int] = {}
+        for number, line in enumerate(self._file, start=1):
+            record = _parse(line)
+            if isinstance(record, str):
+                refused[record] += 1
+                first.setdefault(record, number)
+            else:
+                self._outcomes[record[0]] = record[1]
+        if refused:
+            why = "; ".join(f"{n} {problem} (first at line {first[problem]})" for problem, n in refused.items())
+            warn(f"{self.path}: refused {refused.total()} records ({why}); their candidates are simulated again")
 
     def __len__(self) -> int:
         return len(self._outcomes)
@@ -133,10 +160,11 @@ class SharedCache:
         with self._lock:
             if not outcome.failed:
                 self._outcomes[address] = outcome
-                if self._file is not None:
-                    record = {"address": address, **dataclasses.asdict(outcome)}
-                    self._file.write(json.dumps(record) + "\n")
-                    self._file.flush()
+                if self._file is not None and _finite(outcome):
+                    with _locked(self._file):
+                        repair_tail(self._file, self.path)  # another run sharing the file was killed mid-line
+                        self._file.write(_record_line(address, outcome))
+                        self._file.flush()
             event = self._pending.pop(address, None)
         if event is not None:
             event.set()
@@ -163,6 +191,78 @@ class SharedCache:
     def close(self) -> None:
         if self._file is not None:
             self._file.close()
+
+
+_RECORD_KEYS = frozenset({"address", "digest", *(f.name for f in dataclasses.fields(Outcome))})
+_NUMBERS = ("metrics", "constraints")  # the fields of an outcome that map names to numbers
+
+
+def _open(path: Path):
+    """The cache file for reading and appending; only a regular file (a FIFO or /dev/zero would
+    be read without end)."""
+    if path.exists() and not path.is_file():
+        raise DseError(f"cache: {path} is not a regular file")
+    try:
+        return path.open("a+b")
+    except OSError as exc:
+        raise DseError(f"cache: cannot open {path} ({exc.strerror})") from None
+
+
+@contextlib.contextmanager
+def _locked(file) -> Iterator[None]:
+    fcntl.flock(file.fileno(), fcntl.LOCK_EX)
+    try:
+        yield
+    finally:
+        fcntl.flock(file.fileno(), fcntl.LOCK_UN)
+
+
+def _record_line(address: str, outcome: Outcome) -> bytes:
+    content = {"address": address, **dataclasses.asdict(outcome)}
+    return (json.dumps({**content, "digest": _record_digest(content)}) + "\n").encode()
+
+
+def _record_digest(content: Mapping[str, Any]) -> str:
+    """What ties a record's outcome to its address: the digest of both, canonically written."""
+    canonical = json.dumps(content, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _parse(line: bytes) -> tuple[str, Outcome] | str:
+    """A record's address and outcome, or what is wrong with it."""
+    try:
+        record = json.loads(line)
+    except ValueError:  # not UTF-8, not JSON, or an integer of more digits than Python converts
+        return "not JSON"
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    missing, extra = sorted(_RECORD_KEYS - record.keys()), sorted(record.keys() - _RECORD_KEYS)
+    if extra:
+        return f"with unexpected keys {', '.join(map(repr, extra))}"
+    if missing == ["digest"]:
+        return "without a digest (written by an older dse)"
+    if missing:
+        return f"without {', '.join(missing)}"
+    address, digest = record.pop("address"), record.pop("digest")
+    if not isinstance(address, str) or not address or not isinstance(digest, str):
+        return "with an address or digest that is not a string"
+    if not all(isinstance(record[k], dict) and all(map(_number, record[k].values())) for k in _NUMBERS):
+        return "with a metric or constraint that is not a finite number"
+    if not isinstance(record["reason"], str | None) or record["error"] is not None:
+        return "with a reason that is not a string, or an error (failures are not stored)"
+    if digest != _record_digest({"address": address, **record}):
+        return "whose digest does not match its content (damaged or edited)"
+    return address, Outcome(**record)
+
+
+def _number(value: Any) -> bool:
+    """A finite number a float holds (an integer too large for one is refused, not an OverflowError)."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and abs(value) <= sys.float_info.max
+
+
+def _finite(outcome: Outcome) -> bool:
+    """Whether an outcome can be stored: a non-finite number would be refused when read back."""
+    return all(map(_number, [*outcome.metrics.values(), *outcome.constraints.values()]))
 
 
 def _file_digest(path: str | None) -> str | None:

@@ -10,6 +10,7 @@ running are failed and asked again on `--resume`.
 from __future__ import annotations
 
 import contextlib
+import functools
 import signal
 import threading
 import time
@@ -27,11 +28,12 @@ from dse.checks import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluate import Evaluator, Outcome
 from dse.executor import Executor, Usage, make_executor
+from dse.journal import check_trials_kept, journal_storage
 from dse.samplers import make_sampler, sampler_name
 from dse.space import SearchSpace, params_key
+from dse.studylock import study_lock
 
 OUTCOME_ATTR = "outcome"
-LOCK_GRACE_S = 3
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
 MIN_BATCH = 32  # the batch the search-quality figures were measured with (benchmarks/RESULTS.md)
 INTERRUPTED_ATTR = "interrupted"
@@ -87,14 +89,6 @@ def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     return journal_storage(Path(target))
 
 
-def journal_storage(path: Path) -> optuna.storages.JournalStorage:
-    """The journal file's storage. Its lock is held for milliseconds per write, so a lock older
-    than a few seconds was left by a driver that was killed: it is taken over after
-    `LOCK_GRACE_S` (Optuna's default waits 30 s before `--resume` can start)."""
-    lock = optuna.storages.journal.JournalFileOpenLock(str(path), grace_period=LOCK_GRACE_S)
-    return optuna.storages.JournalStorage(optuna.storages.journal.JournalFileBackend(str(path), lock_obj=lock))
-
-
 def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
     """Create the study, or load it for `--resume`; refuse to mix a new run into an old one."""
     spec = resolved.study
@@ -107,12 +101,14 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
         )
     if settings.resume and not exists:
         raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
-    study = optuna.create_study(
-        study_name=spec.name,
-        storage=storage,
-        directions=list(resolved.directions),
-        load_if_exists=settings.resume,
-    )
+    # Before anything is written: a journal that lost trials (or is gone) leaves trials.csv as it is.
+    if exists:
+        study = optuna.load_study(study_name=spec.name, storage=storage)
+        finished = [t.number for t in study.get_trials(deepcopy=False) if _counts(t) and OUTCOME_ATTR in t.user_attrs]
+        check_trials_kept(settings.out_dir, finished, where)
+    else:
+        check_trials_kept(settings.out_dir, (), where)
+        study = optuna.create_study(study_name=spec.name, storage=storage, directions=list(resolved.directions))
     fingerprint = {name: repr(d) for name, d in space.distributions.items()}
     fingerprint["objectives"] = repr(list(zip(resolved.objectives, resolved.directions)))
     if exists:
@@ -139,6 +135,19 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
     return study
 
 
+def _holding_study_dir(run: Callable[..., SearchSummary]) -> Callable[..., SearchSummary]:
+    """Run with the study directory's lock held (dse.studylock), taken before Ray starts, so a
+    second run on the directory is refused at once instead of corrupting the first's journal."""
+
+    @functools.wraps(run)
+    def locked(resolved: ResolvedStudy, settings: RunSettings, *args, **kwargs) -> SearchSummary:
+        with study_lock(settings.out_dir):
+            return run(resolved, settings, *args, **kwargs)
+
+    return locked
+
+
+@_holding_study_dir
 def run_search(
     resolved: ResolvedStudy,
     settings: RunSettings,

@@ -16,10 +16,11 @@ import yaml
 from optuna.trial import TrialState
 
 from dse.checks import ResolvedStudy, resolve_study
-from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR, journal_storage
+from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.errors import DseError
 from dse.fidelity import FIDELITY_FILE, packet_fidelity
 from dse.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
+from dse.journal import TRIALS_FILE, check_trials_kept, journal_storage
 from dse.metrics import metrics_for
 from dse.pareto import pareto_mask
 from dse.report_html import render_html
@@ -27,6 +28,7 @@ from dse.report_png import write_pareto_png
 from dse.report_summary import summary_markdown
 from dse.space import SearchSpace, canonical_params, knobs_of, params_of_row
 from dse.spec import Study, load_study
+from dse.studylock import study_lock
 from dse.validate import VALIDATION_FILE
 from simulators.analytical import simulate_training_batch
 from simulators.workload import GIB
@@ -145,16 +147,17 @@ def load_study_dir(out_dir: Path) -> tuple[optuna.Study, ResolvedStudy]:
         raise DseError(f"report: {out_dir} holds no {SPEC_FILE}; `dse search SPEC --out {out_dir} --resume` writes it")
     study = load_study(out_dir / SPEC_FILE, output=str(out_dir))
     resolved = resolve_study(study)
-    if study.storage:
-        storage = optuna.storages.get_storage(study.storage)
-    elif (out_dir / JOURNAL_FILE).is_file():
-        storage = journal_storage(out_dir / JOURNAL_FILE)
-    else:
-        raise DseError(f"report: {out_dir} holds no {JOURNAL_FILE} and {SPEC_FILE} names no storage")
-    try:
-        return optuna.load_study(study_name=study.name, storage=storage), resolved
-    except KeyError:
-        raise DseError(f"report: the storage of {out_dir} holds no study {study.name!r}") from None
+    with study_lock(out_dir):  # a search appending to the journal is not read half-written
+        if study.storage:
+            storage = optuna.storages.get_storage(study.storage)
+        elif (out_dir / JOURNAL_FILE).is_file():
+            storage = journal_storage(out_dir / JOURNAL_FILE)
+        else:
+            raise DseError(f"report: {out_dir} holds no {JOURNAL_FILE} and {SPEC_FILE} names no storage")
+        try:
+            return optuna.load_study(study_name=study.name, storage=storage), resolved
+        except KeyError:
+            raise DseError(f"report: the storage of {out_dir} holds no study {study.name!r}") from None
 
 
 def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -162,17 +165,23 @@ def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -
 
     trials.csv and trials.parquet (every finished trial), pareto.csv (the front with its time
     and memory breakdowns), fidelity.csv (the packet-level re-evaluation, when the spec asks for
-    it), spec.yaml, summary.md, pareto.png and the self-contained report.html.
+    it), spec.yaml, summary.md, pareto.png and the self-contained report.html. Nothing is
+    written when the study holds fewer trials than the trials.csv already there (dse.journal).
     """
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with study_lock(out_dir):
+        return _write_reports(study, resolved, out_dir)
+
+
+def _write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     trials = trials_frame(study, resolved)
+    check_trials_kept(out_dir, trials["trial"].tolist(), f"the storage of {out_dir}")
     front = with_breakdown(pareto_frame(trials, resolved), resolved)
     history = history_of(trials, resolved)
     fidelity = packet_fidelity(front, resolved)
     if not fidelity.empty:
         fidelity.to_csv(out_dir / FIDELITY_FILE, index=False)
     spec_path = save_spec(resolved.study, out_dir)
-    trials.to_csv(out_dir / "trials.csv", index=False)
+    trials.to_csv(out_dir / TRIALS_FILE, index=False)
     trials.to_parquet(out_dir / "trials.parquet", index=False)
     front.to_csv(out_dir / "pareto.csv", index=False)
     (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path))

@@ -5,6 +5,8 @@ import json
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from dse.cache import SharedCache, evaluation_context
 from dse.checks import resolve_study
@@ -107,3 +109,134 @@ def test_a_second_study_takes_shared_outcomes_and_judges_them_with_its_own_price
         assert row["usd_per_mtok"] == pytest.approx(direct.metrics["usd_per_mtok"], rel=1e-12)
         assert bool(row["feasible"]) == direct.feasible
         assert trial.constraints == pytest.approx(dict(direct.constraints))
+
+
+def _records(path):
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _write(path, records):
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+
+
+def test_a_forged_record_is_refused_and_its_candidate_simulated_again(write_spec, tmp_path, capsys):
+    path = tmp_path / "cache.jsonl"
+    resolved = resolve_study(load_study(write_spec(), sampler="grid", **{"budget.trials": 100}))
+    first = run_search(resolved, RunSettings(tmp_path / "a", None, "off"), shared=SharedCache(path))
+    records = _records(path)
+    forged = records[3]
+    forged["metrics"]["tokens_per_s_per_gpu"] = 1e12  # a front no plan reaches; the digest left as it was
+    _write(path, records)
+    capsys.readouterr()
+    cache = SharedCache(path)
+    assert len(cache) == len(records) - 1 and forged["address"] not in cache._outcomes
+    err = capsys.readouterr().err
+    assert f"{path}: refused 1 records (1 whose digest does not match its content" in err and "line 4" in err
+    second = run_search(resolved, RunSettings(tmp_path / "b", None, "off"), shared=cache)
+    assert second.evaluated == 1 and second.shared_hits == first.evaluated - 1
+    best = max(t.values[0] for t in second.study.get_trials() if t.values)
+    assert best < 1e12
+    assert forged["address"] in {r["address"] for r in _records(path)[len(records) :]}  # stored again, genuine
+
+
+@pytest.mark.parametrize(
+    "damage, problem",
+    [
+        (lambda r: r.pop("address"), "without address"),
+        (lambda r: r.update(extra=1), "with unexpected keys 'extra'"),
+        (lambda r: r.pop("digest"), "without a digest (written by an older dse)"),
+        (lambda r: r.update(address="elsewhere"), "whose digest does not match"),  # moved to another address
+        (lambda r: r["metrics"].update(t=float("nan")), "not a finite number"),
+        (lambda r: r["metrics"].update(t="2.5"), "not a finite number"),
+        (lambda r: r["metrics"].update(t=True), "not a finite number"),
+        (lambda r: r.update(metrics=[1.0]), "not a finite number"),
+        (lambda r: r["metrics"].update(t=10**400), "not a finite number"),  # no float holds it
+        (lambda r: r.update(error="boom"), "or an error"),
+        (lambda r: r.update(reason=3), "a reason that is not a string"),
+        (lambda r: r.clear(), "without address"),
+    ],
+)
+def test_a_record_that_breaks_the_schema_is_refused_not_a_traceback(tmp_path, capsys, damage, problem):
+    path = tmp_path / "cache.jsonl"
+    cache = SharedCache(path)
+    cache.put("kept", Outcome(metrics={"t": 2.5}, constraints={"plan_valid": 0.0}))
+    cache.put("damaged", Outcome(metrics={"t": 3.5}, constraints={"plan_valid": 0.0}))
+    cache.close()
+    records = _records(path)
+    damage(records[1])
+    _write(path, [*records, "not an object", [1]])
+    capsys.readouterr()
+    again = SharedCache(path)
+    assert list(again._outcomes) == ["kept"]
+    err = capsys.readouterr().err
+    assert "refused 3 records (1 " in err and problem in err and "2 not a JSON object (first at line 3)" in err
+
+
+def test_a_number_of_more_digits_than_python_reads_is_refused(tmp_path, capsys):
+    path = tmp_path / "cache.jsonl"
+    path.write_text('{"address": "long", "metrics": {"t": ' + "1" * 5000 + "}}\n")
+    assert len(SharedCache(path)) == 0
+    assert "refused 1 records (1 not JSON (first at line 1))" in capsys.readouterr().err
+
+
+def test_a_cut_last_line_is_dropped_and_the_next_record_kept(tmp_path, capsys):
+    path = tmp_path / "cache.jsonl"
+    cache = SharedCache(path)
+    cache.put("a", Outcome(metrics={"t": 1.0}))
+    with path.open("ab") as file:
+        file.write(b'{"address": "cut", "metr')  # another run sharing the file, killed mid-line
+    cache.put("b", Outcome(metrics={"t": 2.0}))
+    cache.close()
+    assert "dropped those 24 bytes" in capsys.readouterr().err
+    with path.open("ab") as file:
+        file.write(b'{"address": "cut again"')  # this time while no run had the file open
+    again = SharedCache(path)
+    again.put("c", Outcome(metrics={"t": 3.0}))
+    again.close()
+    assert "dropped those 23 bytes" in capsys.readouterr().err
+    assert [r["address"] for r in _records(path)] == ["a", "b", "c"]
+    assert len(SharedCache(path)) == 3 and capsys.readouterr().err == ""
+
+
+def test_an_outcome_with_a_non_finite_number_stays_in_memory_but_is_not_stored(tmp_path):
+    path = tmp_path / "cache.jsonl"
+    cache = SharedCache(path)
+    cache.put("inf", Outcome(metrics={"t": float("inf")}))
+    assert cache.claim(["inf"])[0] == {0: Outcome(metrics={"t": float("inf")})}
+    cache.close()
+    assert path.read_text() == ""
+
+
+def test_a_cache_path_that_is_not_a_regular_file_is_refused(tmp_path):
+    import os
+
+    from dse.errors import DseError
+
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path in (fifo, tmp_path):  # a FIFO would block, a directory cannot be read as lines
+        with pytest.raises(DseError, match=f"cache: {path} is not a regular file"):
+            SharedCache(path)
+
+
+VALUES = st.none() | st.booleans() | st.floats() | st.integers() | st.text(max_size=6)
+RECORD = st.dictionaries(
+    st.sampled_from(["address", "digest", "metrics", "constraints", "reason", "error", "extra"]),
+    VALUES | st.dictionaries(st.text(max_size=4), VALUES, max_size=3) | st.lists(VALUES, max_size=2),
+)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(RECORD.map(json.dumps).map(str.encode) | st.binary(max_size=40), max_size=5))
+def test_any_file_content_loads_without_a_traceback(tmp_path, lines):
+    """Records with any keys and values, and arbitrary bytes, after a genuine record."""
+    path = tmp_path / "cache.jsonl"
+    path.unlink(missing_ok=True)  # tmp_path is the same for every example
+    cache = SharedCache(path)
+    cache.put("genuine", Outcome(metrics={"t": 1.0}))
+    cache.close()
+    with path.open("ab") as file:
+        file.write(b"\n".join(lines))
+    again = SharedCache(path)
+    assert again.claim(["genuine"])[0] == {0: Outcome(metrics={"t": 1.0})}  # nothing appended loses it
+    again.close()
