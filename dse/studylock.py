@@ -32,14 +32,23 @@ class StudyLockedError(DseError, RuntimeError):
 @contextlib.contextmanager
 def study_lock(out_dir: Path) -> Iterator[None]:
     """Hold `out_dir`'s lock (creating the directory) for the body; refuse at once if another
-    process holds it."""
+    process holds it. A run that fails before writing anything (say, its Ray cluster is
+    unreachable) leaves no directory behind: one it created and that holds only the lock goes."""
     key = out_dir.resolve()
+    created = not out_dir.exists()
     with _guard:
         if key not in _held:
             _held[key] = [_acquire(out_dir), 0]
         _held[key][1] += 1
     try:
         yield
+    except BaseException:
+        with _guard:
+            last = _held[key][1] == 1
+        if created and last and [p.name for p in out_dir.iterdir()] == [LOCK_FILE]:
+            (out_dir / LOCK_FILE).unlink()
+            out_dir.rmdir()
+        raise
     finally:
         with _guard:
             _held[key][1] -= 1

@@ -28,7 +28,7 @@ budget:
 
 
 def test_a_batch_simulates_each_shared_candidate_once_and_reports_every_front(write_spec, tmp_path, capsys):
-    first = write_spec(name="first.yaml", extra="sampler: grid\n")
+    first = write_spec(TINY_SPEC.replace("sampler: tpe", "sampler: grid"), name="first.yaml")
     second = write_spec(SECOND, name="second.yaml")
     out = tmp_path / "batch"
     assert main(["batch", str(first), str(second), "--ray-address", "off", "--out", str(out), "--trials", "100"]) == 0

@@ -27,7 +27,7 @@ from dse.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
 from dse.report import trials_frame
 from dse.space import SearchSpace
 from dse.spec import load_study
-from tests.conftest import TINY_PARAMS
+from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[2]
@@ -163,7 +163,7 @@ def test_numba_runs_one_thread_per_ray_worker(cluster):
 
 
 def test_a_driver_killed_mid_study_resumes_with_every_trial_accounted_for(cluster, write_spec, tmp_path):
-    spec = write_spec(extra="sampler: random\n")
+    spec = write_spec(TINY_SPEC.replace("sampler: tpe", "sampler: random"))
     out = tmp_path / "out"
     command = [sys.executable, "-m", "dse", "search", str(spec), "--trials", "400", "--out", str(out)]
     driver = subprocess.Popen([*command, "--ray-address", cluster.address], cwd=ROOT, stdout=subprocess.DEVNULL)

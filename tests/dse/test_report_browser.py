@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import TINY_SPEC
+
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = next((p for p in map(shutil.which, ("chromium", "chromium-browser", "google-chrome")) if p), None)
 
@@ -58,7 +60,9 @@ def test_the_batch_page_draws_every_front_offline(write_spec, tmp_path):
     from dse.cli import main
 
     first = write_spec(name="a.yaml")
-    second = write_spec(name="b.yaml", extra="name: tiny-h200\nhardware:\n  gpu: [H200]\n  num_gpus: [8, 16]\n")
+    second = write_spec(
+        TINY_SPEC.replace("name: tiny", "name: tiny-h200").replace("[H100-SXM]", "[H200]"), name="b.yaml"
+    )
     out = tmp_path / "batch"
     assert main(["batch", str(first), str(second), "--ray-address", "off", "--out", str(out), "--trials", "16"]) == 0
     _every_plot_drawn(out / "batch.html", tmp_path, ARTIFACTS / "batch.png", min_bytes=20_000)
