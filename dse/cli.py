@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -10,35 +13,62 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from dse import flags
 from dse.errors import DseError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell shows for a reader that left early
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    console = Console() if sys.stdout.isatty() else Console(width=200)  # files get whole rows
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line, see dse.flags) or --help
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    console = _Console(highlight=False) if sys.stdout.isatty() else _Console(width=200, highlight=False)
     try:
         return args.handler(args, console)
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        return _reader_gone()
     except KeyboardInterrupt:
         print("dse: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
+class _Console(Console):
+    """rich's Console, but a closed pipe raises BrokenPipeError for `main` to handle like any
+    other write (rich's own handler exits with status 1 from wherever the print was)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _reader_gone() -> int:
+    """`dse ... | head` closed the pipe: stop quietly, as a Unix tool killed by SIGPIPE does.
+    stdout is pointed at /dev/null so that flushing it at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout replaced by an object without a file
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dse", description="Design-space exploration for distributed AI systems.")
+    parser = flags.OneLineParser(prog="dse", description="Design-space exploration for distributed AI systems.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     search = commands.add_parser("search", help="run a study: sweep the space, write the Pareto front")
     search.add_argument("spec", type=Path, help="study spec (YAML), e.g. search_spaces/llama70b.yaml")
-    search.add_argument("--trials", type=int, help="trial budget (total, counting a resumed study's trials)")
-    search.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
-    search.add_argument("--seed", type=int, help="sampler seed")
+    search.add_argument("--trials", type=flags.TRIALS, help="trial budget (total, counting a resumed study's trials)")
+    search.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop after S seconds")
+    search.add_argument("--seed", type=flags.SEED, help="sampler seed")
     search.add_argument("--out", type=Path, metavar="DIR", help="output directory (default reports/<name>)")
     search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in DIR)")
     search.add_argument(
@@ -58,9 +88,9 @@ def _parser() -> argparse.ArgumentParser:
         "batch", help="run many studies at once on one Ray cluster, sharing one cache; write a combined report"
     )
     batch.add_argument("specs", type=Path, nargs="+", metavar="SPEC", help="study specs, e.g. search_spaces/*.yaml")
-    batch.add_argument("--trials", type=int, help="trial budget of every study")
-    batch.add_argument("--timeout", type=float, metavar="S", help="stop every study after S seconds")
-    batch.add_argument("--seed", type=int, help="sampler seed of every study")
+    batch.add_argument("--trials", type=flags.TRIALS, help="trial budget of every study")
+    batch.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop every study after S seconds")
+    batch.add_argument("--seed", type=flags.SEED, help="sampler seed of every study")
     batch.add_argument(
         "--out", type=Path, metavar="DIR", default=Path("reports/batch"), help="batch directory (default reports/batch)"
     )
@@ -74,7 +104,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("dir", type=Path, metavar="DIR", help="the study's output directory, e.g. reports/llama70b")
     report.set_defaults(handler=_report)
 
-    candidate = argparse.ArgumentParser(add_help=False)  # how simulate and export name one candidate
+    candidate = flags.OneLineParser(add_help=False)  # how simulate and export name one candidate
     candidate.add_argument("spec", type=Path, help="study spec (YAML)")
     candidate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
     candidate.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
@@ -113,11 +143,15 @@ def _parser() -> argparse.ArgumentParser:
     gpus.set_defaults(handler=_gpus)
     validate = commands.add_parser("validate", help="replay the best candidates' collectives on real NICs or TCP")
     validate.add_argument("dir", type=Path, nargs="?", help="a study's output directory (reports/<study>)")
-    validate.add_argument("--top", type=int, default=3, help="Pareto candidates to replay (default 3)")
+    validate.add_argument("--top", type=flags.TOP, default=3, help="Pareto candidates to replay (default 3)")
     validate.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
     validate.add_argument("--ray-address", default=None, help="run one rank per node of this Ray cluster")
-    validate.add_argument("--max-ranks", type=int, default=8, help="ranks per replayed collective (default 8)")
-    validate.add_argument("--max-mb", type=float, default=64, help="bytes per replayed collective, MiB (default 64)")
+    validate.add_argument(
+        "--max-ranks", type=flags.MAX_RANKS, default=8, help="ranks per replayed collective (default 8)"
+    )
+    validate.add_argument(
+        "--max-mb", type=flags.MAX_MB, default=64, help="bytes per replayed collective, MiB (default 64)"
+    )
     validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
     validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
     validate.set_defaults(handler=_validate)
@@ -125,8 +159,8 @@ def _parser() -> argparse.ArgumentParser:
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --simai)")
     topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --simai)")
-    topologies.add_argument("--num-gpus", type=int, default=64, help="GPUs (with --simai)")
-    topologies.add_argument("--nic-gbps", type=float, default=400, help="NIC line rate (with --simai)")
+    topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --simai)")
+    topologies.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --simai)")
     topologies.set_defaults(handler=_topologies)
     return parser
 
@@ -138,7 +172,6 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.report import write_reports
     from dse.spec import load_study
 
-    _check_budget_flags(args)
     study = load_study(
         args.spec,
         **{
@@ -172,12 +205,6 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _check_budget_flags(args: argparse.Namespace) -> None:
-    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
-        if value is not None and value <= 0:
-            raise DseError(f"{flag}: {value} must be positive")
-
-
 def _on_open(resolved, row, total=None):
     """What happens when a study is open: its spec is saved (so even a killed run can be
     reported) and its progress row starts (and, in a batch, the total row grows)."""
@@ -206,7 +233,6 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from dse.report_batch import write_batch_dir
 
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
-    _check_budget_flags(args)
     studies = load_batch(args.specs, args.out, overrides)
     console.print(f"[bold]batch[/] of {len(studies)} studies; output {args.out}; shared cache {args.out / CACHE_FILE}")
     for _, resolved in studies:

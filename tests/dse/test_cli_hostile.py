@@ -90,3 +90,76 @@ def test_config_best_reads_a_sound_front(write_spec, tmp_path, capsys):
     _front(study / "pareto.csv")
     assert main(["simulate", str(write_spec()), "--config", "best", "--study", str(study), "--json"]) == 0
     assert '"tp": 1' in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["validate", "DIR", "--max-mb", "nan"], "argument --max-mb: nan is out of range; allowed: a finite number"),
+        (["validate", "DIR", "--max-mb=-inf"], "--max-mb: -inf is out of range"),
+        (["validate", "DIR", "--max-mb", "lots"], "--max-mb: 'lots' is not a number"),
+        (["validate", "DIR", "--top", "0"], "--top: 0 is out of range; allowed: 1 to 1000"),
+        (["validate", "DIR", "--max-ranks", "1"], "--max-ranks: 1 is out of range; allowed: 2 to 1024"),
+        (["search", "SPEC", "--trials", "-3"], "--trials: -3 is out of range"),
+        (["search", "SPEC", "--timeout", "nan"], "--timeout: nan is out of range"),
+        (["search", "SPEC", "--seed", str(2**32)], "--seed: 4294967296 is out of range; allowed: 0 to 4294967295"),
+        (["batch", "SPEC", "--timeout", "inf"], "--timeout: inf is out of range"),
+        (["topologies", "--num-gpus", "0"], "--num-gpus: 0 is out of range"),
+        (["topologies", "--nic-gbps", "nan"], "--nic-gbps: nan is out of range"),
+        (["simulate"], "the following arguments are required: spec"),
+    ],
+)
+def test_a_bad_numeric_flag_is_one_line_naming_the_flag_and_its_range(capsys, argv, expected):
+    err = _refused(capsys, argv, expected)
+    assert "usage:" not in err
+
+
+class _ClosedPipe:
+    """A stdout whose reader has gone, as `dse ... | head` leaves it."""
+
+    def write(self, text: str) -> int:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def flush(self) -> None:
+        raise BrokenPipeError(32, "Broken pipe")
+
+    def isatty(self) -> bool:
+        return False
+
+    def fileno(self) -> int:
+        raise OSError("no file")  # as pytest's captured stdout
+
+
+@pytest.mark.parametrize("command", [["gpus"], ["models"], ["topologies"], ["simulate", "SPEC", *FIXED, "--json"]])
+def test_a_closed_pipe_ends_the_command_quietly(write_spec, capsys, monkeypatch, command):
+    from dse.cli import EXIT_BROKEN_PIPE
+
+    argv = [str(write_spec()) if arg == "SPEC" else arg for arg in command]
+    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    assert main(argv) == EXIT_BROKEN_PIPE
+    assert capsys.readouterr().err == ""
+
+
+def test_dse_piped_into_a_reader_that_left_prints_no_traceback(write_spec, tmp_path):
+    """The real thing: the reading end is closed before dse (a new interpreter) writes a byte."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "dse", "simulate", str(write_spec()), *FIXED, "--json"],
+            stdout=write,
+            stderr=subprocess.PIPE,
+            env=env,
+            cwd=tmp_path,
+        )
+    finally:
+        os.close(write)
+    assert done.stderr.decode() == ""
+    assert done.returncode == 141
