@@ -13,7 +13,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from dse import flags
+from dse import flags, paths
 from dse.errors import DseError
 
 EXIT_USAGE = 2
@@ -182,7 +182,9 @@ def _search(args: argparse.Namespace, console: Console) -> int:
             "storage": args.storage,
         },
     )
+    paths.spec_paths(None if args.out else study.output, None if args.storage else study.storage, study.output_dir)
     resolved = resolve_study(study)
+    _check_outputs(args, study)
     settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
     console.print(_header(resolved, settings))
     with SearchProgress(console) as progress:
@@ -203,6 +205,19 @@ def _search(args: argparse.Namespace, console: Console) -> int:
         console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
         return EXIT_INTERRUPTED
     return 0
+
+
+def _check_outputs(args: argparse.Namespace, study) -> None:
+    """Every place the search writes, checked before it starts (dse.paths)."""
+    from dse.report import JOURNAL_FILE
+
+    paths.output_dir(study.output_dir, "--out" if args.out else "output")
+    if study.storage:
+        paths.storage(study.storage, "--storage" if args.storage else "storage")
+    else:
+        paths.journal(study.output_dir / JOURNAL_FILE, "--out" if args.out else "output")
+    if args.cache is not None:
+        paths.output_file(args.cache, "--cache")
 
 
 def _on_open(resolved, row, total=None):
@@ -233,6 +248,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from dse.report_batch import write_batch_dir
 
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
+    paths.output_dir(args.out, "--out")
     studies = load_batch(args.specs, args.out, overrides)
     console.print(f"[bold]batch[/] of {len(studies)} studies; output {args.out}; shared cache {args.out / CACHE_FILE}")
     for _, resolved in studies:
@@ -293,6 +309,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     from dse.report import load_study_dir, write_reports
     from dse.report_batch import write_batch_dir
 
+    paths.output_dir(args.dir, "report")
     if (args.dir / BATCH_FILE).is_file():
         reports = write_batch_dir(args.dir)
         console.print(
@@ -316,6 +333,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.dir is None:
         raise DseError("validate: give a study directory (reports/<study>), or --check")
+    paths.output_dir(args.dir, "validate")
     from dse.validate import validate_study, write_calibration
 
     runner = "processes"
@@ -430,6 +448,7 @@ def _workload_export(args: argparse.Namespace, console: Console) -> int:
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     params = candidate_params(space, args.set, args.config)
+    paths.output_file(args.out, "--out")
     workload = simai_workload_of(space.candidate(params))
     write_simai_workload(workload, args.out)
     console.print(f"wrote {args.out}: {len(workload.layers)} rows, {workload.header.ga} micro-batches of {params}")
@@ -450,6 +469,8 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     candidate = space.candidate(candidate_params(space, args.set, args.config))
+    if args.csv:
+        paths.output_file(args.csv, "--csv")
     ops = pd.DataFrame([dataclasses.asdict(op) for op in step_operations(candidate)])
     if args.csv:
         ops.to_csv(args.csv, index=False)
@@ -608,6 +629,7 @@ def _topologies(args: argparse.Namespace, console: Console) -> int:
     )
 
     if args.simai:
+        paths.output_file(args.simai, "--simai")
         fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
         graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
         write_simai_topology(simai_topology_of(graph), args.simai)

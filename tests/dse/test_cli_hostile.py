@@ -4,6 +4,7 @@ exit status 2, never a traceback; HTML never carries user text unescaped (issue 
 from __future__ import annotations
 
 import csv
+import os
 
 import pytest
 
@@ -163,3 +164,106 @@ def test_dse_piped_into_a_reader_that_left_prints_no_traceback(write_spec, tmp_p
         os.close(write)
     assert done.stderr.decode() == ""
     assert done.returncode == 141
+
+
+def _unrelated(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("someone's notes\n")
+    return path
+
+
+@pytest.mark.parametrize(
+    ("flag", "where", "expected"),
+    [
+        ("--out", lambda tmp: "/proc/dse-x", "--out: cannot write in /proc"),
+        ("--out", _unrelated, "exists and is not a directory"),
+        ("--out", lambda tmp: "/dev/null", "--out: /dev/null exists and is not a directory"),
+        ("--storage", lambda tmp: "bogus://x", "--storage: 'bogus://x' is not a storage URL"),
+        ("--storage", lambda tmp: "/dev/null", "--storage: /dev/null is not a regular file"),
+        ("--storage", lambda tmp: "sqlite:////proc/dse-x/y.db", "--storage: cannot write in /proc"),
+        ("--storage", _unrelated, "holds something other than an Optuna journal"),
+        ("--cache", lambda tmp: "/dev/full", "--cache: /dev/full is not a regular file"),
+    ],
+)
+def test_search_refuses_a_place_it_cannot_write_before_it_starts(write_spec, tmp_path, capsys, flag, where, expected):
+    spec, target = write_spec(), str(where(tmp_path))
+    before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    argv = ["search", str(spec), "--ray-address", "off", "--trials", "2", flag, target]
+    if flag != "--out":
+        argv += ["--out", str(tmp_path / "out")]
+    _refused(capsys, argv, expected)
+    assert {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before  # nothing appended
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
+def test_search_refuses_a_read_only_output_directory(write_spec, tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        _refused(capsys, ["search", str(write_spec()), "--out", str(locked / "out")], "--out: cannot write in")
+    finally:
+        locked.chmod(0o755)
+
+
+def test_a_storage_whose_driver_is_missing_is_one_line_without_the_password(write_spec, tmp_path, capsys):
+    pytest.importorskip("sqlalchemy")
+    try:
+        import MySQLdb  # noqa: F401
+
+        pytest.skip("MySQLdb is installed here")
+    except ImportError:
+        pass
+    argv = ["search", str(write_spec()), "--storage", "mysql://u:secret@localhost/db", "--out", str(tmp_path / "o")]
+    err = _refused(capsys, argv, "--storage: mysql://u:***@localhost/db needs the database driver MySQLdb")
+    assert "secret" not in err
+
+
+@pytest.mark.parametrize(
+    ("field", "expected"),
+    [
+        ("output: /tmp/dse-elsewhere", "output: '/tmp/dse-elsewhere' lies outside"),
+        ("output: ../up", "output: '../up' lies outside"),
+        ("storage: ../x.journal", "storage: '../x.journal' lies outside"),
+        ("storage: /tmp/dse-elsewhere.journal", "give --storage on the command line"),
+        ("storage: sqlite:////tmp/dse-elsewhere.db", "storage: '/tmp/dse-elsewhere.db' lies outside"),
+    ],
+)
+def test_a_spec_may_not_write_outside_the_output_directory(write_spec, tmp_path, capsys, monkeypatch, field, expected):
+    monkeypatch.chdir(tmp_path)
+    spec = write_spec(extra=field + "\n")
+    _refused(capsys, ["search", str(spec), "--ray-address", "off", "--trials", "2"], expected)
+    assert not (tmp_path / "reports").exists()
+
+
+def test_a_spec_storage_stays_inside_out_even_when_out_is_given(write_spec, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    spec = write_spec(extra="storage: reports/tiny/study.db.journal\n")
+    argv = ["search", str(spec), "--ray-address", "off", "--trials", "2", "--out", str(tmp_path / "other")]
+    _refused(capsys, argv, "storage: 'reports/tiny/study.db.journal' lies outside")
+
+
+def test_the_command_line_may_name_any_storage(write_spec, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    journal = tmp_path / "elsewhere" / "study.journal"
+    argv = ["search", str(write_spec()), "--ray-address", "off", "--trials", "2", "--storage", str(journal)]
+    assert main([*argv, "--out", str(tmp_path / "out")]) == 0
+    assert journal.stat().st_size > 0
+    assert main(["report", str(tmp_path / "out")]) == 0  # the journal named in spec.yaml reads back
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["workload", "export", "SPEC", *FIXED, "--out", "/dev/null"],
+        ["workload", "export", "SPEC", *FIXED, "--out", "/proc/dse-x/w.txt"],
+        ["workload", "ops", "SPEC", *FIXED, "--csv", "TMP"],
+        ["topologies", "--simai", "TMP"],
+        ["report", "/dev/null"],
+        ["validate", "/dev/null"],
+    ],
+)
+def test_every_output_flag_is_checked(write_spec, tmp_path, capsys, argv):
+    argv = [str(write_spec()) if a == "SPEC" else str(tmp_path) if a == "TMP" else a for a in argv]
+    _refused(capsys, argv, "dse: error:")
