@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from dse import flags, paths
 from dse.errors import DseError
@@ -27,7 +28,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parser.parse_args(argv)
     except SystemExit as exc:  # a usage error (one line, see dse.flags) or --help
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
-    console = _Console(highlight=False) if sys.stdout.isatty() else _Console(width=200, highlight=False)
+    # Markup and highlighting off: names and paths come from users and print as they are (a `[/]`
+    # in a model's name is no markup error, a long name no minutes in the highlighter's regexes).
+    plain = {"markup": False, "highlight": False}
+    console = _Console(**plain) if sys.stdout.isatty() else _Console(width=200, **plain)  # files get whole rows
     try:
         return args.handler(args, console)
     except DseError as exc:
@@ -250,11 +254,12 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
     paths.output_dir(args.out, "--out")
     studies = load_batch(args.specs, args.out, overrides)
-    console.print(f"[bold]batch[/] of {len(studies)} studies; output {args.out}; shared cache {args.out / CACHE_FILE}")
+    shared = f"shared cache {args.out / CACHE_FILE}"
+    console.print(Text.assemble(("batch", "bold"), f" of {len(studies)} studies; output {args.out}; {shared}"))
     for _, resolved in studies:
         console.print(_header(resolved, RunSettings(resolved.study.output_dir)))
     with SearchProgress(console) as progress:
-        rows = {r.study.name: progress.row(r, r.study.name) for _, r in studies}
+        rows = {r.study.name: progress.row(r, _short(r.study.name)) for _, r in studies}
         total = progress.row(None, "total")
 
         def on_study(resolved):
@@ -279,7 +284,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     for report in reports:
         run = runs[report.resolved.study.name]
         shown.add_row(
-            report.resolved.study.name,
+            _short(report.resolved.study.name),
             str(len(report.trials)),
             str(int(report.trials["feasible"].sum())),
             str(len(report.front)),
@@ -390,7 +395,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    table = _table(f"{study.name}: one candidate", ["quantity", "value"])
+    table = _table(f"{_short(study.name)}: one candidate", ["quantity", "value"])
     for key, value in report["params"].items():
         table.add_row(key, str(value))
     table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
@@ -430,7 +435,7 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(parts, indent=2))
         return 0
-    table = _table(f"{args.file.name} on {args.gpu}", ["part", "seconds"])
+    table = _table(f"{_short(args.file.name)} on {args.gpu}", ["part", "seconds"])
     for key, value in parts.items():
         table.add_row(key, f"{value:.6g}")
     console.print(table)
@@ -493,7 +498,7 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _header(resolved, settings) -> str:
+def _header(resolved, settings) -> Text:
     from dse.space import SearchSpace
 
     study = resolved.study
@@ -505,8 +510,9 @@ def _header(resolved, settings) -> str:
         what = f"{serving.requests} requests per run, {rate}, {serving.precision}"
     else:
         what = f"seq_len {study.training.seq_len}, {study.training.precision}"
-    return (
-        f"[bold]{study.name}[/]: {study.mode} of {resolved.model.name}, {what}; "
+    return Text.assemble(
+        (_short(study.name), "bold"),
+        f": {study.mode} of {_short(resolved.model.name)}, {what}; "
         f"{space.size} candidates; objectives: {objectives}\n"
         f"budget {study.budget.trials} trials"
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
@@ -519,8 +525,17 @@ def _header(resolved, settings) -> str:
             else " (measured kernel times)"
             if study.hardware.calibration
             else " (fitted: simulators/hardware/fitted.yaml)"
-        )
+        ),
     )
+
+
+SHOWN_NAME_CHARS = 80
+
+
+def _short(name: str) -> str:
+    """A user's name as the terminal shows it: at most SHOWN_NAME_CHARS characters (the files
+    keep it whole)."""
+    return name if len(name) <= SHOWN_NAME_CHARS else name[: SHOWN_NAME_CHARS - 1] + "…"
 
 
 def _mode(sampler: str, space, trials: int) -> str:
@@ -615,8 +630,6 @@ def _gpus(args: argparse.Namespace, console: Console) -> int:
 
 
 def _topologies(args: argparse.Namespace, console: Console) -> int:
-    from rich.table import Table
-
     from simulators.hardware import get_gpu
     from simulators.network import (
         FAMILIES,

@@ -15,6 +15,7 @@ import html
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -131,12 +132,8 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 def _page(table: pd.DataFrame, best: pd.DataFrame, studies: list[StudyReport]) -> str:
     figures = Figures()
-    links = table.copy()
-    links["study"] = [
-        f'<a href="{html.escape(r)}">{html.escape(n)}</a>' for n, r in zip(table["study"], table["report"])
-    ]
     sections = [
-        ("Studies", table_html(links.drop(columns=["report"]), escape=False, na_rep="")),
+        ("Studies", _studies_html(table)),
         ("Best of each objective", table_html(best, na_rep="", float_format=FOUR_DIGITS)),
     ]
     objectives = _objectives(studies)
@@ -145,6 +142,19 @@ def _page(table: pd.DataFrame, best: pd.DataFrame, studies: list[StudyReport]) -
         if shared:
             sections.append((f"Fronts: {y} against {x}", _fronts(figures, shared, x, y, objectives)))
     return page("Batch of studies", f"{len(studies)} studies, {int(table['trials'].sum())} finished trials", sections)
+
+
+def _studies_html(table: pd.DataFrame) -> str:
+    """The studies table with each name a link to its report.html. The links need the table
+    unescaped, so every text cell is escaped here (a model's name is whatever its spec says)."""
+    shown = table.drop(columns=["report"])
+    for column in shown.columns:
+        if not pd.api.types.is_numeric_dtype(shown[column]):
+            shown[column] = [html.escape(v) if isinstance(v, str) else v for v in shown[column]]
+    shown["study"] = [
+        f'<a href="{html.escape(quote(r))}">{html.escape(n)}</a>' for n, r in zip(table["study"], table["report"])
+    ]
+    return table_html(shown, escape=False, na_rep="")
 
 
 def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, objectives: dict[str, str]) -> str:

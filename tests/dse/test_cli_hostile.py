@@ -267,3 +267,42 @@ def test_the_command_line_may_name_any_storage(write_spec, tmp_path, capsys, mon
 def test_every_output_flag_is_checked(write_spec, tmp_path, capsys, argv):
     argv = [str(write_spec()) if a == "SPEC" else str(tmp_path) if a == "TMP" else a for a in argv]
     _refused(capsys, argv, "dse: error:")
+
+
+HOSTILE = "<script>alert(1)</script>"
+
+
+def test_a_hostile_model_name_reaches_every_html_page_escaped(write_spec, tmp_path, capsys):
+    """batch.html rendered its studies table unescaped: a model's name ran in the reader's browser."""
+    import html
+
+    from tests.conftest import TINY_SPEC
+
+    inline = f"model:\n  name: '{HOSTILE}'\n  layers: 4\n  hidden: 1024\n  ffn_hidden: 4096\n  heads: 8\n"
+    inline += "  kv_heads: 8\n  vocab: 32000\n"
+    spec = write_spec(TINY_SPEC.replace("model: llama3-8b\n", inline))
+    batch = tmp_path / "batch"
+    out = batch / "tiny"
+    assert main(["batch", str(spec), "--ray-address", "off", "--trials", "6", "--out", str(batch)]) == 0
+    for page in (out / "report.html", batch / "batch.html"):
+        text = page.read_text()
+        assert HOSTILE not in text, page
+        assert html.escape(HOSTILE) in text, page
+    assert '<a href="tiny/report.html">tiny</a>' in (batch / "batch.html").read_text()  # the link still works
+
+
+def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_path, capsys):
+    """A model named `[/]...` was a rich MarkupError; names are text to the terminal, not markup,
+    and a long study name is shown cut to a line (the files keep it whole)."""
+    from tests.conftest import TINY_SPEC
+
+    name = "n" * 250
+    inline = "model:\n  name: '[/]oops[bold red]x'\n  layers: 4\n  hidden: 1024\n  ffn_hidden: 4096\n  heads: 8\n"
+    inline += "  kv_heads: 8\n  vocab: 32000\n"
+    spec = write_spec(TINY_SPEC.replace("model: llama3-8b\n", inline).replace("name: tiny", f"name: {name}"))
+    out = tmp_path / "out"
+    assert main(["search", str(spec), "--ray-address", "off", "--trials", "3", "--out", str(out)]) == 0
+    shown = capsys.readouterr().out
+    assert "training of [/]oops[bold red]x," in shown
+    assert name[:79] + "…" in shown and name not in shown.replace(str(out), "")
+    assert f"name: {name}" in (out / "spec.yaml").read_text()
