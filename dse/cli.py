@@ -1,4 +1,6 @@
-"""The `dse` command line. Every DseError becomes one line on stderr and exit status 2."""
+"""The `dse` command line. Every DseError (a bad flag, spec or file) becomes one line on stderr and
+exit status 2; an OSError met during a run (a full disk) one line and status 1; a reader that
+closes stdout early (`dse ... | head`) a quiet exit, 141 as for SIGPIPE. Never a traceback."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from rich.text import Text
 from dse import flags, paths
 from dse.errors import DseError
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell shows for a reader that left early
@@ -39,6 +42,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except BrokenPipeError:
         return _reader_gone()
+    except OSError as exc:  # the disk filled, a file vanished: what the checks before the run cannot foresee
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("dse: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
@@ -429,8 +435,8 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
 
     from dse.workload import time_simai_workload
 
-    if not args.file.exists():
-        raise DseError(f"file: {args.file} does not exist")
+    if not args.file.is_file():  # a directory, a FIFO or /dev/zero would fail or never end
+        raise DseError(f"file: {args.file} " + ("is not a regular file" if args.file.exists() else "does not exist"))
     parts = time_simai_workload(args.file, args.gpu)
     if args.json:
         print(json.dumps(parts, indent=2))

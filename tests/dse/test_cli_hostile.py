@@ -306,3 +306,17 @@ def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_pat
     assert "training of [/]oops[bold red]x," in shown
     assert name[:79] + "…" in shown and name not in shown.replace(str(out), "")
     assert f"name: {name}" in (out / "spec.yaml").read_text()
+
+
+def test_a_workload_file_must_be_a_regular_file(tmp_path, capsys):
+    _refused(capsys, ["workload", "import", str(tmp_path), "--gpu", "H100-SXM"], f"file: {tmp_path} is not a regular")
+    _refused(capsys, ["workload", "import", "/dev/zero", "--gpu", "H100-SXM"], "is not a regular file")
+
+
+def test_an_io_error_during_a_run_is_one_line(capsys, monkeypatch):
+    def full(*args, **kwargs):
+        raise OSError(28, "No space left on device", "gpus.csv")
+
+    monkeypatch.setattr("simulators.hardware.gpu_catalog", full)
+    assert main(["gpus"]) == 1
+    assert capsys.readouterr().err == "dse: error: [Errno 28] No space left on device: 'gpus.csv'\n"
