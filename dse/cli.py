@@ -16,7 +16,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from dse import cli_listings as listings
 from dse import flags, paths
+from dse.cli_listings import new_table
 from dse.errors import DseError
 
 EXIT_FAILED = 1
@@ -148,9 +150,9 @@ def _parser() -> argparse.ArgumentParser:
     listed.set_defaults(handler=_workload_ops)
 
     models = commands.add_parser("models", help="list the model zoo")
-    models.set_defaults(handler=_models)
+    models.set_defaults(handler=listings.models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
-    gpus.set_defaults(handler=_gpus)
+    gpus.set_defaults(handler=listings.gpus)
     validate = commands.add_parser("validate", help="replay the best candidates' collectives on real NICs or TCP")
     validate.add_argument("dir", type=Path, nargs="?", help="a study's output directory (reports/<study>)")
     validate.add_argument("--top", type=flags.TOP, default=3, help="Pareto candidates to replay (default 3)")
@@ -171,7 +173,7 @@ def _parser() -> argparse.ArgumentParser:
     topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --simai)")
     topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --simai)")
     topologies.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --simai)")
-    topologies.set_defaults(handler=_topologies)
+    topologies.set_defaults(handler=listings.topologies)
     return parser
 
 
@@ -284,7 +286,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         for run in result.runs
     }
     reports = write_batch_dir(args.out, runs)
-    shown = _table(
+    shown = new_table(
         "Studies", ["study", "trials", "feasible", "front", "simulated", "from cache", "trials/s", "stopped"]
     )
     for report in reports:
@@ -355,7 +357,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
         connect_ray(args.ray_address)  # the same join as dse search: nodes get this code
         runner = run_actors
     table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
-    shown = _table(
+    shown = new_table(
         f"Replayed over {args.transport} (predicted for the candidate's network, measured here)",
         ["trial", "collective", "ranks", "bytes", "predicted_s", "measured_s", "error %", "busbw GB/s"],
     )
@@ -401,7 +403,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    table = _table(f"{_short(study.name)}: one candidate", ["quantity", "value"])
+    table = new_table(f"{_short(study.name)}: one candidate", ["quantity", "value"])
     for key, value in report["params"].items():
         table.add_row(key, str(value))
     table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
@@ -409,7 +411,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
     console.print(table)
-    collectives = _table(
+    collectives = new_table(
         "Collectives per step (nccl-tests conventions: bytes per rank, busbw in GB/s)",
         ["collective", "op", "bytes", "ranks", "stride", "per step", "algorithm", "time_s", "busbw"],
     )
@@ -441,7 +443,7 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(parts, indent=2))
         return 0
-    table = _table(f"{_short(args.file.name)} on {args.gpu}", ["part", "seconds"])
+    table = new_table(f"{_short(args.file.name)} on {args.gpu}", ["part", "seconds"])
     for key, value in parts.items():
         table.add_row(key, f"{value:.6g}")
     console.print(table)
@@ -488,7 +490,7 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     summary = ops.groupby(["phase", "kind"], sort=False).agg(
         count=("name", "size"), flops=("flops", "sum"), nbytes=("nbytes", "sum")
     )
-    table = _table(
+    table = new_table(
         "One micro-batch through the first stage, and the step (per GPU)", ["phase", "kind", "count", "TFLOP", "GB"]
     )
     for (phase, kind), row in summary.iterrows():
@@ -553,14 +555,6 @@ def _mode(sampler: str, space, trials: int) -> str:
     return shown if sampler == chosen else f"{sampler} -> {shown}"
 
 
-def _table(title: str, headers: Sequence[str]) -> Table:
-    """A table whose cells wrap rather than lose digits when the terminal is narrow."""
-    table = Table(title=title)
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
-    return table
-
-
 def _front_table(front, resolved) -> Table:
     """The front with every knob the study varies (so no two rows look alike without reason)."""
     from dse.report_html import SHOWN_METRICS
@@ -572,104 +566,12 @@ def _front_table(front, resolved) -> Table:
         shown.insert(shown.index("pp") + 1, "dp")
     extra = SHOWN_METRICS[resolved.study.mode]
     metrics = [*resolved.objectives, *(m for m in extra if m not in resolved.objectives)]
-    table = _table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
+    table = new_table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
     for _, row in front.head(25).iterrows():
         table.add_row(*(str(row[c]) for c in shown), *(f"{row[m]:.4g}" for m in metrics))
     if len(front) > 25:
         table.caption = f"{len(front) - 25} more rows in pareto.csv"
     return table
-
-
-MODEL_COLUMNS = {
-    "layers": "layers",
-    "hidden": "hidden",
-    "ffn_hidden": "ffn",
-    "heads": "heads",
-    "kv_heads": "kv",
-    "vocab": "vocab",
-    "gated_mlp": "gated",
-    "moe_experts": "experts",
-    "max_seq_len": "max seq",
-}
-GPU_COLUMNS = {
-    "bf16_tflops": "bf16",
-    "fp8_tflops": "fp8",
-    "fp4_tflops": "fp4",
-    "hbm_gib": "HBM GiB",
-    "hbm_gbytes_per_s": "HBM GB/s",
-    "scaleup_gbytes_per_s": "scale-up GB/s",
-    "scaleup_domain_gpus": "domain",
-    "nic_gbps": "NIC Gb/s",
-    "tdp_w": "TDP W",
-    "usd_per_gpu_hour": "$/GPU-h",
-    "usd_as_of": "as of",
-}
-
-
-def _catalog_table(title: str, entries, columns: dict[str, str], extra: dict | None = None) -> Table:
-    """One row per catalogue entry: its name, `extra` computed columns, then `columns`."""
-    extra = extra or {}
-    table = _table(title, ["name", *extra, *columns.values()])
-    for entry in entries:
-        values = [getattr(entry, c) for c in columns]
-        cells = ["-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in values]
-        table.add_row(entry.name, *(f(entry) for f in extra.values()), *cells)
-    return table
-
-
-def _models(args: argparse.Namespace, console: Console) -> int:
-    from simulators.models import model_catalog
-
-    params = {"params": lambda m: f"{m.total_params / 1e9:.1f}"}
-    console.print(
-        _catalog_table("Model zoo (params from the shapes, billions)", model_catalog().values(), MODEL_COLUMNS, params)
-    )
-    return 0
-
-
-def _gpus(args: argparse.Namespace, console: Console) -> int:
-    from simulators.hardware import gpu_catalog
-
-    title = "GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)"
-    console.print(_catalog_table(title, gpu_catalog().values(), GPU_COLUMNS))
-    return 0
-
-
-def _topologies(args: argparse.Namespace, console: Console) -> int:
-    from simulators.hardware import get_gpu
-    from simulators.network import (
-        FAMILIES,
-        FAMILY_HELP,
-        Fabric,
-        bill_of_materials,
-        fabric_graph,
-        simai_topology_of,
-        write_simai_topology,
-    )
-
-    if args.simai:
-        paths.output_file(args.simai, "--simai")
-        fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
-        graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
-        write_simai_topology(simai_topology_of(graph), args.simai)
-        console.print(f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs")
-        return 0
-    defaults = Fabric()
-    table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
-    for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):
-        table.add_column(column)
-    for family in FAMILIES:
-        fabric = Fabric(family)
-        bom = bill_of_materials(fabric, 1024)
-        tiers = " / ".join(map(str, bom.switches))
-        table.add_row(family, FAMILY_HELP[family], str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
-    console.print(table)
-    console.print(
-        "parameters (hardware.fabric): family, nic_gbps (knobs), gpus_per_server "
-        f"({defaults.gpus_per_server}), nics_per_server ({defaults.nics_per_server}), switch_radix "
-        f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g})"
-    )
-    return 0
 
 
 if __name__ == "__main__":
