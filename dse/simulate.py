@@ -16,7 +16,9 @@ from dse.evaluate import Evaluator
 from dse.space import SearchSpace, params_key, params_of_row
 from dse.spec import parse_study
 from simulators.analytical import plan_collectives, simulate_training
-from simulators.workload import GIB
+from simulators.network import FAMILIES
+from simulators.serving import ROUTERS, SCHEDULERS
+from simulators.workload import GIB, PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES
 
 
 def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str | None) -> dict[str, Any]:
@@ -130,7 +132,7 @@ _KIND_NAMES = {int: "an integer", bool: "true or false", str: "a name", float: "
 
 def _parse(name: str, text: str, examples: tuple) -> Any:
     """`text` as a value of the knob's type (that of its values in the spec); a float is finite."""
-    kind = type(examples[0])
+    kind = float if any(isinstance(v, float) for v in examples) else type(examples[0])  # nic_gbps: [400, 800.5]
     try:
         if kind is bool:
             if text.lower() not in ("true", "false"):
@@ -176,8 +178,20 @@ def _checked(space: SearchSpace, name: str, value: Any, where: str) -> Any:
     try:
         parse_study(raw)
     except SpecError as exc:
-        raise SpecError(f"{where}: {exc}") from None
+        hint = _did_you_mean(value, _CHOICES[name]) if name in _CHOICES and isinstance(value, str) else ""
+        raise SpecError(f"{where}: {exc}{hint}") from None
     return value
+
+
+# The named choices of the knobs, for a "did you mean" (the spec's checks give the allowed list).
+_CHOICES = {
+    "recompute": RECOMPUTE_MODES,
+    "pipeline_split": PIPELINE_SPLITS,
+    "schedule": SCHEDULES,
+    "fabric": FAMILIES,
+    "scheduler": tuple(SCHEDULERS),
+    "router": tuple(ROUTERS),
+}
 
 
 def _did_you_mean(name: str, allowed: Sequence[str]) -> str:

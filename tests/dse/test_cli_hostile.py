@@ -31,7 +31,7 @@ def _refused(capsys, argv: list[str], *expected: str) -> str:
         ("gpu=NOPE", ["--set gpu=NOPE", "allowed: H100-SXM"]),
         ("gpu=H100-SXN", ["did you mean 'H100-SXM'?"]),
         ("gpu=H200", ["not a GPU of this spec"]),  # in the catalogue, but the spec has no price for it
-        ("recompute=selctive", ["--set recompute=selctive", "allowed: none, selective, full"]),
+        ("recompute=selctive", ["--set recompute=selctive", "allowed: none, selective, full", "'selective'?"]),
         ("zero_stage=7", ["allowed: 0, 1, 2, 3"]),
         ("fabric=fat-tre", ["hardware.fabric.family"]),
         ("tpp=2", ["did you mean 'tp'?", "knobs: gpu"]),
