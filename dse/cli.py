@@ -38,7 +38,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     plain = {"markup": False, "highlight": False}
     console = _Console(**plain) if sys.stdout.isatty() else _Console(width=200, **plain)  # files get whole rows
     try:
-        return args.handler(args, console)
+        status = args.handler(args, console)
+        sys.stdout.flush()  # output still buffered meets a reader that left here, not at exit
+        return status
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
         return EXIT_USAGE

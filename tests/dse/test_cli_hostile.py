@@ -131,12 +131,20 @@ class _ClosedPipe:
         raise OSError("no file")  # as pytest's captured stdout
 
 
+class _BufferedClosedPipe(_ClosedPipe):
+    """The same behind a buffer: the writes succeed, the reader's absence shows at the flush."""
+
+    def write(self, text: str) -> int:
+        return len(text)
+
+
+@pytest.mark.parametrize("pipe", [_ClosedPipe, _BufferedClosedPipe])
 @pytest.mark.parametrize("command", [["gpus"], ["models"], ["topologies"], ["simulate", "SPEC", *FIXED, "--json"]])
-def test_a_closed_pipe_ends_the_command_quietly(write_spec, capsys, monkeypatch, command):
+def test_a_closed_pipe_ends_the_command_quietly(write_spec, capsys, monkeypatch, command, pipe):
     from dse.cli import EXIT_BROKEN_PIPE
 
     argv = [str(write_spec()) if arg == "SPEC" else arg for arg in command]
-    monkeypatch.setattr("sys.stdout", _ClosedPipe())
+    monkeypatch.setattr("sys.stdout", pipe())
     assert main(argv) == EXIT_BROKEN_PIPE
     assert capsys.readouterr().err == ""
 
