@@ -328,3 +328,48 @@ def test_an_io_error_during_a_run_is_one_line(capsys, monkeypatch):
     monkeypatch.setattr("simulators.hardware.gpu_catalog", full)
     assert main(["gpus"]) == 1
     assert capsys.readouterr().err == "dse: error: [Errno 28] No space left on device: 'gpus.csv'\n"
+
+
+@pytest.fixture(scope="module")
+def finished_batch(tmp_path_factory):
+    """A batch of the tiny study, run in process once for the tests that damage its files."""
+    import textwrap
+
+    from tests.conftest import TINY_SPEC
+
+    root = tmp_path_factory.mktemp("batch")
+    spec = root / "spec.yaml"
+    spec.write_text(textwrap.dedent(TINY_SPEC))
+    assert main(["batch", str(spec), "--ray-address", "off", "--trials", "6", "--out", str(root / "out")]) == 0
+    return root / "out"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "expected"),
+    [
+        (
+            "batch.yaml",
+            "studies:\n- {name: tiny, dir: ../../elsewhere}\n",
+            "studies[0].dir '../../elsewhere' lies outside",
+        ),
+        ("batch.yaml", "studies:\n- {name: tiny, dir: /tmp}\n", "studies[0].dir '/tmp' lies outside"),
+        ("batch.yaml", "studies: 5\n", "it needs `studies:`"),
+        ("batch.yaml", "studies:\n- tiny\n", "studies[0] needs a name and a dir"),
+        ("batch.yaml", b"\xff\xfe\x00binary", "is not a batch listing"),
+        ("studies.csv", b"\xff\xfe\x00binary", "studies.csv is not readable"),
+        ("studies.csv", "a,b\n1,2\n", "studies.csv has no column study"),
+    ],
+)
+def test_report_on_a_damaged_batch_directory_is_one_line(finished_batch, tmp_path, capsys, name, content, expected):
+    import shutil
+
+    out = tmp_path / "out"
+    shutil.copytree(finished_batch, out)
+    target = out / name
+    target.write_bytes(content if isinstance(content, bytes) else content.encode())
+    _refused(capsys, ["report", str(out)], f"report: {target}", expected)
+
+
+def test_report_re_renders_a_sound_batch_directory(finished_batch, capsys):
+    assert main(["report", str(finished_batch)]) == 0
+    assert "1 studies re-rendered" in capsys.readouterr().out
