@@ -18,6 +18,7 @@ from rich.text import Text
 
 from dse import cli_listings as listings
 from dse import flags, paths
+from dse._text import short
 from dse.cli_listings import new_table
 from dse.errors import DseError
 
@@ -269,7 +270,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     for _, resolved in studies:
         console.print(_header(resolved, RunSettings(resolved.study.output_dir)))
     with SearchProgress(console) as progress:
-        rows = {r.study.name: progress.row(r, _short(r.study.name)) for _, r in studies}
+        rows = {r.study.name: progress.row(r, short(r.study.name)) for _, r in studies}
         total = progress.row(None, "total")
 
         def on_study(resolved):
@@ -294,7 +295,7 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     for report in reports:
         run = runs[report.resolved.study.name]
         shown.add_row(
-            _short(report.resolved.study.name),
+            short(report.resolved.study.name),
             str(len(report.trials)),
             str(int(report.trials["feasible"].sum())),
             str(len(report.front)),
@@ -405,7 +406,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    table = new_table(f"{_short(study.name)}: one candidate", ["quantity", "value"])
+    table = new_table(f"{short(study.name)}: one candidate", ["quantity", "value"])
     for key, value in report["params"].items():
         table.add_row(key, str(value))
     table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
@@ -445,7 +446,7 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(parts, indent=2))
         return 0
-    table = new_table(f"{_short(args.file.name)} on {args.gpu}", ["part", "seconds"])
+    table = new_table(f"{short(args.file.name)} on {args.gpu}", ["part", "seconds"])
     for key, value in parts.items():
         table.add_row(key, f"{value:.6g}")
     console.print(table)
@@ -521,8 +522,8 @@ def _header(resolved, settings) -> Text:
     else:
         what = f"seq_len {study.training.seq_len}, {study.training.precision}"
     return Text.assemble(
-        (_short(study.name), "bold"),
-        f": {study.mode} of {_short(resolved.model.name)}, {what}; "
+        (short(study.name), "bold"),
+        f": {study.mode} of {short(resolved.model.name)}, {what}; "
         f"{space.size} candidates; objectives: {objectives}\n"
         f"budget {study.budget.trials} trials"
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
@@ -537,15 +538,6 @@ def _header(resolved, settings) -> Text:
             else " (fitted: simulators/hardware/fitted.yaml)"
         ),
     )
-
-
-SHOWN_NAME_CHARS = 80
-
-
-def _short(name: str) -> str:
-    """A user's name as the terminal shows it: at most SHOWN_NAME_CHARS characters (the files
-    keep it whole)."""
-    return name if len(name) <= SHOWN_NAME_CHARS else name[: SHOWN_NAME_CHARS - 1] + "…"
 
 
 def _mode(sampler: str, space, trials: int) -> str:

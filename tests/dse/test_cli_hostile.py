@@ -299,10 +299,19 @@ def test_a_hostile_model_name_reaches_every_html_page_escaped(write_spec, tmp_pa
     assert '<a href="tiny/report.html">tiny</a>' in (batch / "batch.html").read_text()  # the link still works
 
 
-def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_path, capsys):
+def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_path, capsys, monkeypatch):
     """A model named `[/]...` was a rich MarkupError; names are text to the terminal, not markup,
-    and a long study name is shown cut to a line (the files keep it whole)."""
+    and a long study name is shown cut to a line, in the terminal and in pareto.png's title (a
+    megabyte of name took minutes to draw there); the files keep it whole."""
+    from matplotlib.axes import Axes
+
     from tests.conftest import TINY_SPEC
+
+    titles = []
+    set_title = Axes.set_title
+    monkeypatch.setattr(
+        Axes, "set_title", lambda ax, text, *a, **k: titles.append(text) or set_title(ax, text, *a, **k)
+    )
 
     name = "n" * 250
     inline = "model:\n  name: '[/]oops[bold red]x'\n  layers: 4\n  hidden: 1024\n  ffn_hidden: 4096\n  heads: 8\n"
@@ -314,6 +323,7 @@ def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_pat
     assert "training of [/]oops[bold red]x," in shown
     assert name[:79] + "…" in shown and name not in shown.replace(str(out), "")
     assert f"name: {name}" in (out / "spec.yaml").read_text()
+    assert titles and all(len(t) < 150 for t in titles)
 
 
 def test_a_workload_file_must_be_a_regular_file(tmp_path, capsys):
