@@ -22,6 +22,7 @@ JOURNAL_PROBE_BYTES = 1 << 20  # the first record of a journal is far shorter
 
 def output_dir(path: Path, what: str) -> Path:
     """`path` if dse can make it a directory and write in it; else SpecError naming `what`."""
+    _names_fit(path, what)
     if path.exists() and not path.is_dir():
         raise SpecError(f"{what}: {path} exists and is not a directory; name a directory (new or existing)")
     _writable_from(path, what)
@@ -30,6 +31,7 @@ def output_dir(path: Path, what: str) -> Path:
 
 def output_file(path: Path, what: str) -> Path:
     """`path` if dse can write it as a regular file (a new one, or one already there)."""
+    _names_fit(path, what)
     if path.exists() and not path.is_file():
         raise SpecError(f"{what}: {path} is not a regular file; name a new or existing file")
     if not path.exists():
@@ -37,6 +39,15 @@ def output_file(path: Path, what: str) -> Path:
     elif not _can_open(path):
         raise SpecError(f"{what}: {path} is not writable")
     return path
+
+
+NAME_MAX_BYTES = 255  # the longest file name Linux and macOS file systems take
+
+
+def _names_fit(path: Path, what: str) -> None:
+    """No name on the way is too long to create (the system's error would come from any stat)."""
+    if any(len(part.encode()) > NAME_MAX_BYTES for part in path.parts):
+        raise SpecError(f"{what}: {str(path)[:80]}... has a name over {NAME_MAX_BYTES} bytes; name a shorter path")
 
 
 def _writable_from(path: Path, what: str) -> None:

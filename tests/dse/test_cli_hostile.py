@@ -191,6 +191,7 @@ def _unrelated(tmp_path):
         ("--storage", lambda tmp: "sqlite:////proc/dse-x/y.db", "--storage: cannot write in /proc"),
         ("--storage", _unrelated, "holds something other than an Optuna journal"),
         ("--cache", lambda tmp: "/dev/full", "--cache: /dev/full is not a regular file"),
+        ("--out", lambda tmp: tmp / ("d" * 300), "has a name over 255 bytes"),
     ],
 )
 def test_search_refuses_a_place_it_cannot_write_before_it_starts(write_spec, tmp_path, capsys, flag, where, expected):
