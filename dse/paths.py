@@ -93,7 +93,9 @@ def storage(target: str, what: str) -> str:
             f"{what}: {shown} needs the database driver {exc.name or exc}, which is not installed; "
             "install it, or leave the storage out for a journal file in the output directory"
         ) from None
-    if url.get_backend_name() == "sqlite" and url.database not in (None, "", ":memory:"):
+    if url.get_backend_name() == "sqlite":
+        if url.database in (None, "", ":memory:"):
+            raise SpecError(f"{what}: {shown} is a database in memory; the study would be lost when dse exits")
         output_file(Path(url.database), what)
     return _opens(target, shown, what)
 

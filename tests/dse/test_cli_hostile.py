@@ -190,6 +190,7 @@ def _unrelated(tmp_path):
         ("--storage", lambda tmp: "/dev/null", "--storage: /dev/null is not a regular file"),
         ("--storage", lambda tmp: "sqlite:////proc/dse-x/y.db", "--storage: cannot write in /proc"),
         ("--storage", _unrelated, "holds something other than an Optuna journal"),
+        ("--storage", lambda tmp: "sqlite://", "a database in memory; the study would be lost"),
         ("--cache", lambda tmp: "/dev/full", "--cache: /dev/full is not a regular file"),
         ("--out", lambda tmp: tmp / ("d" * 300), "has a name over 255 bytes"),
     ],
