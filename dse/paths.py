@@ -1,7 +1,8 @@
 """Where dse writes, checked before a run starts: one line naming the flag or field, never a traceback.
 
 - An output directory or file must be creatable and writable (`--out /proc/x`, an existing regular
-  file as `--out DIR`, `/dev/null`, a read-only directory); nothing is created by the check.
+  file as `--out DIR`, `/dev/null`, a read-only directory, a name over 255 bytes); the check
+  leaves nothing behind (its probe is a temporary file).
 - A storage URL must parse, name a dialect whose driver is installed, and open (`--storage
   mysql://...` without MySQLdb); a journal file that already holds something must be an Optuna
   journal, so a study is never appended to an unrelated file.
@@ -18,6 +19,7 @@ from pathlib import Path
 from dse.errors import SpecError
 
 JOURNAL_PROBE_BYTES = 1 << 20  # the first record of a journal is far shorter
+NAME_MAX_BYTES = 255  # the longest file name Linux and macOS file systems take
 
 
 def output_dir(path: Path, what: str) -> Path:
@@ -39,9 +41,6 @@ def output_file(path: Path, what: str) -> Path:
     elif not _can_open(path):
         raise SpecError(f"{what}: {path} is not writable")
     return path
-
-
-NAME_MAX_BYTES = 255  # the longest file name Linux and macOS file systems take
 
 
 def _names_fit(path: Path, what: str) -> None:
@@ -145,7 +144,7 @@ def spec_paths(output: str | None, storage_target: str | None, out_dir: Path) ->
         try:
             database = make_url(storage_target).database
         except ArgumentError:
-            return  # `storage` above says what is wrong with it
+            return  # `storage`, checked next, says what is wrong with it
         if database not in (None, "", ":memory:"):
             _inside(out_dir, Path(database), "storage", "--storage")
 
