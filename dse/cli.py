@@ -1,44 +1,89 @@
-"""The `dse` command line. Every DseError becomes one line on stderr and exit status 2."""
+"""The `dse` command line. Every DseError (a bad flag, spec or file) becomes one line on stderr and
+exit status 2; an OSError met during a run (a full disk) one line and status 1; a reader that
+closes stdout early (`dse ... | head`) a quiet exit, 141 as for SIGPIPE. Never a traceback."""
 
 from __future__ import annotations
 
 import argparse
+import io
+import os
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
+from dse import cli_listings as listings
+from dse import flags, paths
+from dse._text import short
+from dse.cli_listings import new_table
 from dse.errors import DseError
 
+EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # what a shell shows for a reader that left early
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
-    console = Console() if sys.stdout.isatty() else Console(width=200)  # files get whole rows
     try:
-        return args.handler(args, console)
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # a usage error (one line, see dse.flags) or --help
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    # Markup and highlighting off: names and paths come from users and print as they are (a `[/]`
+    # in a model's name is no markup error, a long name no minutes in the highlighter's regexes).
+    plain = {"markup": False, "highlight": False}
+    console = _Console(**plain) if sys.stdout.isatty() else _Console(width=200, **plain)  # files get whole rows
+    try:
+        status = args.handler(args, console)
+        sys.stdout.flush()  # output still buffered meets a reader that left here, not at exit
+        return status
     except DseError as exc:
         print(f"dse: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:
+        return _reader_gone()
+    except OSError as exc:  # the disk filled, a file vanished: what the checks before the run cannot foresee
+        print(f"dse: error: {exc}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("dse: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 
+class _Console(Console):
+    """rich's Console, but a closed pipe raises BrokenPipeError for `main` to handle like any
+    other write (rich's own handler exits with status 1 from wherever the print was)."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
+
+
+def _reader_gone() -> int:
+    """`dse ... | head` closed the pipe: stop quietly, as a Unix tool killed by SIGPIPE does.
+    stdout is pointed at /dev/null so that flushing it at exit does not fail a second time."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, io.UnsupportedOperation):  # stdout replaced by an object without a file
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="dse", description="Design-space exploration for distributed AI systems.")
+    parser = flags.OneLineParser(prog="dse", description="Design-space exploration for distributed AI systems.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     search = commands.add_parser("search", help="run a study: sweep the space, write the Pareto front")
     search.add_argument("spec", type=Path, help="study spec (YAML), e.g. search_spaces/llama70b.yaml")
-    search.add_argument("--trials", type=int, help="trial budget (total, counting a resumed study's trials)")
-    search.add_argument("--timeout", type=float, metavar="S", help="stop after S seconds")
-    search.add_argument("--seed", type=int, help="sampler seed")
+    search.add_argument("--trials", type=flags.TRIALS, help="trial budget (total, counting a resumed study's trials)")
+    search.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop after S seconds")
+    search.add_argument("--seed", type=flags.SEED, help="sampler seed")
     search.add_argument("--out", type=Path, metavar="DIR", help="output directory (default reports/<name>)")
     search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in DIR)")
     search.add_argument(
@@ -58,9 +103,9 @@ def _parser() -> argparse.ArgumentParser:
         "batch", help="run many studies at once on one Ray cluster, sharing one cache; write a combined report"
     )
     batch.add_argument("specs", type=Path, nargs="+", metavar="SPEC", help="study specs, e.g. search_spaces/*.yaml")
-    batch.add_argument("--trials", type=int, help="trial budget of every study")
-    batch.add_argument("--timeout", type=float, metavar="S", help="stop every study after S seconds")
-    batch.add_argument("--seed", type=int, help="sampler seed of every study")
+    batch.add_argument("--trials", type=flags.TRIALS, help="trial budget of every study")
+    batch.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop every study after S seconds")
+    batch.add_argument("--seed", type=flags.SEED, help="sampler seed of every study")
     batch.add_argument(
         "--out", type=Path, metavar="DIR", default=Path("reports/batch"), help="batch directory (default reports/batch)"
     )
@@ -74,7 +119,7 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("dir", type=Path, metavar="DIR", help="the study's output directory, e.g. reports/llama70b")
     report.set_defaults(handler=_report)
 
-    candidate = argparse.ArgumentParser(add_help=False)  # how simulate and export name one candidate
+    candidate = flags.OneLineParser(add_help=False)  # how simulate and export name one candidate
     candidate.add_argument("spec", type=Path, help="study spec (YAML)")
     candidate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
     candidate.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
@@ -108,16 +153,20 @@ def _parser() -> argparse.ArgumentParser:
     listed.set_defaults(handler=_workload_ops)
 
     models = commands.add_parser("models", help="list the model zoo")
-    models.set_defaults(handler=_models)
+    models.set_defaults(handler=listings.models)
     gpus = commands.add_parser("gpus", help="list the GPU catalogue")
-    gpus.set_defaults(handler=_gpus)
+    gpus.set_defaults(handler=listings.gpus)
     validate = commands.add_parser("validate", help="replay the best candidates' collectives on real NICs or TCP")
     validate.add_argument("dir", type=Path, nargs="?", help="a study's output directory (reports/<study>)")
-    validate.add_argument("--top", type=int, default=3, help="Pareto candidates to replay (default 3)")
+    validate.add_argument("--top", type=flags.TOP, default=3, help="Pareto candidates to replay (default 3)")
     validate.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
     validate.add_argument("--ray-address", default=None, help="run one rank per node of this Ray cluster")
-    validate.add_argument("--max-ranks", type=int, default=8, help="ranks per replayed collective (default 8)")
-    validate.add_argument("--max-mb", type=float, default=64, help="bytes per replayed collective, MiB (default 64)")
+    validate.add_argument(
+        "--max-ranks", type=flags.MAX_RANKS, default=8, help="ranks per replayed collective (default 8)"
+    )
+    validate.add_argument(
+        "--max-mb", type=flags.MAX_MB, default=64, help="bytes per replayed collective, MiB (default 64)"
+    )
     validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
     validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
     validate.set_defaults(handler=_validate)
@@ -125,9 +174,9 @@ def _parser() -> argparse.ArgumentParser:
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --simai)")
     topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --simai)")
-    topologies.add_argument("--num-gpus", type=int, default=64, help="GPUs (with --simai)")
-    topologies.add_argument("--nic-gbps", type=float, default=400, help="NIC line rate (with --simai)")
-    topologies.set_defaults(handler=_topologies)
+    topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --simai)")
+    topologies.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --simai)")
+    topologies.set_defaults(handler=listings.topologies)
     return parser
 
 
@@ -138,7 +187,6 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.report import write_reports
     from dse.spec import load_study
 
-    _check_budget_flags(args)
     study = load_study(
         args.spec,
         **{
@@ -149,7 +197,9 @@ def _search(args: argparse.Namespace, console: Console) -> int:
             "storage": args.storage,
         },
     )
+    paths.spec_paths(None if args.out else study.output, None if args.storage else study.storage, study.output_dir)
     resolved = resolve_study(study)
+    _check_outputs(args, study)
     settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
     console.print(_header(resolved, settings))
     with SearchProgress(console) as progress:
@@ -172,10 +222,17 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _check_budget_flags(args: argparse.Namespace) -> None:
-    for flag, value in (("--trials", args.trials), ("--timeout", args.timeout)):
-        if value is not None and value <= 0:
-            raise DseError(f"{flag}: {value} must be positive")
+def _check_outputs(args: argparse.Namespace, study) -> None:
+    """Every place the search writes, checked before it starts (dse.paths)."""
+    from dse.report import JOURNAL_FILE
+
+    paths.output_dir(study.output_dir, "--out" if args.out else "output")
+    if study.storage:
+        paths.storage(study.storage, "--storage" if args.storage else "storage")
+    else:
+        paths.journal(study.output_dir / JOURNAL_FILE, "--out" if args.out else "output")
+    if args.cache is not None:
+        paths.output_file(args.cache, "--cache")
 
 
 def _on_open(resolved, row, total=None):
@@ -206,13 +263,14 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
     from dse.report_batch import write_batch_dir
 
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
-    _check_budget_flags(args)
+    paths.output_dir(args.out, "--out")
     studies = load_batch(args.specs, args.out, overrides)
-    console.print(f"[bold]batch[/] of {len(studies)} studies; output {args.out}; shared cache {args.out / CACHE_FILE}")
+    shared = f"shared cache {args.out / CACHE_FILE}"
+    console.print(Text.assemble(("batch", "bold"), f" of {len(studies)} studies; output {args.out}; {shared}"))
     for _, resolved in studies:
         console.print(_header(resolved, RunSettings(resolved.study.output_dir)))
     with SearchProgress(console) as progress:
-        rows = {r.study.name: progress.row(r, r.study.name) for _, r in studies}
+        rows = {r.study.name: progress.row(r, short(r.study.name)) for _, r in studies}
         total = progress.row(None, "total")
 
         def on_study(resolved):
@@ -231,13 +289,13 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
         for run in result.runs
     }
     reports = write_batch_dir(args.out, runs)
-    shown = _table(
+    shown = new_table(
         "Studies", ["study", "trials", "feasible", "front", "simulated", "from cache", "trials/s", "stopped"]
     )
     for report in reports:
         run = runs[report.resolved.study.name]
         shown.add_row(
-            report.resolved.study.name,
+            short(report.resolved.study.name),
             str(len(report.trials)),
             str(int(report.trials["feasible"].sum())),
             str(len(report.front)),
@@ -267,6 +325,7 @@ def _report(args: argparse.Namespace, console: Console) -> int:
     from dse.report import load_study_dir, write_reports
     from dse.report_batch import write_batch_dir
 
+    paths.output_dir(args.dir, "report")
     if (args.dir / BATCH_FILE).is_file():
         reports = write_batch_dir(args.dir)
         console.print(
@@ -290,6 +349,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
         return 0
     if args.dir is None:
         raise DseError("validate: give a study directory (reports/<study>), or --check")
+    paths.output_dir(args.dir, "validate")
     from dse.validate import validate_study, write_calibration
 
     runner = "processes"
@@ -300,7 +360,7 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
         connect_ray(args.ray_address)  # the same join as dse search: nodes get this code
         runner = run_actors
     table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
-    shown = _table(
+    shown = new_table(
         f"Replayed over {args.transport} (predicted for the candidate's network, measured here)",
         ["trial", "collective", "ranks", "bytes", "predicted_s", "measured_s", "error %", "busbw GB/s"],
     )
@@ -346,7 +406,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
-    table = _table(f"{study.name}: one candidate", ["quantity", "value"])
+    table = new_table(f"{short(study.name)}: one candidate", ["quantity", "value"])
     for key, value in report["params"].items():
         table.add_row(key, str(value))
     table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
@@ -354,7 +414,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
     console.print(table)
-    collectives = _table(
+    collectives = new_table(
         "Collectives per step (nccl-tests conventions: bytes per rank, busbw in GB/s)",
         ["collective", "op", "bytes", "ranks", "stride", "per step", "algorithm", "time_s", "busbw"],
     )
@@ -380,13 +440,13 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
 
     from dse.workload import time_simai_workload
 
-    if not args.file.exists():
-        raise DseError(f"file: {args.file} does not exist")
+    if not args.file.is_file():  # a directory, a FIFO or /dev/zero would fail or never end
+        raise DseError(f"file: {args.file} " + ("is not a regular file" if args.file.exists() else "does not exist"))
     parts = time_simai_workload(args.file, args.gpu)
     if args.json:
         print(json.dumps(parts, indent=2))
         return 0
-    table = _table(f"{args.file.name} on {args.gpu}", ["part", "seconds"])
+    table = new_table(f"{short(args.file.name)} on {args.gpu}", ["part", "seconds"])
     for key, value in parts.items():
         table.add_row(key, f"{value:.6g}")
     console.print(table)
@@ -404,6 +464,7 @@ def _workload_export(args: argparse.Namespace, console: Console) -> int:
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     params = candidate_params(space, args.set, args.config)
+    paths.output_file(args.out, "--out")
     workload = simai_workload_of(space.candidate(params))
     write_simai_workload(workload, args.out)
     console.print(f"wrote {args.out}: {len(workload.layers)} rows, {workload.header.ga} micro-batches of {params}")
@@ -424,13 +485,15 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     candidate = space.candidate(candidate_params(space, args.set, args.config))
+    if args.csv:
+        paths.output_file(args.csv, "--csv")
     ops = pd.DataFrame([dataclasses.asdict(op) for op in step_operations(candidate)])
     if args.csv:
         ops.to_csv(args.csv, index=False)
     summary = ops.groupby(["phase", "kind"], sort=False).agg(
         count=("name", "size"), flops=("flops", "sum"), nbytes=("nbytes", "sum")
     )
-    table = _table(
+    table = new_table(
         "One micro-batch through the first stage, and the step (per GPU)", ["phase", "kind", "count", "TFLOP", "GB"]
     )
     for (phase, kind), row in summary.iterrows():
@@ -446,7 +509,7 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
-def _header(resolved, settings) -> str:
+def _header(resolved, settings) -> Text:
     from dse.space import SearchSpace
 
     study = resolved.study
@@ -458,8 +521,9 @@ def _header(resolved, settings) -> str:
         what = f"{serving.requests} requests per run, {rate}, {serving.precision}"
     else:
         what = f"seq_len {study.training.seq_len}, {study.training.precision}"
-    return (
-        f"[bold]{study.name}[/]: {study.mode} of {resolved.model.name}, {what}; "
+    return Text.assemble(
+        (short(study.name), "bold"),
+        f": {study.mode} of {short(resolved.model.name)}, {what}; "
         f"{space.size} candidates; objectives: {objectives}\n"
         f"budget {study.budget.trials} trials"
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
@@ -472,7 +536,7 @@ def _header(resolved, settings) -> str:
             else " (measured kernel times)"
             if study.hardware.calibration
             else " (fitted: simulators/hardware/fitted.yaml)"
-        )
+        ),
     )
 
 
@@ -483,14 +547,6 @@ def _mode(sampler: str, space, trials: int) -> str:
     chosen = sampler_name(sampler, space, trials)
     shown = "grid (exact front: every distinct plan, no sampler)" if chosen == "grid" else chosen
     return shown if sampler == chosen else f"{sampler} -> {shown}"
-
-
-def _table(title: str, headers: Sequence[str]) -> Table:
-    """A table whose cells wrap rather than lose digits when the terminal is narrow."""
-    table = Table(title=title)
-    for i, header in enumerate(headers):
-        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
-    return table
 
 
 def _front_table(front, resolved) -> Table:
@@ -504,105 +560,12 @@ def _front_table(front, resolved) -> Table:
         shown.insert(shown.index("pp") + 1, "dp")
     extra = SHOWN_METRICS[resolved.study.mode]
     metrics = [*resolved.objectives, *(m for m in extra if m not in resolved.objectives)]
-    table = _table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
+    table = new_table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
     for _, row in front.head(25).iterrows():
         table.add_row(*(str(row[c]) for c in shown), *(f"{row[m]:.4g}" for m in metrics))
     if len(front) > 25:
         table.caption = f"{len(front) - 25} more rows in pareto.csv"
     return table
-
-
-MODEL_COLUMNS = {
-    "layers": "layers",
-    "hidden": "hidden",
-    "ffn_hidden": "ffn",
-    "heads": "heads",
-    "kv_heads": "kv",
-    "vocab": "vocab",
-    "gated_mlp": "gated",
-    "moe_experts": "experts",
-    "max_seq_len": "max seq",
-}
-GPU_COLUMNS = {
-    "bf16_tflops": "bf16",
-    "fp8_tflops": "fp8",
-    "fp4_tflops": "fp4",
-    "hbm_gib": "HBM GiB",
-    "hbm_gbytes_per_s": "HBM GB/s",
-    "scaleup_gbytes_per_s": "scale-up GB/s",
-    "scaleup_domain_gpus": "domain",
-    "nic_gbps": "NIC Gb/s",
-    "tdp_w": "TDP W",
-    "usd_per_gpu_hour": "$/GPU-h",
-    "usd_as_of": "as of",
-}
-
-
-def _catalog_table(title: str, entries, columns: dict[str, str], extra: dict | None = None) -> Table:
-    """One row per catalogue entry: its name, `extra` computed columns, then `columns`."""
-    extra = extra or {}
-    table = _table(title, ["name", *extra, *columns.values()])
-    for entry in entries:
-        values = [getattr(entry, c) for c in columns]
-        cells = ["-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in values]
-        table.add_row(entry.name, *(f(entry) for f in extra.values()), *cells)
-    return table
-
-
-def _models(args: argparse.Namespace, console: Console) -> int:
-    from simulators.models import model_catalog
-
-    params = {"params": lambda m: f"{m.total_params / 1e9:.1f}"}
-    console.print(
-        _catalog_table("Model zoo (params from the shapes, billions)", model_catalog().values(), MODEL_COLUMNS, params)
-    )
-    return 0
-
-
-def _gpus(args: argparse.Namespace, console: Console) -> int:
-    from simulators.hardware import gpu_catalog
-
-    title = "GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)"
-    console.print(_catalog_table(title, gpu_catalog().values(), GPU_COLUMNS))
-    return 0
-
-
-def _topologies(args: argparse.Namespace, console: Console) -> int:
-    from rich.table import Table
-
-    from simulators.hardware import get_gpu
-    from simulators.network import (
-        FAMILIES,
-        FAMILY_HELP,
-        Fabric,
-        bill_of_materials,
-        fabric_graph,
-        simai_topology_of,
-        write_simai_topology,
-    )
-
-    if args.simai:
-        fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
-        graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
-        write_simai_topology(simai_topology_of(graph), args.simai)
-        console.print(f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs")
-        return 0
-    defaults = Fabric()
-    table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
-    for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):
-        table.add_column(column)
-    for family in FAMILIES:
-        fabric = Fabric(family)
-        bom = bill_of_materials(fabric, 1024)
-        tiers = " / ".join(map(str, bom.switches))
-        table.add_row(family, FAMILY_HELP[family], str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
-    console.print(table)
-    console.print(
-        "parameters (hardware.fabric): family, nic_gbps (knobs), gpus_per_server "
-        f"({defaults.gpus_per_server}), nics_per_server ({defaults.nics_per_server}), switch_radix "
-        f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g})"
-    )
-    return 0
 
 
 if __name__ == "__main__":

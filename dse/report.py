@@ -15,6 +15,7 @@ import pandas as pd
 import yaml
 from optuna.trial import TrialState
 
+from dse import paths
 from dse.checks import ResolvedStudy, resolve_study
 from dse.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.errors import DseError
@@ -149,7 +150,8 @@ def load_study_dir(out_dir: Path) -> tuple[optuna.Study, ResolvedStudy]:
     resolved = resolve_study(study)
     with study_lock(out_dir):  # a search appending to the journal is not read half-written
         if study.storage:
-            storage = optuna.storages.get_storage(study.storage)
+            target = paths.storage(study.storage, "report: storage")
+            storage = optuna.storages.get_storage(target) if "://" in target else journal_storage(Path(target))
         elif (out_dir / JOURNAL_FILE).is_file():
             storage = journal_storage(out_dir / JOURNAL_FILE)
         else:

@@ -15,6 +15,7 @@ import html
 from dataclasses import dataclass
 from itertools import combinations
 from pathlib import Path
+from urllib.parse import quote
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -22,6 +23,7 @@ import yaml
 
 from dse.batch import BATCH_FILE
 from dse.checks import ResolvedStudy
+from dse.errors import DseError
 from dse.report import load_study_dir, write_reports
 from dse.report_html import FOUR_DIGITS, Figures, page, table_html
 from dse.report_summary import best_row, objectives_text
@@ -131,12 +133,8 @@ def _md_table(frame: pd.DataFrame) -> str:
 
 def _page(table: pd.DataFrame, best: pd.DataFrame, studies: list[StudyReport]) -> str:
     figures = Figures()
-    links = table.copy()
-    links["study"] = [
-        f'<a href="{html.escape(r)}">{html.escape(n)}</a>' for n, r in zip(table["study"], table["report"])
-    ]
     sections = [
-        ("Studies", table_html(links.drop(columns=["report"]), escape=False, na_rep="")),
+        ("Studies", _studies_html(table)),
         ("Best of each objective", table_html(best, na_rep="", float_format=FOUR_DIGITS)),
     ]
     objectives = _objectives(studies)
@@ -145,6 +143,19 @@ def _page(table: pd.DataFrame, best: pd.DataFrame, studies: list[StudyReport]) -
         if shared:
             sections.append((f"Fronts: {y} against {x}", _fronts(figures, shared, x, y, objectives)))
     return page("Batch of studies", f"{len(studies)} studies, {int(table['trials'].sum())} finished trials", sections)
+
+
+def _studies_html(table: pd.DataFrame) -> str:
+    """The studies table with each name a link to its report.html. The links need the table
+    unescaped, so every text cell is escaped here (a model's name is whatever its spec says)."""
+    shown = table.drop(columns=["report"])
+    for column in shown.columns:
+        if not pd.api.types.is_numeric_dtype(shown[column]):
+            shown[column] = [html.escape(v) if isinstance(v, str) else v for v in shown[column]]
+    shown["study"] = [
+        f'<a href="{html.escape(quote(r))}">{html.escape(n)}</a>' for n, r in zip(table["study"], table["report"])
+    ]
+    return table_html(shown, escape=False, na_rep="")
 
 
 def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, objectives: dict[str, str]) -> str:
@@ -170,11 +181,9 @@ def write_batch_dir(out_dir: Path, runs: dict[str, dict] | None = None) -> list[
     """Re-render every study of the batch in `out_dir` and the combined report. `runs` are the
     figures of the run just finished; without them (`dse report` on a batch directory) the
     previous studies.csv provides them."""
-    listing = yaml.safe_load((out_dir / BATCH_FILE).read_text())["studies"]
+    listing = _listing(out_dir / BATCH_FILE)
     if runs is None:
-        previous = out_dir / STUDIES_FILE
-        table = pd.read_csv(previous) if previous.is_file() else pd.DataFrame(columns=["study", *RUN_COLUMNS])
-        runs = table.set_index("study")[list(RUN_COLUMNS)].to_dict("index")
+        runs = _previous_runs(out_dir / STUDIES_FILE)
     studies = []
     for entry in listing:
         study_dir = out_dir / entry["dir"]
@@ -183,3 +192,44 @@ def write_batch_dir(out_dir: Path, runs: dict[str, dict] | None = None) -> list[
         studies.append(StudyReport(resolved, study_dir, trials, front, runs.get(entry["name"], {})))
     write_batch_report(out_dir, studies)
     return studies
+
+
+MAX_LISTING_BYTES = 1 << 20  # batch.yaml lists names and paths: a few hundred bytes per study
+
+
+def _listing(path: Path) -> list[dict]:
+    """The studies of batch.yaml, each a `name` and a `dir` that stays inside the batch directory
+    (the re-rendered reports are written there: a file edited to say `dir: ../..` must not move them)."""
+    bad = f"report: {path} is not a batch listing"
+    if path.stat().st_size > MAX_LISTING_BYTES:
+        raise DseError(f"{bad} (over {MAX_LISTING_BYTES >> 20} MiB)")
+    try:
+        listing = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise DseError(f"{bad} ({str(exc).splitlines()[0]})") from None
+    studies = listing.get("studies") if isinstance(listing, dict) else None
+    if not isinstance(studies, list) or not studies:
+        raise DseError(f"{bad}: it needs `studies:`, a list of name and dir")
+    for i, entry in enumerate(studies):
+        if not (isinstance(entry, dict) and isinstance(entry.get("name"), str) and isinstance(entry.get("dir"), str)):
+            raise DseError(f"{bad}: studies[{i}] needs a name and a dir")
+        inside = (path.parent / entry["dir"]).resolve().is_relative_to(path.parent.resolve())
+        if Path(entry["dir"]).is_absolute() or not inside:
+            raise DseError(f"{bad}: studies[{i}].dir {entry['dir']!r} lies outside {path.parent}")
+    return studies
+
+
+def _previous_runs(path: Path) -> dict[str, dict]:
+    """The run figures of the last studies.csv, by study (none when there is no such file). A
+    damaged one is an error naming it: the rewrite would silently drop the figures it held."""
+    if not path.is_file():
+        return {}
+    fix = f"delete {path} to re-render without the previous run's figures"
+    try:
+        table = pd.read_csv(path, encoding="utf-8")
+    except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
+        raise DseError(f"report: {path} is not readable ({str(exc).splitlines()[0]}); {fix}") from None
+    missing = [c for c in ("study", *RUN_COLUMNS) if c not in table.columns]
+    if missing:
+        raise DseError(f"report: {path} has no column {', '.join(missing)}; {fix}")
+    return table.drop_duplicates("study").set_index("study")[list(RUN_COLUMNS)].to_dict("index")

@@ -64,16 +64,19 @@ def render_html(
         ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
     ]
     study = resolved.study
-    title = html.escape(f"{study.name}: {study.mode} of {resolved.model.name}")
+    title = f"{study.name}: {study.mode} of {resolved.model.name}"
     counts = f"{len(trials)} finished trials, {len(feasible)} feasible, {len(front)} on the Pareto front"
     return page(title, counts, sections)
 
 
 def page(title: str, counts: str, sections: list[tuple[str, str]]) -> str:
     """A whole self-contained page (plotly.js inline): the title, a line of counts, then each
-    (heading, HTML content) section. `title` is HTML already."""
-    body = "\n".join(f"<section><h2>{name}</h2>\n{content}\n</section>" for name, content in sections)
-    return PAGE.format(title=title, counts=counts, plotly_js=plotly.offline.get_plotlyjs(), body=body)
+    (heading, HTML content) section. The title, counts and headings are text (escaped here);
+    each section's content is HTML, built with its own text escaped."""
+    body = "\n".join(f"<section><h2>{html.escape(name)}</h2>\n{content}\n</section>" for name, content in sections)
+    return PAGE.format(
+        title=html.escape(title), counts=html.escape(counts), plotly_js=plotly.offline.get_plotlyjs(), body=body
+    )
 
 
 def table_html(frame: pd.DataFrame, **options) -> str:
@@ -211,7 +214,8 @@ def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
     first = resolved.objectives[0]
     line = dict(color=feasible[first], colorscale="Viridis", showscale=True, colorbar=dict(title=first))
     div = figures.div(go.Figure(go.Parcoords(dimensions=dimensions, line=line)), height_px=560, right_px=180)
-    return f"<p>{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter.</p>{div}"
+    note = f"{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter."
+    return f"<p>{html.escape(note)}</p>{div}"
 
 
 def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None) -> str:

@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 from matplotlib.figure import Figure
 
+from dse._text import short
 from dse.checks import ResolvedStudy
 
 
@@ -39,5 +40,5 @@ def write_pareto_png(trials: pd.DataFrame, front: pd.DataFrame, resolved: Resolv
         ax.grid(alpha=0.3)
         ax.legend()
     more = f"; front over all {len(objectives)} objectives" if len(objectives) > 2 else ""
-    ax.set_title(f"{resolved.study.name}: Pareto front{more}")
+    ax.set_title(f"{short(resolved.study.name)}: Pareto front{more}")
     fig.savefig(path)

@@ -27,7 +27,7 @@ def test_missing_spec_file_exits_2(tmp_path, capsys):
 
 def test_non_positive_trials_flag_exits_2(write_spec, capsys):
     assert main(["search", str(write_spec()), "--trials", "0"]) == 2
-    assert "--trials: 0 must be positive" in capsys.readouterr().err
+    assert "--trials: 0 is out of range; allowed: 1 to" in capsys.readouterr().err
 
 
 def test_listings_show_the_catalogues(capsys):

@@ -1,0 +1,112 @@
+"""The listing commands (`dse models`, `dse gpus`, `dse topologies`) and the table style every
+command shares: cells wrap rather than lose digits on a narrow terminal."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+from rich.console import Console
+from rich.table import Table
+
+from dse import paths
+
+
+def new_table(title: str, headers: Sequence[str]) -> Table:
+    """A table whose cells wrap rather than lose digits when the terminal is narrow."""
+    table = Table(title=title)
+    for i, header in enumerate(headers):
+        table.add_column(header, justify="left" if i == 0 else "right", overflow="fold")
+    return table
+
+
+MODEL_COLUMNS = {
+    "layers": "layers",
+    "hidden": "hidden",
+    "ffn_hidden": "ffn",
+    "heads": "heads",
+    "kv_heads": "kv",
+    "vocab": "vocab",
+    "gated_mlp": "gated",
+    "moe_experts": "experts",
+    "max_seq_len": "max seq",
+}
+GPU_COLUMNS = {
+    "bf16_tflops": "bf16",
+    "fp8_tflops": "fp8",
+    "fp4_tflops": "fp4",
+    "hbm_gib": "HBM GiB",
+    "hbm_gbytes_per_s": "HBM GB/s",
+    "scaleup_gbytes_per_s": "scale-up GB/s",
+    "scaleup_domain_gpus": "domain",
+    "nic_gbps": "NIC Gb/s",
+    "tdp_w": "TDP W",
+    "usd_per_gpu_hour": "$/GPU-h",
+    "usd_as_of": "as of",
+}
+
+
+def _catalog_table(title: str, entries, columns: dict[str, str], extra: dict | None = None) -> Table:
+    """One row per catalogue entry: its name, `extra` computed columns, then `columns`."""
+    extra = extra or {}
+    table = new_table(title, ["name", *extra, *columns.values()])
+    for entry in entries:
+        values = [getattr(entry, c) for c in columns]
+        cells = ["-" if v is None else f"{v:g}" if isinstance(v, float) else str(v) for v in values]
+        table.add_row(entry.name, *(f(entry) for f in extra.values()), *cells)
+    return table
+
+
+def models(args: argparse.Namespace, console: Console) -> int:
+    from simulators.models import model_catalog
+
+    params = {"params": lambda m: f"{m.total_params / 1e9:.1f}"}
+    console.print(
+        _catalog_table("Model zoo (params from the shapes, billions)", model_catalog().values(), MODEL_COLUMNS, params)
+    )
+    return 0
+
+
+def gpus(args: argparse.Namespace, console: Console) -> int:
+    from simulators.hardware import gpu_catalog
+
+    title = "GPU catalogue (dense TFLOP/s; bandwidths per GPU, one direction)"
+    console.print(_catalog_table(title, gpu_catalog().values(), GPU_COLUMNS))
+    return 0
+
+
+def topologies(args: argparse.Namespace, console: Console) -> int:
+    from simulators.hardware import get_gpu
+    from simulators.network import (
+        FAMILIES,
+        FAMILY_HELP,
+        Fabric,
+        bill_of_materials,
+        fabric_graph,
+        simai_topology_of,
+        write_simai_topology,
+    )
+
+    if args.simai:
+        paths.output_file(args.simai, "--simai")
+        fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
+        graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
+        write_simai_topology(simai_topology_of(graph), args.simai)
+        console.print(f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs")
+        return 0
+    defaults = Fabric()
+    table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
+    for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):
+        table.add_column(column)
+    for family in FAMILIES:
+        fabric = Fabric(family)
+        bom = bill_of_materials(fabric, 1024)
+        tiers = " / ".join(map(str, bom.switches))
+        table.add_row(family, FAMILY_HELP[family], str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
+    console.print(table)
+    console.print(
+        "parameters (hardware.fabric): family, nic_gbps (knobs), gpus_per_server "
+        f"({defaults.gpus_per_server}), nics_per_server ({defaults.nics_per_server}), switch_radix "
+        f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g})"
+    )
+    return 0
