@@ -27,7 +27,7 @@ def _refused(capsys, argv: list[str], *expected: str) -> str:
 @pytest.mark.parametrize(
     ("assignment", "expected"),
     [
-        ("tp=0", ["--set tp=0", "search.tp", "below 1"]),
+        ("tp=0", ["--set tp=0", "search.tp", "outside 1..1048576"]),
         ("gpu=NOPE", ["--set gpu=NOPE", "allowed: H100-SXM"]),
         ("gpu=H100-SXN", ["did you mean 'H100-SXM'?"]),
         ("gpu=H200", ["not a GPU of this spec"]),  # in the catalogue, but the spec has no price for it
@@ -80,7 +80,7 @@ def test_config_best_checks_each_cell_like_a_set(write_spec, tmp_path, capsys):
     study.mkdir()
     _front(study / "pareto.csv", tp=0)
     argv = ["simulate", str(write_spec()), "--config", "best", "--study", str(study)]
-    _refused(capsys, argv, "pareto.csv tp=0", "below 1")
+    _refused(capsys, argv, "pareto.csv tp=0", "outside 1..1048576")
     _front(study / "pareto.csv", recompute="selctive")
     _refused(capsys, argv, "allowed: none, selective, full")
 
