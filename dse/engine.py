@@ -199,7 +199,7 @@ def run_search(
                         stopped = "timeout reached"
                     else:
                         count = min(batch, spec.budget.trials - loop.finished)
-                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop)
+                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop, deadline)
                         continue
                     break
         except KeyboardInterrupt:
@@ -261,7 +261,9 @@ class _Loop:
             self.evaluated += len(group)
             yield [(again[j], judge(items[again[j]], o)) for j, o in group]
 
-    def run_batch(self, batch: list[optuna.Trial], stop: threading.Event) -> None:
+    def run_batch(self, batch: list[optuna.Trial], stop: threading.Event, deadline: float | None = None) -> None:
+        """Evaluate and tell one asked batch; an interruption or the deadline stops it between
+        groups of results (what was not told is failed and asked again on --resume)."""
         fresh: dict[tuple, list[optuna.Trial]] = {}
         for trial in batch:
             key = params_key(trial.params)
@@ -278,7 +280,7 @@ class _Loop:
                 self._tell(first, outcome)
                 for trial in repeats:
                     self._tell(trial, outcome, duplicate_of=first.number)
-            if stop.is_set():
+            if stop.is_set() or _past(deadline):
                 return
 
     def run_grid(self, space: SearchSpace, spec, size: int, stop: threading.Event, deadline: float | None) -> str:
@@ -297,17 +299,24 @@ class _Loop:
                 return "timeout reached"
             batch = todo[start : start + size]
             outcomes: list[Outcome | None] = [None] * len(batch)
+            late = False
             for group in self._evaluate(batch):
                 for position, outcome in group:
                     outcomes[position] = outcome
-            frozen = [self._frozen(space, params, outcome) for params, outcome in zip(batch, outcomes)]
+                if _past(deadline):  # keep what this chunk has evaluated so far
+                    late = True
+                    break
+            done = [(params, outcome) for params, outcome in zip(batch, outcomes) if outcome is not None]
+            frozen = [self._frozen(space, params, outcome) for params, outcome in done]
             self.study.add_trials(frozen)
             first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
-            for number, (params, outcome) in enumerate(zip(batch, outcomes), start=first):
+            for number, (params, outcome) in enumerate(done, start=first):
                 self.cache[params_key(params)] = (number, outcome)
                 self.finished += 1
                 if self.on_trial:
                     self.on_trial(number, outcome)
+            if late:
+                return "timeout reached"
         whole = len(self.cache) >= len(points)
         return "every candidate of the space evaluated" if whole else "trial budget reached"
 
@@ -353,6 +362,10 @@ def stop_on_sigint():
         yield stop
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 def _counts(trial: optuna.trial.FrozenTrial) -> bool:

@@ -204,3 +204,35 @@ def test_on_a_large_cluster_a_study_asks_two_trials_per_cpu_before_telling_any(w
     first_batch = trials[:80]
     assert all(t.datetime_start <= min(u.datetime_complete for u in first_batch) for t in first_batch)
     assert trials[80].datetime_start >= max(t.datetime_complete for t in first_batch)
+
+
+def test_the_timeout_stops_a_batch_between_its_results_and_resume_loses_nothing(write_spec, tmp_path, monkeypatch):
+    """One asked batch of all 30 trials, results coming one at a time, a clock that advances a
+    second per told trial and a 5 s timeout: the batch stops after its sixth result (not after
+    all 30), and --resume finishes the study without losing or repeating a told trial."""
+    import dse.engine
+
+    class OneByOne(InProcessExecutor):
+        def run(self, evaluator, items):
+            for group in super().run(evaluator, items):
+                for pair in group:
+                    yield [pair]
+
+    clock = [0.0]
+    monkeypatch.setattr(dse.engine.time, "monotonic", lambda: clock[0])
+    spec, out = write_spec(), tmp_path / "out"
+    resolved = resolve_study(load_study(spec, **{"budget.timeout_s": 5, "budget.batch_size": 30}))
+
+    def tick(number, outcome):
+        clock[0] += 1.0
+
+    settings = RunSettings(out, None, "off", False)
+    summary = run_search(resolved, settings, on_trial=tick, executor=OneByOne())
+    assert summary.stopped_because == "timeout reached"
+    assert 5 <= summary.finished < 30
+    told = {t.number for t in summary.study.get_trials(deepcopy=False) if t.state.is_finished()}
+    monkeypatch.undo()
+    resumed = run_search(resolve_study(load_study(spec)), RunSettings(out, None, "off", True))
+    assert resumed.finished == 30
+    after = {t.number: t for t in resumed.study.get_trials(deepcopy=False)}
+    assert all(after[n].state.is_finished() for n in told)
