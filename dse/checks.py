@@ -12,7 +12,7 @@ from pathlib import Path
 
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
-from dse.inputs import CALIBRATION_LIMIT, NETWORK_CALIBRATION_LIMIT, TRACE_LIMIT, load_yaml, read_text, regular_file
+from dse.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, read_text, regular_file
 from dse.metrics import CAPACITY_METRICS, OWNED_METRICS, metrics_for
 from dse.spec import Constraint, Study, TokenBounds, knob_values
 from simulators.hardware import GpuSpec, get_gpu, parse_calibration, sustained_compute_fraction
@@ -76,8 +76,6 @@ def resolve_study(study: Study) -> ResolvedStudy:
     if path := study.hardware.network_calibration:  # read once here, so a bad file stops the study now
         from dse.validate import load_calibration
 
-        # The front door first: load_calibration itself reads without a size or depth bound.
-        load_yaml(read_text(path, "hardware.network_calibration", NETWORK_CALIBRATION_LIMIT), f"{path}")
         nic_efficiency = load_calibration(path)
     objectives, directions = _check_metrics(study)
     constraints = tuple(

@@ -5,6 +5,7 @@ closes stdout early (`dse ... | head`) a quiet exit, 141 as for SIGPIPE. Never a
 from __future__ import annotations
 
 import argparse
+import contextlib
 import io
 import os
 import signal
@@ -186,6 +187,7 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.progress import SearchProgress
     from dse.report import write_reports
     from dse.spec import load_study
+    from dse.studylock import study_lock
 
     study = load_study(
         args.spec,
@@ -202,11 +204,12 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     _check_outputs(args, study)
     settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
     console.print(_header(resolved, settings))
-    with SearchProgress(console) as progress:
-        row = progress.row(resolved)
-        start = _on_open(resolved, row)
-        summary = run_search(resolved, settings, on_trial=row.trial, on_start=start, shared=_cache(args.cache))
-    trials, front = write_reports(summary.study, resolved, settings.out_dir)
+    with study_lock(settings.out_dir):  # one hold from the first trial to the last report
+        with SearchProgress(console) as progress:
+            row = progress.row(resolved)
+            start = _on_open(resolved, row)
+            summary = run_search(resolved, settings, on_trial=row.trial, on_start=start, shared=_cache(args.cache))
+        trials, front = write_reports(summary.study, resolved, settings.out_dir)
     console.print(_front_table(front, resolved))
     console.print(
         f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run"
@@ -352,14 +355,15 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
     paths.output_dir(args.dir, "validate")
     from dse.validate import validate_study, write_calibration
 
-    runner = "processes"
+    runner, session = "processes", contextlib.nullcontext()
     if args.ray_address:
-        from dse.executor import connect_ray
+        from dse.executor import ray_session
         from dse.replay_ray import run_actors
 
-        connect_ray(args.ray_address)  # the same join as dse search: nodes get this code
+        session = ray_session(args.ray_address)  # the same join as dse search: nodes get this code
         runner = run_actors
-    table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
+    with session:
+        table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
     shown = new_table(
         f"Replayed over {args.transport} (predicted for the candidate's network, measured here)",
         ["trial", "collective", "ranks", "bytes", "predicted_s", "measured_s", "error %", "busbw GB/s"],

@@ -17,6 +17,7 @@ more attempts, and its neighbours are evaluated normally: never retried forever.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import socket
@@ -227,12 +228,30 @@ class RayExecutor(InProcessExecutor):
             self.usage.store_peak_bytes = max(self.usage.store_peak_bytes, used)
 
     def close(self) -> None:
-        if isinstance(self._started_here, Path):
-            from dse.ray_cluster import stop_private
+        disconnect_ray(self._started_here)
 
-            stop_private(self._started_here)
-        elif self._started_here:
-            self._ray.shutdown()
+
+@contextlib.contextmanager
+def ray_session(address: str) -> Iterator[None]:
+    """Connected to Ray (`connect_ray`) for the body; what was started or joined here is
+    stopped or left afterwards, so no private cluster outlives its command."""
+    started = connect_ray(address)
+    try:
+        yield
+    finally:
+        disconnect_ray(started)
+
+
+def disconnect_ray(started: Path | bool) -> None:
+    """Undo `connect_ray`: stop the private cluster it started, or leave the cluster it joined."""
+    if isinstance(started, Path):
+        from dse.ray_cluster import stop_private
+
+        stop_private(started)
+    elif started:
+        import ray
+
+        ray.shutdown()
 
 
 def connect_ray(address: str) -> Path | bool:

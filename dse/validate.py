@@ -151,11 +151,15 @@ def write_calibration(table: pd.DataFrame, out_dir: Path) -> Path:
 
 
 def load_calibration(path: str | Path) -> float:
-    """The NIC efficiency a `network_calibration.yaml` holds (SpecError naming the file if bad)."""
+    """The NIC efficiency a `network_calibration.yaml` holds, read through the front door
+    (dse.inputs: a bounded regular file, YAML with limits); SpecError naming the file if bad."""
+    from dse.inputs import NETWORK_CALIBRATION_LIMIT, load_yaml, read_text
+
+    field = "hardware.network_calibration"
+    record = load_yaml(read_text(path, field, NETWORK_CALIBRATION_LIMIT), f"{field}: {path}")
     try:
-        record = yaml.safe_load(Path(path).read_text())
         efficiency = float(record["nic_efficiency"])
-    except (OSError, yaml.YAMLError, KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError) as exc:
         raise SpecError(f"hardware.network_calibration: {path} is not a calibration file ({exc})") from None
     if not 0 < efficiency <= 1:
         raise SpecError(f"hardware.network_calibration: nic_efficiency {efficiency} in {path}; allowed: (0, 1]")
