@@ -186,6 +186,7 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.engine import RunSettings, run_search
     from dse.progress import SearchProgress
     from dse.report import write_reports
+    from dse.space import SearchSpace
     from dse.spec import load_study
     from dse.studylock import study_lock
 
@@ -202,6 +203,7 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     paths.spec_paths(None if args.out else study.output, None if args.storage else study.storage, study.output_dir)
     resolved = resolve_study(study)
     _check_outputs(args, study)
+    SearchSpace.from_study(resolved).check_runnable()  # refused before the header, as other bad specs
     settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
     console.print(_header(resolved, settings))
     with study_lock(settings.out_dir):  # one hold from the first trial to the last report

@@ -169,6 +169,7 @@ def run_search(
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = resolved.study
     space = SearchSpace.from_study(resolved)
+    space.check_runnable()  # before any study or cluster exists
     started = time.monotonic()
     owned = executor is None
     executor = executor or make_executor(settings.ray_address)  # fails before any study exists

@@ -9,6 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,6 +24,8 @@ from simulators.hardware import GpuSpec
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
+# Plans `check_runnable` tries before leaving a space to the search (~50 us each).
+RUNNABLE_CHECK_LIMIT = 100_000
 KNOBS = (
     "gpu",
     "num_gpus",
@@ -108,6 +111,28 @@ class SearchSpace:
                 seen.add(key)
                 points.append(params)
         return points
+
+    def check_runnable(self, limit: int = RUNNABLE_CHECK_LIMIT) -> None:
+        """SpecError naming the commonest reason when no plan of a training space can run at
+        all (each knob value passes its own check, but no combination does: say vpp 2 whose
+        micro-batches never fill pp), so such a study stops before its first trial instead of
+        ending with none feasible. Stops at the first plan that can run; a space larger than
+        `limit` whose first `limit` plans all fail is left to the search (no verdict)."""
+        if self.resolved.study.mode == "inference":
+            return
+        reasons: Counter[str] = Counter()
+        for combo in itertools.islice(itertools.product(*self.values.values()), limit):
+            try:
+                self.candidate(dict(zip(self.values, combo)))
+                return
+            except (PlanError, SpecError) as exc:
+                reasons[str(exc)] += 1
+        if self.size <= limit:
+            reason, count = reasons.most_common(1)[0]
+            raise SpecError(
+                f"search: no plan of the search space can run ({self.size} combinations); the commonest "
+                f"reason ({count} of them): {reason}"
+            )
 
     def gpu(self, name: str) -> GpuSpec:
         return next(g for g in self.resolved.gpus if g.name == name)

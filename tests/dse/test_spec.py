@@ -254,3 +254,28 @@ def test_a_pipeline_layout_must_fit_every_pipeline_shape_of_the_search(write_spe
     assert space.candidate({**TINY_PARAMS, "pp": 2}).plan.pipeline_layout == (15, 17)
     message = error_of(write_spec, text.replace("[15, 17]", "[15, 16]"))
     assert "pipeline_layout holds 31 layers; llama3-8b has 32" in message
+
+
+def test_a_space_where_no_plan_can_run_is_refused_before_any_trial(write_spec, capsys, tmp_path):
+    """Each knob value passes its own check, but no combination runs: on 4 GPUs at pp 2 (dp 2)
+    a global batch of 64 at micro-batch 32 gives each pipeline one micro-batch, and interleaving
+    (vpp 2) needs a multiple of pp."""
+    from dse.cli import main
+
+    text = replace(
+        "num_gpus: [8, 16]",
+        "num_gpus: [4]",
+        "tp: [1, 2, 4]",
+        "tp: [1]",
+        "pp: [1, 2]",
+        "pp: [2]",
+        "micro_batch: [1, 2]",
+        "micro_batch: [32]",
+        "global_batch: [64]",
+        "global_batch: [64]\n  vpp: [2]",
+    )
+    out = tmp_path / "out"
+    assert main(["search", str(write_spec(text)), "--ray-address", "off", "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dse: error: search: no plan of the search space can run")
+    assert "interleaved 1F1B needs microbatches=1 to be a multiple of pp=2" in err and not out.exists()
