@@ -50,6 +50,12 @@ class GpuSpec(BaseModel):
     hbm_efficiency: float = Field(gt=0, le=1)
     attention_fwd_efficiency: float | None = Field(gt=0, le=1)
     attention_bwd_efficiency: float | None = Field(gt=0, le=1)
+    # Shares of the line rates collectives see (SimAI's bus-bandwidth model) and NCCL's NVLS
+    # efficiency (None: the scale-up domain has no in-switch reduction). Required, as every
+    # field: a GPU file that leaves one out is an error, not a Hopper-class default.
+    scaleup_efficiency: float = Field(gt=0, le=1)
+    nic_efficiency: float = Field(gt=0, le=1)
+    nvls_efficiency: float | None = Field(gt=0, le=1)
     sources: dict[str, str]
 
     @model_validator(mode="after")

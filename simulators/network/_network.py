@@ -15,7 +15,8 @@ rate times an efficiency taken from SimAI's analytical bus-bandwidth model (aliy
 `astra-sim/system/calbusbw.cc`, ../shared/reference/netsim.md section 2): NVLink SM90 20.6 of 25
 GB/s per link (0.824), SM80 20.0 of 25 (0.80); NIC ConnectX-7/BlueField-3 48.5 of 50 GB/s (0.97),
 ConnectX-6 23.5 of 25 (0.94). In-switch reduction (NVLS) runs at the effective NVLink rate times
-NCCL's `nvlsEfficiency` (NVIDIA/nccl `src/tuning/nvls.cc`: Hopper 0.85, Blackwell 0.74).
+NCCL's `nvlsEfficiency` (NVIDIA/nccl `src/tuning/nvls.cc`: Hopper 0.85, Blackwell 0.74). Each GPU of
+the catalogue carries its own three figures (simulators/hardware/gpus.yaml, with sources).
 
 Latencies here are hardware latencies a step adds when it crosses a level (defaults from SimAI's
 Spectrum-X topology template, netsim.md section 3: NVSwitch 25 ns, NIC link 500 ns); the software
@@ -37,34 +38,13 @@ import numpy as np
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
 
+# A Network built by hand (not `from_gpu`) defaults to Hopper-class figures.
 NVLINK_SM90_EFFICIENCY = 20.6 / 25  # SimAI calbusbw.cc, per NVLink 4 link
-NVLINK_SM80_EFFICIENCY = 20.0 / 25  # SimAI calbusbw.cc, per NVLink 3 link
 NIC_CX7_EFFICIENCY = 48.5 / 50  # SimAI calbusbw.cc, ConnectX-7 / BlueField-3 at 400 Gb/s
-NIC_CX6_EFFICIENCY = 23.5 / 25  # SimAI calbusbw.cc, ConnectX-6 at 200 Gb/s
 NVLS_HOPPER_EFFICIENCY = 0.85  # NCCL nvls.cc nvlsEfficiency
-NVLS_BLACKWELL_EFFICIENCY = 0.74
 NVSWITCH_LATENCY_S = 25e-9  # SimAI gen_Topo_Template.py Spectrum-X default
 NIC_LATENCY_S = 500e-9
 TIER_LATENCY_S = 2 * NIC_LATENCY_S  # one more link up to the next switch layer and one down
-
-# Catalogue GPUs whose domain is an NVSwitch of generation 3 or later (NVLink SHARP), with NCCL's
-# NVLS efficiency. V100 and A100 (NVSwitch gen 1-2) and MI300X (xGMI mesh, no switch) have none.
-_NVLS_EFFICIENCY = {
-    "H100-SXM": NVLS_HOPPER_EFFICIENCY,
-    "H800": NVLS_HOPPER_EFFICIENCY,
-    "H200": NVLS_HOPPER_EFFICIENCY,
-    "B200": NVLS_BLACKWELL_EFFICIENCY,
-    "GB200": NVLS_BLACKWELL_EFFICIENCY,
-}
-# SimAI gives SM80 its own NVLink figure and DGX A100 ships ConnectX-6 (catalogue source); V100's
-# EDR NIC has no SimAI figure, so it takes the nearest older one (CX6). The rest are Hopper-class
-# or later (SM90 NVLink, CX7); MI300X's xGMI has no figure and takes SM90's (an assumption).
-_SCALEUP_EFFICIENCY = {"A100-40GB": NVLINK_SM80_EFFICIENCY, "A100-80GB": NVLINK_SM80_EFFICIENCY}
-_NIC_EFFICIENCY = {
-    "V100-32GB": NIC_CX6_EFFICIENCY,
-    "A100-40GB": NIC_CX6_EFFICIENCY,
-    "A100-80GB": NIC_CX6_EFFICIENCY,
-}
 
 
 def _check(field_name: str, value: object, ok: bool, allowed: str) -> None:
@@ -183,11 +163,11 @@ class Network:
             domain_gpus=gpu.scaleup_domain_gpus,
             scaleup_gbytes_per_s=gpu.scaleup_gbytes_per_s,
             nic_gbytes_per_s=gpu.nic_gbytes_per_s,  # the catalogue's nic_gbps is gigabits
-            nvls=gpu.name in _NVLS_EFFICIENCY,
+            nvls=gpu.nvls_efficiency is not None,
             tiers=tuple(tiers),
-            scaleup_efficiency=_SCALEUP_EFFICIENCY.get(gpu.name, NVLINK_SM90_EFFICIENCY),
-            nic_efficiency=_NIC_EFFICIENCY.get(gpu.name, NIC_CX7_EFFICIENCY),
-            nvls_efficiency=_NVLS_EFFICIENCY.get(gpu.name, NVLS_HOPPER_EFFICIENCY),
+            scaleup_efficiency=gpu.scaleup_efficiency,
+            nic_efficiency=gpu.nic_efficiency,
+            nvls_efficiency=gpu.nvls_efficiency or NVLS_HOPPER_EFFICIENCY,
         )
 
     @cached_property

@@ -45,3 +45,23 @@ def test_v100_has_no_bf16_and_precisions_follow_the_peaks():
 
 def test_gb200_sits_in_a_72_gpu_nvlink_domain():
     assert get_gpu("GB200").scaleup_domain_gpus == 72
+
+
+def test_a_gpu_without_its_network_figures_is_an_error_not_a_default():
+    """A GPU file must state its NVLink and NIC efficiencies and NVLS support; leaving one out
+    used to give every new GPU Hopper-class figures silently."""
+    from pydantic import ValidationError
+
+    from simulators.hardware import GpuSpec
+    from simulators.network import Network
+
+    fields = get_gpu("H100-SXM").model_dump()
+    for name in ("scaleup_efficiency", "nic_efficiency", "nvls_efficiency"):
+        partial = {k: v for k, v in fields.items() if k != name}
+        with pytest.raises(ValidationError, match=name):
+            GpuSpec(**partial)
+    # The catalogue's figures reach the network: SimAI's SM80 NVLink and ConnectX-6 for A100,
+    # NCCL's NVLS efficiency for Blackwell, no NVLS without an NVLink SHARP switch.
+    a100, b200, mi300x = (Network.from_gpu(get_gpu(n)) for n in ("A100-80GB", "B200", "MI300X"))
+    assert (a100.scaleup_efficiency, a100.nic_efficiency, a100.nvls) == (20.0 / 25, 23.5 / 25, False)
+    assert b200.nvls and b200.nvls_efficiency == 0.74 and not mi300x.nvls
