@@ -24,26 +24,22 @@ def sampler_name(name: str, space: SearchSpace, trials: int) -> str:
     if name == "auto":
         return "grid" if space.size <= trials else "tpe"
     if name == "grid" and space.size > GRID_LIMIT:
+        others = ", ".join(["auto", *(n for n in SAMPLER_FACTORIES if n != "grid")])
         raise SpecError(
             f"sampler: grid would enumerate {space.size} candidates (limit {GRID_LIMIT}); "
-            f"allowed for this space: auto, tpe, nsga2, random, refine"
+            f"allowed for this space: {others}"
         )
     return name
 
 
 def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
-    """The Optuna sampler for a resolved sampler name.
-
-    A grid study never asks its sampler: the engine evaluates every distinct plan in bulk
-    (`_Loop.run_grid`); the random sampler it holds only answers a stray `ask`.
-    """
-    if name == "tpe":
-        return _tpe(seed)
-    if name == "refine":
-        return RefineSampler(seed, key=params_key)
-    if name == "nsga2":
-        return optuna.samplers.NSGAIISampler(seed=seed)
-    return optuna.samplers.RandomSampler(seed=seed)
+    """The Optuna sampler for a resolved sampler name (SAMPLER_FACTORIES); an unknown name is
+    one line naming the allowed ones, never a silent fallback."""
+    try:
+        factory = SAMPLER_FACTORIES[name]
+    except KeyError:
+        raise SpecError(f"sampler: {name!r} is not allowed; allowed: {', '.join(SAMPLER_FACTORIES)}") from None
+    return factory(seed)
 
 
 def _tpe(seed: int | None) -> optuna.samplers.TPESampler:
@@ -175,3 +171,16 @@ def _adjacent(value: Any, distribution: BaseDistribution) -> list:
             if distribution.low <= v <= distribution.high
         ]
     return []
+
+
+# The samplers a study can run, one entry a name (spec.SAMPLERS lists them with `auto`; the
+# contract suite in tests/dse/test_samplers.py runs every entry). A grid study never asks its
+# sampler: the engine evaluates every distinct plan in bulk (`_Loop.run_grid`); the random
+# sampler it holds only answers a stray `ask`.
+SAMPLER_FACTORIES: dict[str, Callable[[int], optuna.samplers.BaseSampler]] = {
+    "tpe": _tpe,
+    "nsga2": lambda seed: optuna.samplers.NSGAIISampler(seed=seed),
+    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+    "refine": lambda seed: RefineSampler(seed, key=params_key),
+    "grid": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+}

@@ -428,7 +428,7 @@ class Study(_Frozen):
     constraints: list[Constraint] = []
     fidelity: Fidelity = Fidelity()
     budget: Budget = Budget()
-    sampler: Literal["auto", "tpe", "nsga2", "random", "refine", "grid"] = "auto"
+    sampler: Literal[SAMPLERS] = "auto"  # dse/samplers.py SAMPLER_FACTORIES holds one entry a name
     seed: int = Field(default=0, ge=0, le=2**32 - 1)  # numpy and Optuna seeds are 32-bit
     output: FilePath | None = None
     storage: FilePath | None = None

@@ -120,6 +120,43 @@ def test_refine_runs_a_study_to_its_budget(write_spec, tmp_path):
     assert len(summary.study.get_trials(states=[optuna.trial.TrialState.COMPLETE])) == 30
 
 
-@pytest.mark.parametrize("name", ["tpe", "nsga2", "random", "refine"])
-def test_every_sampler_name_makes_a_sampler(name):
-    assert isinstance(make_sampler(name, 1), optuna.samplers.BaseSampler)
+def test_the_spec_names_exactly_the_registered_samplers():
+    from dse.samplers import SAMPLER_FACTORIES
+    from dse.spec import SAMPLERS
+
+    assert set(SAMPLERS) == {"auto", *SAMPLER_FACTORIES}
+
+
+def _every_sampler():
+    from dse.samplers import SAMPLER_FACTORIES
+
+    return sorted(SAMPLER_FACTORIES)
+
+
+@pytest.mark.parametrize("name", _every_sampler())
+def test_contract_every_registered_sampler_runs_a_two_objective_study_with_constraints(name):
+    """What the engine needs of a sampler: two objectives, batches asked before any is told, only
+    values of the space proposed, the same proposals for the same seed."""
+
+    def proposals(seed):
+        sampler = make_sampler(name, seed)
+        assert isinstance(sampler, optuna.samplers.BaseSampler)
+        study = optuna.create_study(directions=["minimize", "maximize"], sampler=sampler)
+        asked = []
+        for _ in range(3):
+            batch = [study.ask(DISTRIBUTIONS) for _ in range(4)]
+            for trial in batch:
+                assert set(trial.params) == set(DISTRIBUTIONS)
+                assert all(trial.params[k] in d.choices for k, d in DISTRIBUTIONS.items() if hasattr(d, "choices"))
+                asked.append(tuple(sorted(trial.params.items())))
+                study.tell(trial, [trial.params["x"], trial.params["y"]])
+        return asked
+
+    assert proposals(3) == proposals(3)
+
+
+def test_an_unknown_sampler_is_one_line_naming_the_registered_ones():
+    from dse.errors import SpecError
+
+    with pytest.raises(SpecError, match="sampler: 'cmaes' is not allowed; allowed: tpe, nsga2, random, refine, grid"):
+        make_sampler("cmaes", 0)
