@@ -78,11 +78,11 @@ def gpus(args: argparse.Namespace, console: Console) -> int:
 def topologies(args: argparse.Namespace, console: Console) -> int:
     from simulators.hardware import get_gpu
     from simulators.network import (
-        FAMILIES,
-        FAMILY_HELP,
         Fabric,
         bill_of_materials,
         fabric_graph,
+        family_names,
+        get_family,
         simai_topology_of,
         write_simai_topology,
     )
@@ -98,11 +98,12 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
     table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
     for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):
         table.add_column(column)
-    for family in FAMILIES:
+    for family in family_names():
         fabric = Fabric(family)
         bom = bill_of_materials(fabric, 1024)
         tiers = " / ".join(map(str, bom.switches))
-        table.add_row(family, FAMILY_HELP[family], str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
+        help_text = get_family(family).help
+        table.add_row(family, help_text, str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
     console.print(table)
     console.print(
         "parameters (hardware.fabric): family, nic_gbps (knobs), gpus_per_server "

@@ -16,7 +16,7 @@ from dse.evaluate import Evaluator
 from dse.space import SearchSpace, params_key, params_of_row
 from dse.spec import parse_study
 from simulators.analytical import plan_collectives, simulate_training
-from simulators.network import FAMILIES
+from simulators.network import family_names
 from simulators.serving import ROUTERS, SCHEDULERS
 from simulators.workload import GIB, PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES
 
@@ -178,20 +178,22 @@ def _checked(space: SearchSpace, name: str, value: Any, where: str) -> Any:
     try:
         parse_study(raw)
     except SpecError as exc:
-        hint = _did_you_mean(value, _CHOICES[name]) if name in _CHOICES and isinstance(value, str) else ""
+        hint = _did_you_mean(value, _choices()[name]) if name in _choices() and isinstance(value, str) else ""
         raise SpecError(f"{where}: {exc}{hint}") from None
     return value
 
 
-# The named choices of the knobs, for a "did you mean" (the spec's checks give the allowed list).
-_CHOICES = {
-    "recompute": RECOMPUTE_MODES,
-    "pipeline_split": PIPELINE_SPLITS,
-    "schedule": SCHEDULES,
-    "fabric": FAMILIES,
-    "scheduler": tuple(SCHEDULERS),
-    "router": tuple(ROUTERS),
-}
+def _choices() -> dict[str, tuple]:
+    """The named choices of the knobs, for a "did you mean" (the spec's checks give the allowed
+    list); read when asked, so families registered at run time are among them."""
+    return {
+        "recompute": RECOMPUTE_MODES,
+        "pipeline_split": PIPELINE_SPLITS,
+        "schedule": SCHEDULES,
+        "fabric": family_names(),
+        "scheduler": tuple(SCHEDULERS),
+        "router": tuple(ROUTERS),
+    }
 
 
 def _did_you_mean(name: str, allowed: Sequence[str]) -> str:

@@ -30,7 +30,7 @@ from dse.errors import SpecError
 from dse.inputs import SPEC_LIMIT, brief, load_yaml, read_text
 from dse.metrics import DIRECTIONS
 from simulators.models import ModelSpec
-from simulators.network import FAMILIES
+from simulators.network import family_names
 from simulators.serving import ROUTERS, SCHEDULERS
 from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
 
@@ -207,8 +207,8 @@ class FabricSettings(_Frozen):
     def _families(cls, values: list[str]) -> list[str]:
         _non_empty_unique(values)
         for value in values:
-            if value not in FAMILIES:
-                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(FAMILIES)}")
+            if value not in family_names():
+                raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(family_names())}")
         return values
 
     @field_validator("nic_gbps")

@@ -18,19 +18,22 @@ from simulators.network._algorithm import (
     choose_algorithm,
     collective_time_s,
 )
-from simulators.network._fabric import FAMILIES, FAMILY_HELP, BillOfMaterials, Fabric, bill_of_materials
+from simulators.network._fabric import BillOfMaterials, Fabric, bill_of_materials
+from simulators.network._families import TopologyFamily, family_names, get_family, register_family
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
 
 __all__ = [
     "ALGORITHMS",
-    "FAMILIES",
-    "FAMILY_HELP",
     "KINDS",
     "Router",
     "SimaiLink",
     "SimaiTopology",
     "BillOfMaterials",
+    "TopologyFamily",
+    "family_names",
+    "get_family",
+    "register_family",
     "Fabric",
     "bill_of_materials",
     "OPS",

@@ -28,15 +28,8 @@ from dataclasses import dataclass
 
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
+from simulators.network._families import TopologyFamily, get_family
 from simulators.network._network import Network, Tier
-
-FAMILIES = ("leaf-spine", "fat-tree", "rail-optimized", "dual-plane")
-FAMILY_HELP = {
-    "leaf-spine": "two-tier Clos, NICs on leaves in order",
-    "fat-tree": "three-tier k-ary fat-tree (leaf, aggregation, core)",
-    "rail-optimized": "two tiers, NIC i of every server on rail leaf i (DGX SuperPOD, Spectrum-X)",
-    "dual-plane": "rail-optimized, each NIC's two half-speed ports on two planes (Alibaba HPN)",
-}
 
 
 @dataclass(frozen=True)
@@ -51,8 +44,7 @@ class Fabric:
     oversubscription: float = 1.0  # leaf down:up bandwidth
 
     def __post_init__(self) -> None:
-        if self.family not in FAMILIES:
-            raise SpecError(f"fabric.family: {self.family!r} is not allowed; allowed: {', '.join(FAMILIES)}")
+        get_family(self.family)  # one line naming the registered families if unknown
         for name in ("gpus_per_server", "nics_per_server", "switch_radix"):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
@@ -65,8 +57,13 @@ class Fabric:
             raise SpecError(f"fabric.oversubscription: {self.oversubscription!r} is not allowed; allowed: >= 1")
 
     @property
+    def traits(self) -> TopologyFamily:
+        """What the builders know of the family (simulators/network/_families.py)."""
+        return get_family(self.family)
+
+    @property
     def planes(self) -> int:
-        return 2 if self.family == "dual-plane" else 1
+        return self.traits.planes
 
     @property
     def port_gbps(self) -> float:
@@ -86,14 +83,14 @@ class Fabric:
     def leaf_block_gpus(self) -> int:
         """GPUs one switch hop apart: one leaf's NICs, or a whole rail group of servers."""
         down = self.leaf_down_ports
-        if self.family in ("rail-optimized", "dual-plane"):
+        if self.traits.rails:
             return down * self.gpus_per_server
         return max(down * self.gpus_per_server // self.nics_per_server, self.gpus_per_server)
 
     def max_gpus(self) -> int:
         """The most GPUs the family's tiers can join at this radix."""
         k, down = self.switch_radix, self.leaf_down_ports
-        if self.family == "fat-tree":  # k pods of k/2 leaves
+        if self.traits.pods:  # k pods of k/2 leaves
             return k * (k // 2) * down * self.gpus_per_server // self.nics_per_server
         return k * down * self.gpus_per_server // self.nics_per_server  # k leaves per plane (spine radix)
 
@@ -124,7 +121,7 @@ class Fabric:
         tiers = []
         if block < num_gpus:
             tiers.append(Tier(block, 1.0))
-            if self.family == "fat-tree":
+            if self.traits.pods:
                 pod = block * (self.switch_radix // 2)
                 if pod < num_gpus:
                     tiers.append(Tier(pod, self.oversubscription))
@@ -182,7 +179,7 @@ def bill_of_materials(fabric: Fabric, num_gpus: int) -> BillOfMaterials:
     nics = servers * fabric.nics_per_server
     down, k, o = fabric.leaf_down_ports, fabric.switch_radix, fabric.oversubscription
     nic_links = nics * fabric.planes
-    if fabric.family in ("rail-optimized", "dual-plane"):
+    if fabric.traits.rails:
         groups = -(-servers // down)
         leaves = groups * fabric.nics_per_server * fabric.planes
         ports_in_use = [min(down, servers - g * down) for g in range(groups)] * (fabric.nics_per_server * fabric.planes)
@@ -195,7 +192,7 @@ def bill_of_materials(fabric: Fabric, num_gpus: int) -> BillOfMaterials:
             return BillOfMaterials(servers, nics, (leaves,), (nic_links,), fabric.port_gbps)
     leaf_uplinks = [math.ceil(n / o) for n in ports_in_use]
     uplinks = sum(leaf_uplinks)
-    if fabric.family != "fat-tree" or leaves <= k // 2:  # two tiers (a fat-tree of one pod too)
+    if not fabric.traits.pods or leaves <= k // 2:  # two tiers (a fat-tree of one pod too)
         planes = fabric.planes  # each plane has its own spines
         spines = planes * -(-(uplinks // planes) // k)
         return BillOfMaterials(servers, nics, (leaves, spines), (nic_links, uplinks), fabric.port_gbps)

@@ -64,7 +64,6 @@ from simulators.network._network import NIC_LATENCY_S, NVSWITCH_LATENCY_S
 KINDS = ("gpu", "nvswitch", "leaf", "spine", "aggregation", "core")
 FABRIC_KINDS = frozenset({"leaf", "spine", "aggregation", "core"})
 SWITCH_LATENCY_S = NIC_LATENCY_S  # SimAI Spectrum-X template: ASW-PSW links at the NIC link's 500 ns
-RAIL_FAMILIES = ("rail-optimized", "dual-plane")
 
 
 def fabric_graph(
@@ -91,7 +90,7 @@ def fabric_graph(
     gps, nps = fabric.gpus_per_server, fabric.nics_per_server
     servers = num_gpus // gps
     domain = math.gcd(gpu.scaleup_domain_gpus, gps)
-    rails = fabric.family in RAIL_FAMILIES
+    rails = fabric.traits.rails
     g = nx.Graph(
         family=fabric.family,
         gpu=gpu.name,
@@ -140,14 +139,14 @@ def fabric_graph(
     leaves = [next(ids) for _ in range(-(-nic_links // down))]
     half = fabric.switch_radix // 2
     for i, node in enumerate(leaves):
-        g.add_node(node, kind="leaf", plane=0, **({"pod": i // half} if fabric.family == "fat-tree" else {}))
+        g.add_node(node, kind="leaf", plane=0, **({"pod": i // half} if fabric.traits.pods else {}))
     for i in range(nic_links):
         s, nic = divmod(i, nps)
         _link(g, nic_gpu(s, nic), leaves[i // down], port, nic_latency_s)
         used[leaves[i // down]] = used.get(leaves[i // down], 0) + 1
     if len(leaves) == 1:
         return g
-    if fabric.family != "fat-tree" or len(leaves) <= half:  # two tiers (a fat-tree of one pod too)
+    if not fabric.traits.pods or len(leaves) <= half:  # two tiers (a fat-tree of one pod too)
         _spread_up(g, ids, leaves, used, fabric, "spine", {"plane": 0}, switch_latency_s)
         return g
     pods = [leaves[i : i + half] for i in range(0, len(leaves), half)]
