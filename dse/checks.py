@@ -74,7 +74,7 @@ def resolve_study(study: Study) -> ResolvedStudy:
         _check_calibration(study.hardware.calibration)
     nic_efficiency = None
     if path := study.hardware.network_calibration:  # read once here, so a bad file stops the study now
-        from dse.validate import load_calibration
+        from dse.network_calibration import load_calibration
 
         nic_efficiency = load_calibration(path)
     objectives, directions = _check_metrics(study)

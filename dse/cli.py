@@ -355,7 +355,8 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
     if args.dir is None:
         raise DseError("validate: give a study directory (reports/<study>), or --check")
     paths.output_dir(args.dir, "validate")
-    from dse.validate import validate_study, write_calibration
+    from dse.network_calibration import write_calibration
+    from dse.validate import validate_study
 
     runner, session = "processes", contextlib.nullcontext()
     if args.ray_address:

@@ -15,7 +15,7 @@ from typing import Any
 from simulators._errors import SpecError
 from simulators.rdma._errors import ReplayError
 from simulators.rdma._executor import Plan, RankResult, run_rank
-from simulators.rdma._transport import transport_of
+from simulators.rdma._transports import transport_of
 
 
 class RankActor:

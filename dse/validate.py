@@ -13,20 +13,16 @@ measured times, the error and both bus bandwidths (nccl-tests conventions).
 `calibrate` fits the one number the analytical network model takes from such a measurement:
 the NIC efficiency (share of the line rate a collective's bus bandwidth reaches), as the
 median of measured / predicted bus bandwidth times the efficiency the prediction used, and
-writes it as `network_calibration.yaml`, which a later spec names in
+writes it (dse.network_calibration) as `network_calibration.yaml`, which a later spec names in
 `hardware.network_calibration`.
 """
 
 from __future__ import annotations
 
-import datetime
-import platform
-import statistics
 from collections import defaultdict
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from dse.errors import SpecError
 from dse.space import SearchSpace, params_of_row
@@ -36,7 +32,6 @@ from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
 from simulators.rdma import OPS, TRANSPORTS, Traffic, replay_many, round_nbytes
 
 VALIDATION_FILE = "validation.csv"
-CALIBRATION_FILE = "network_calibration.yaml"
 
 
 def validate_study(
@@ -124,43 +119,3 @@ def _check_args(top, transport: str, max_ranks, message_cap_bytes, iters) -> Non
             raise SpecError(f"{where}: {value!r} is not allowed; allowed: integers >= {low}")
     if transport not in TRANSPORTS:
         raise SpecError(f"validate.transport: {transport!r} is unknown; allowed: {', '.join(TRANSPORTS)}")
-
-
-def fit_nic_efficiency(table: pd.DataFrame) -> float:
-    """The NIC efficiency that makes the model's bus bandwidth the measured one (median over the
-    replayed collectives), clipped to (0, 1]."""
-    if table.empty:
-        raise SpecError("validate --calibrate: no collective was replayed, nothing to fit")
-    ratios = table["measured_busbw_gbytes_per_s"] / table["predicted_busbw_gbytes_per_s"] * table["nic_efficiency"]
-    return float(min(1.0, max(1e-6, statistics.median(ratios))))
-
-
-def write_calibration(table: pd.DataFrame, out_dir: Path) -> Path:
-    """`network_calibration.yaml` for `hardware.network_calibration` in later specs."""
-    path = out_dir / CALIBRATION_FILE
-    efficiency = fit_nic_efficiency(table)
-    record = {
-        "nic_efficiency": round(efficiency, 4),
-        "fitted_on": f"{len(table)} collectives replayed over {table['transport'].iloc[0]} "
-        f"({table['placement'].iloc[0]}) on {platform.node()}",
-        "command": f"dse validate {out_dir} --calibrate",
-        "date": datetime.date.today().isoformat(),
-    }
-    path.write_text(yaml.safe_dump(record, sort_keys=False))
-    return path
-
-
-def load_calibration(path: str | Path) -> float:
-    """The NIC efficiency a `network_calibration.yaml` holds, read through the front door
-    (dse.inputs: a bounded regular file, YAML with limits); SpecError naming the file if bad."""
-    from dse.inputs import NETWORK_CALIBRATION_LIMIT, load_yaml, read_text
-
-    field = "hardware.network_calibration"
-    record = load_yaml(read_text(path, field, NETWORK_CALIBRATION_LIMIT), f"{field}: {path}")
-    try:
-        efficiency = float(record["nic_efficiency"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SpecError(f"hardware.network_calibration: {path} is not a calibration file ({exc})") from None
-    if not 0 < efficiency <= 1:
-        raise SpecError(f"hardware.network_calibration: nic_efficiency {efficiency} in {path}; allowed: (0, 1]")
-    return efficiency

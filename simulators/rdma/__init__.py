@@ -14,7 +14,8 @@ from simulators.rdma._handshake import new_secret
 from simulators.rdma._pyverbs import RdmaTransport
 from simulators.rdma._replay import Replay, replay, replay_many
 from simulators.rdma._schedule import OPS, Schedule, Step, bucket_sizes, round_nbytes, schedule_of
-from simulators.rdma._transport import TRANSPORTS, Request, TcpTransport, Transport, transport_of
+from simulators.rdma._transport import Request, TcpTransport, Transport
+from simulators.rdma._transports import TRANSPORTS, transport_of
 
 __all__ = [
     "CHECKSUMS",

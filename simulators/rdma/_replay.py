@@ -23,7 +23,7 @@ from simulators._errors import SpecError
 from simulators.rdma._errors import MismatchError, ReplayError
 from simulators.rdma._executor import Plan, RankResult, Traffic, check_results, run_rank
 from simulators.rdma._handshake import new_secret
-from simulators.rdma._transport import TRANSPORTS, transport_of
+from simulators.rdma._transports import TRANSPORTS, transport_of
 
 
 @dataclass(frozen=True, eq=False)

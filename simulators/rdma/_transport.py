@@ -351,19 +351,3 @@ class TcpTransport(Transport):
                 f"{len(op.view)} B outstanding"
             )
         return n
-
-
-TRANSPORTS = ("tcp", "rdma")
-
-
-def transport_of(kind: str) -> type[Transport]:
-    """The transport class for `kind`; "rdma" only where pyverbs imports and a device exists."""
-    if kind == "tcp":
-        return TcpTransport
-    if kind == "rdma":
-        from simulators.rdma._devices import require_rdma
-        from simulators.rdma._pyverbs import RdmaTransport
-
-        require_rdma()
-        return RdmaTransport
-    raise SpecError(f"transport: {kind!r} is unknown; allowed: {', '.join(TRANSPORTS)}")

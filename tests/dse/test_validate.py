@@ -7,10 +7,11 @@ from dse.checks import resolve_study
 from dse.cli import main
 from dse.engine import RunSettings, run_search
 from dse.errors import SpecError
+from dse.network_calibration import fit_nic_efficiency, load_calibration, write_calibration
 from dse.report import write_reports
 from dse.space import SearchSpace
 from dse.spec import load_study
-from dse.validate import fit_nic_efficiency, load_calibration, validate_study, write_calibration
+from dse.validate import validate_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 
