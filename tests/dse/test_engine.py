@@ -219,7 +219,7 @@ def test_the_timeout_stops_a_batch_between_its_results_and_resume_loses_nothing(
                     yield [pair]
 
     clock = [0.0]
-    monkeypatch.setattr(dse.engine.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(dse.engine, "_now", lambda: clock[0])
     spec, out = write_spec(), tmp_path / "out"
     resolved = resolve_study(load_study(spec, **{"budget.timeout_s": 5, "budget.batch_size": 30}))
 
