@@ -116,12 +116,13 @@ def test_tcp_a_fake_hello_is_refused_in_one_line_and_the_run_goes_on():
 
 def test_tcp_a_silent_connection_is_dropped_after_the_handshake_timeout_not_the_run_timeout():
     connect, _ = _stranger(b"")
+    # 2 s, not less: the real peer's own handshake must fit in it on a busy machine too.
     transports, out, errors = _pair(
-        _swap_one_byte, _swap_one_byte, before=connect, timeout_s=600, handshake_timeout_s=0.2
+        _swap_one_byte, _swap_one_byte, before=connect, timeout_s=600, handshake_timeout_s=2.0
     )
     assert not errors and out == [1, 0]  # had it waited timeout_s, join_s (30 s) would have failed the test
     (line,) = transports[0].refused
-    assert line.endswith(": no hello within 0.2 s")
+    assert line.endswith(": no hello within 2 s")
 
 
 def test_tcp_a_peer_with_another_secret_is_refused_and_the_rank_says_so():
