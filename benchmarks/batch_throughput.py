@@ -21,7 +21,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-from dse.batch import CACHE_FILE, load_batch, run_batch
+from dse.search.batch import CACHE_FILE, load_batch, run_batch
 
 SPECS = ("llama70b", "procurement-llama70b", "mixtral8x7b", "llama70b-serving")
 ROOT = Path(__file__).resolve().parents[1]

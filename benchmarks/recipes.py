@@ -43,9 +43,9 @@ from typing import Any
 
 from accuracy_training import DEFAULT_CSV, Skip, build_model, build_plan, step_flops
 
-from dse.checks import resolve_study
-from dse.evaluate import Evaluator
-from dse.space import SearchSpace, params_key
+from dse.study.resolve import resolve_study
+from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.space import SearchSpace, params_key
 from dse.spec import parse_study
 from simulators import DseError
 from simulators.hardware import get_gpu

@@ -7,7 +7,7 @@ by every seed within 10 %). Every distinct plan of the space is simulated once (
 front); then each sampler runs for 10 % of the space, several seeds, and the hypervolume of the
 feasible trials so far is tracked trial by trial. Objectives are scaled so the best feasible
 value of the whole space is 0 and the reference point 1 (the reference point: each objective's
-worst feasible value over the whole space, 10 % beyond; dse.hypervolume.reference_point), so
+worst feasible value over the whole space, 10 % beyond; dse.search.hypervolume.reference_point), so
 the exact hypervolume is the share of that box the true front dominates.
 
 Three spaces: Llama-3-8B (the default); as a second check the knobs and hardware of
@@ -28,13 +28,13 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from dse.checks import resolve_study
-from dse.engine import RunSettings, run_search
-from dse.evaluate import Evaluator
-from dse.hypervolume import hypervolume, reference_point
-from dse.pareto import direction_signs, pareto_mask
-from dse.report import trials_frame
-from dse.space import SearchSpace, params_key
+from dse.study.resolve import resolve_study
+from dse.search.engine import RunSettings, run_search
+from dse.evaluation.evaluate import Evaluator
+from dse.search.hypervolume import hypervolume, reference_point
+from dse.search.pareto import direction_signs, pareto_mask
+from dse.report.files import trials_frame
+from dse.evaluation.space import SearchSpace, params_key
 from dse.spec import parse_study
 
 SPACE = {

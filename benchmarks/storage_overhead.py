@@ -14,10 +14,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from dse.checks import resolve_study
-from dse.engine import RunSettings, run_search
-from dse.evaluate import Evaluator
-from dse.space import SearchSpace
+from dse.study.resolve import resolve_study
+from dse.search.engine import RunSettings, run_search
+from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 
 SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"

@@ -14,9 +14,9 @@ import argparse
 import time
 from pathlib import Path
 
-from dse.checks import resolve_study
+from dse.study.resolve import resolve_study
 from dse.errors import PlanError
-from dse.space import SearchSpace
+from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from simulators.analytical import simulate_training_batch
 

@@ -3,7 +3,7 @@
 Transports behind one interface (`Transport`): TCP sockets everywhere, RDMA through pyverbs
 where a device exists (`devices()` reports what this machine has). Schedules are data
 (`schedule_of`), run by one transport-agnostic executor on local processes (`replay`,
-`replay_many`); dse.replay_ray runs the same executor as Ray actors. pyverbs is imported only
+`replay_many`); dse.physical.replay_ray runs the same executor as Ray actors. pyverbs is imported only
 when used.
 """
 

@@ -5,7 +5,7 @@ their addresses through a queue, runs the ring schedule over the transport, veri
 byte of every rank's result in this process against numpy, and returns the timings with
 nccl-tests bandwidths. `replay_many` runs several collectives over the same processes and
 connections (process start-up is most of a small replay's cost). Ray actors instead of
-processes: `dse.replay_ray.replay_on_ray`.
+processes: `dse.physical.replay_ray.replay_on_ray`.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def replay_many(
     """Replay each collective in `traffic`, in order, on the same `ranks` ranks and connections.
 
     runner "processes" spawns local processes; a function (plan, transport, options, verify,
-    timeout_s) -> (results, placement) runs the ranks elsewhere (dse.replay_ray: Ray actors).
+    timeout_s) -> (results, placement) runs the ranks elsewhere (dse.physical.replay_ray: Ray actors).
     checksum: "all", "warmup" or "off" (see `Plan`). verify=False skips the byte-for-byte check
     of the results, which otherwise travel to this process (memory: the sum of the results of
     all ranks). transport_options go to every rank's transport (TCP: `handshake_timeout_s`, how
@@ -106,7 +106,7 @@ def replay_many(
         transport_of(transport)  # an unavailable transport fails here, in one line
         results = _run_processes(plan, transport, options, verify, timeout_s)
         placement = "processes"
-    elif callable(runner):  # e.g. dse.replay_ray.run_actors: ranks elsewhere, same executor
+    elif callable(runner):  # e.g. dse.physical.replay_ray.run_actors: ranks elsewhere, same executor
         if transport not in TRANSPORTS:  # devices are checked where the ranks run, not here
             transport_of(transport)
         results, placement = runner(plan, transport, options, verify, timeout_s)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from dse.cli import main
+from dse.cli.commands import main
 from tests.conftest import TINY_SPEC
 
 # Three objectives in both directions, two GPU types: every plot of the report has something to show.

@@ -1,0 +1,254 @@
+"""The search space of a study: knobs, their Optuna distributions, and candidates from params.
+
+Every knob is a distribution, even one with a single value, so trial parameters always hold
+the whole candidate. Knobs given as lists become categorical; ranges become integer ranges.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+
+from dse.study.resolve import ResolvedStudy
+from dse.errors import PlanError, SpecError
+from dse.spec.study import IntRange, knob_values
+from simulators.hardware import GpuSpec
+from simulators.network import Fabric, Network
+from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
+
+# Plans `check_runnable` tries before leaving a space to the search (~50 us each).
+RUNNABLE_CHECK_LIMIT = 100_000
+KNOBS = (
+    "gpu",
+    "num_gpus",
+    "tp",
+    "pp",
+    "cp",
+    "ep",
+    "etp",
+    "vpp",
+    "pipeline_split",
+    "micro_batch",
+    "global_batch",
+    "recompute",
+    "schedule",
+    "sequence_parallel",
+    "zero_stage",
+    "fabric",
+    "nic_gbps",
+)
+SERVING_KNOBS = (
+    "gpu",
+    "tp",
+    "pp",
+    "replicas",
+    "scheduler",
+    "max_batch_requests",
+    "max_batch_tokens",
+    "router",
+    "disaggregated",
+    "decode_tp",
+    "decode_replicas",
+)
+
+
+def knobs_of(mode: str) -> tuple[str, ...]:
+    """The knobs a study of `mode` searches, in table order."""
+    return SERVING_KNOBS if mode == "inference" else KNOBS
+
+
+@dataclass(frozen=True)
+class SearchSpace:
+    """Knob values of one study and the fixed settings needed to build its candidates."""
+
+    resolved: ResolvedStudy
+    distributions: Mapping[str, BaseDistribution]
+    values: Mapping[str, tuple]
+    _networks: dict = field(default_factory=dict, compare=False, repr=False)
+
+    @classmethod
+    def from_study(cls, resolved: ResolvedStudy) -> SearchSpace:
+        study = resolved.study
+        knobs: dict[str, Any] = {"gpu": [gpu.name for gpu in resolved.gpus]}
+        if study.mode == "inference":
+            knobs |= {name: getattr(study.search, name) for name in SERVING_KNOBS[1:]}
+        else:
+            knobs |= {
+                "num_gpus": study.hardware.num_gpus,
+                **{name: getattr(study.search, name) for name in KNOBS[2:-2]},
+                "fabric": study.hardware.fabric.family,
+                "nic_gbps": list(resolved.nic_gbps),
+            }
+        distributions = {name: _distribution(knob) for name, knob in knobs.items()}
+        values = {name: knob_values(knob) for name, knob in knobs.items()}
+        return cls(resolved, distributions, values)
+
+    @property
+    def knobs(self) -> tuple[str, ...]:
+        return knobs_of(self.resolved.study.mode)
+
+    @property
+    def size(self) -> int:
+        """Number of knob combinations (valid or not)."""
+        return math.prod(len(v) for v in self.values.values())
+
+    def grid(self) -> list[dict[str, Any]]:
+        """One params dict per distinct plan (see `params_key`), in knob order."""
+        seen: set[tuple] = set()
+        points = []
+        for combo in itertools.product(*self.values.values()):
+            params = dict(zip(self.values, combo))
+            key = params_key(params)
+            if key not in seen:
+                seen.add(key)
+                points.append(params)
+        return points
+
+    def check_runnable(self, limit: int = RUNNABLE_CHECK_LIMIT) -> None:
+        """SpecError naming the commonest reason when no plan of a training space can run at
+        all (each knob value passes its own check, but no combination does: say vpp 2 whose
+        micro-batches never fill pp), so such a study stops before its first trial instead of
+        ending with none feasible. Stops at the first plan that can run; a space larger than
+        `limit` whose first `limit` plans all fail is left to the search (no verdict)."""
+        if self.resolved.study.mode == "inference":
+            return
+        reasons: Counter[str] = Counter()
+        for combo in itertools.islice(itertools.product(*self.values.values()), limit):
+            try:
+                self.candidate(dict(zip(self.values, combo)))
+                return
+            except (PlanError, SpecError) as exc:
+                reasons[str(exc)] += 1
+        if self.size <= limit:
+            reason, count = reasons.most_common(1)[0]
+            raise SpecError(
+                f"search: no plan of the search space can run ({self.size} combinations); the commonest "
+                f"reason ({count} of them): {reason}"
+            )
+
+    def gpu(self, name: str) -> GpuSpec:
+        return next(g for g in self.resolved.gpus if g.name == name)
+
+    def candidate(self, params: Mapping[str, Any], network: Network | None = None) -> TrainingCandidate:
+        """The training candidate for one trial's params (on `network` if given, else its
+        fabric's); PlanError if the plan cannot run."""
+        settings = self.resolved.study.training
+        n, tp, pp, cp = params["num_gpus"], params["tp"], params["pp"], params["cp"]
+        if n % (tp * pp * cp):
+            raise PlanError(f"num_gpus={n} is not a multiple of tp*pp*cp={tp}*{pp}*{cp}")
+        plan = ParallelPlan(
+            tp=tp,
+            pp=pp,
+            cp=cp,
+            dp=n // (tp * pp * cp),
+            ep=params["ep"],
+            etp=params["etp"],
+            vpp=params["vpp"],
+            micro_batch=params["micro_batch"],
+            global_batch=params["global_batch"],
+            seq_len=settings.seq_len,
+            recompute=params["recompute"],
+            recompute_modules=tuple(settings.recompute_modules),
+            grad_reduce_in_bf16=settings.grad_reduce_in_bf16,
+            cuda_graphs=settings.cuda_graphs,
+            schedule=params["schedule"],
+            sequence_parallel=params["sequence_parallel"] and tp > 1,
+            zero_stage=params["zero_stage"],
+            precision=settings.precision,
+            overlap_grad_reduce=settings.overlap_grad_reduce,
+            overlap_param_gather=settings.overlap_param_gather,
+            pipeline_split=params.get("pipeline_split", "even"),  # absent from studies before the knob
+            first_stage_layers=settings.first_stage_layers,
+            last_stage_layers=settings.last_stage_layers,
+            pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
+        )
+        hardware = self.resolved.study.hardware
+        gpu = self.gpu(params["gpu"])
+        system = TrainingSystem(
+            gpu,
+            n,
+            hardware.memory_reserve_gib,
+            hardware.calibration,
+            self.resolved.compute_fraction,
+            network or self.network(gpu, n, params["fabric"], params["nic_gbps"]),
+        )
+        return TrainingCandidate(self.resolved.model, system, plan)
+
+    def fabric(self, family: str, nic_gbps: float) -> Fabric:
+        """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick."""
+        return self.resolved.fabric(family, nic_gbps)
+
+    def network(self, gpu: GpuSpec, num_gpus: int, family: str, nic_gbps: float) -> Network:
+        """The fabric's network (memoised: candidates share a handful); PlanError if it cannot
+        hold num_gpus."""
+        key = (gpu.name, num_gpus, family, nic_gbps)
+        if key not in self._networks:
+            try:
+                network = self.fabric(family, nic_gbps).network(gpu, num_gpus)
+                if self.resolved.nic_efficiency is not None:  # measured on the user's fabric
+                    network = dataclasses.replace(network, nic_efficiency=self.resolved.nic_efficiency)
+                self._networks[key] = network
+            except SpecError as exc:
+                self._networks[key] = PlanError(str(exc))
+        found = self._networks[key]
+        if isinstance(found, PlanError):
+            raise found
+        return found
+
+
+def _distribution(knob: Any) -> BaseDistribution:
+    if isinstance(knob, IntRange):
+        return IntDistribution(knob.low, knob.high, step=knob.step)
+    return CategoricalDistribution(list(knob))
+
+
+def _knobs_in(params: Mapping[str, Any]) -> tuple[str, ...]:
+    """The knobs of the study the params (or a table row) come from: only serving has replicas."""
+    return knobs_of("inference" if "replicas" in params else "training")
+
+
+def params_of_row(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The knob values of a trials/pareto table row, as plain Python values (not numpy's)."""
+    return {k: _plain(row[k]) for k in _knobs_in(row) if k in row}
+
+
+def _plain(value: Any) -> Any:
+    """A table cell as a plain value; an empty cell (a knob without effect) as None."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
+    """The params with knobs that have no effect set to one value: the schedule of a one-stage
+    pipeline, sequence parallelism without tensor parallelism, ZeRO without data parallelism;
+    for serving, the decode pool of a deployment that is not disaggregated (None)."""
+    canonical = dict(params)
+    if "replicas" in canonical:
+        if not canonical["disaggregated"]:
+            canonical["decode_tp"] = canonical["decode_replicas"] = None
+        return canonical
+    canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
+    if canonical["pp"] == 1:
+        canonical["schedule"] = "1f1b"
+        canonical["pipeline_split"] = "even"
+    if canonical["tp"] == 1:
+        canonical["sequence_parallel"] = True
+    if canonical["num_gpus"] == canonical["tp"] * canonical["pp"]:  # dp * cp == 1: nothing to shard over
+        canonical["zero_stage"] = 0
+    return canonical
+
+
+def params_key(params: Mapping[str, Any]) -> tuple:
+    """A hashable identity of the plan the params describe: params that differ only in knobs
+    with no effect give the same key, so the plan is simulated once and listed once."""
+    canonical = canonical_params(params)
+    return tuple((name, canonical[name]) for name in _knobs_in(params))

@@ -1,0 +1,121 @@
+"""Physical validation: the best candidates' collectives replayed with real bytes, beside what the
+model predicts for them (`dse validate`).
+
+For each of the first `top` Pareto candidates of a training study, every collective of its step
+that the replay knows (all-reduce, all-gather, reduce-scatter, all-to-all; simulators.rdma) runs
+on this machine's ranks (local processes, or Ray actors one per node with `--ray-address`) over
+TCP or RDMA. A machine rarely has a job's GPU count or its gigabytes of gradients, so a
+collective replays on at most `max_ranks` ranks and `message_cap_bytes` bytes, and the model's
+prediction is for that same size and rank count on the candidate's network: the comparison is of
+the network model against the transport it runs on. `validation.csv` holds predicted and
+measured times, the error and both bus bandwidths (nccl-tests conventions).
+
+`calibrate` fits the one number the analytical network model takes from such a measurement:
+the NIC efficiency (share of the line rate a collective's bus bandwidth reaches), as the
+median of measured / predicted bus bandwidth times the efficiency the prediction used, and
+writes it (dse.spec.network_calibration) as `network_calibration.yaml`, which a later spec names in
+`hardware.network_calibration`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pandas as pd
+
+from dse.errors import SpecError
+from dse.evaluation.space import SearchSpace, params_of_row
+from dse.spec import load_study
+from simulators.analytical import plan_collectives
+from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
+from simulators.rdma import OPS, TRANSPORTS, Traffic, replay_many, round_nbytes
+
+VALIDATION_FILE = "validation.csv"
+
+
+def validate_study(
+    out_dir: Path,
+    top: int = 3,
+    transport: str = "tcp",
+    runner="processes",
+    max_ranks: int = 8,
+    message_cap_bytes: int = 64 << 20,
+    iters: int = 3,
+) -> pd.DataFrame:
+    """Replay the top candidates' collectives; returns (and writes) the validation table."""
+    from dse.study.resolve import resolve_study
+
+    _check_args(top, transport, max_ranks, message_cap_bytes, iters)
+    spec_path, front_path = out_dir / "spec.yaml", out_dir / "pareto.csv"
+    for path in (spec_path, front_path):
+        if not path.is_file():
+            raise SpecError(f"validate: {out_dir} holds no {path.name}; run dse search first")
+    resolved = resolve_study(load_study(spec_path))
+    if resolved.study.mode != "training":
+        raise SpecError("validate: replays training collectives; the study's mode is inference (allowed: training)")
+    front = pd.read_csv(front_path)
+    if front.empty:
+        raise SpecError(f"validate: {front_path} has no candidate (no feasible trial)")
+    space = SearchSpace.from_study(resolved)
+    # One replay session per rank count: every collective of that size runs on the same ranks.
+    wanted: dict[int, list[tuple[dict, Traffic]]] = defaultdict(list)
+    for _, row in front.head(top).iterrows():
+        candidate = space.candidate(params_of_row(row))
+        network = candidate.system.fabric_network
+        for use in plan_collectives(candidate):
+            if use.op not in OPS or use.ranks < 2:
+                continue
+            ranks = min(use.ranks, max_ranks)
+            nbytes = round_nbytes(use.op, ranks, int(min(use.nbytes, message_cap_bytes)))
+            predicted_s = float(collective_time_s(use.op, nbytes, ranks, use.stride, network))
+            record = {
+                "trial": int(row["trial"]),
+                "collective": use.name,
+                "op": use.op,
+                "ranks": ranks,
+                "stride": use.stride,
+                "nbytes": nbytes,
+                "predicted_s": predicted_s,
+                "nic_efficiency": network.nic_efficiency,
+                "predicted_busbw_gbytes_per_s": float(bus_bandwidth_gbytes_per_s(use.op, nbytes, ranks, predicted_s)),
+            }
+            wanted[ranks].append((record, Traffic(use.op, nbytes)))
+    if not wanted:
+        raise SpecError(
+            f"validate: the first {top} candidates of {front_path} run no collective over 2 or more ranks that "
+            f"the replay knows ({', '.join(OPS)}); nothing to replay"
+        )
+    rows = []
+    for ranks, items in wanted.items():
+        results = replay_many([traffic for _, traffic in items], transport, ranks, iters=iters, runner=runner)
+        for (record, _), result in zip(items, results):
+            rows.append(
+                {
+                    **record,
+                    "measured_s": result.time_s,
+                    "error_pct": (record["predicted_s"] / result.time_s - 1) * 100,
+                    "measured_busbw_gbytes_per_s": result.busbw_gbytes_per_s,
+                    "verified": result.verified,
+                    "transport": transport,
+                    "placement": result.placement,
+                }
+            )
+    table = pd.DataFrame(rows)
+    table.to_csv(out_dir / VALIDATION_FILE, index=False)
+    return table
+
+
+def _check_args(top, transport: str, max_ranks, message_cap_bytes, iters) -> None:
+    """One-line errors for bad arguments, before any study is loaded (the CLI flag in brackets)."""
+    for name, flag, value, low in (
+        ("top", "--top", top, 1),
+        ("max_ranks", "--max-ranks", max_ranks, 2),
+        ("message_cap_bytes", "--max-mb", message_cap_bytes, 1),
+        ("iters", None, iters, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            where = f"validate.{name}" + (f" ({flag})" if flag else "")
+            raise SpecError(f"{where}: {value!r} is not allowed; allowed: integers >= {low}")
+    if transport not in TRANSPORTS:
+        raise SpecError(f"validate.transport: {transport!r} is unknown; allowed: {', '.join(TRANSPORTS)}")

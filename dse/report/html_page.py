@@ -1,0 +1,281 @@
+"""report.html: one self-contained page to explore a study, that opens offline and can be mailed.
+
+plotly.js is embedded once in the page head (no CDN, no MathJax), each figure is a div with a
+fixed id so the same study renders to the same file. Every section says so in words when it has
+nothing to plot (no feasible trial), rather than failing.
+"""
+
+from __future__ import annotations
+
+import html
+from itertools import combinations
+
+import pandas as pd
+import plotly.graph_objects as go
+import plotly.offline
+
+from dse.study.resolve import ResolvedStudy
+from dse.search.hypervolume import HypervolumeHistory
+from dse.report.summary import hypervolume_text
+from dse.evaluation.space import SearchSpace
+
+# Metrics every front table shows beside the objectives.
+SHOWN_METRICS = {"training": ("mfu", "memory_gib_per_gpu"), "inference": ("num_gpus", "mfu")}
+
+GREY = "rgba(150, 150, 150, 0.45)"
+FRONT = "#d62728"
+CONFIG = {"displaylogo": False, "responsive": True}
+NO_FEASIBLE = "No feasible trial: nothing to plot."
+FOUR_DIGITS = "{:.4g}".format  # float_format of the tables
+
+
+def render_html(
+    trials: pd.DataFrame,
+    front: pd.DataFrame,
+    resolved: ResolvedStudy,
+    history: HypervolumeHistory | None,
+    spec_text: str,
+    fidelity: pd.DataFrame | None = None,
+    validation: pd.DataFrame | None = None,
+) -> str:
+    """The whole page: front scatters, the front as a table, parallel coordinates of every
+    feasible trial, time and memory breakdowns of the front, the hypervolume history, the
+    fidelity comparison when the study ran one, the spec."""
+    feasible = trials[trials["feasible"]]
+    space = SearchSpace.from_study(resolved)
+    knobs = _varied_knobs(space, feasible)
+    figures = Figures()
+    sections = [
+        ("Pareto front", _front_section(figures, feasible, front, resolved, knobs)),
+        ("Pareto candidates", _front_table(front, resolved, knobs)),
+        ("All feasible trials", _parallel_section(figures, feasible, resolved, knobs, space.values)),
+    ]
+    if resolved.study.mode == "training":  # the breakdowns exist for training steps
+        sections += [
+            ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
+            ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
+        ]
+    if fidelity is not None and not fidelity.empty:
+        sections.append(("Fidelity comparison", _fidelity_section(fidelity, resolved)))
+    if validation is not None and not validation.empty:
+        sections.append(("Physical validation", _validation_section(validation)))
+    sections += [
+        ("Hypervolume", _hypervolume_section(figures, history, resolved)),
+        ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
+    ]
+    study = resolved.study
+    title = f"{study.name}: {study.mode} of {resolved.model.name}"
+    counts = f"{len(trials)} finished trials, {len(feasible)} feasible, {len(front)} on the Pareto front"
+    return page(title, counts, sections)
+
+
+def page(title: str, counts: str, sections: list[tuple[str, str]]) -> str:
+    """A whole self-contained page (plotly.js inline): the title, a line of counts, then each
+    (heading, HTML content) section. The title, counts and headings are text (escaped here);
+    each section's content is HTML, built with its own text escaped."""
+    body = "\n".join(f"<section><h2>{html.escape(name)}</h2>\n{content}\n</section>" for name, content in sections)
+    return PAGE.format(
+        title=html.escape(title), counts=html.escape(counts), plotly_js=plotly.offline.get_plotlyjs(), body=body
+    )
+
+
+def table_html(frame: pd.DataFrame, **options) -> str:
+    """A table in the pages' style (class `front`, border 0, no index); `options` go to
+    `DataFrame.to_html` (`float_format=FOUR_DIGITS`, `na_rep`, `escape`)."""
+    return frame.to_html(index=False, border=0, classes="front", **options)
+
+
+class Figures:
+    """Turns figures into divs with ids in order of appearance (plot-1, plot-2, ...)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def div(self, fig: go.Figure, height_px: int = 520, right_px: int = 30) -> str:
+        self.count += 1
+        fig.update_layout(template="plotly_white", height=height_px, margin=dict(l=70, r=right_px, t=60, b=60))
+        return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{self.count}", config=CONFIG)
+
+
+def _varied_knobs(space: SearchSpace, feasible: pd.DataFrame) -> list[str]:
+    """The knobs the spec searches over, with the data-parallel degree they imply."""
+    knobs = [k for k in space.knobs if len(space.values[k]) > 1]
+    return [*knobs, "dp"] if "dp" in feasible and feasible["dp"].nunique() > 1 else knobs
+
+
+def _fidelity_section(fidelity: pd.DataFrame, resolved: ResolvedStudy) -> str:
+    """The re-evaluated candidates: objectives analytically and at packet level, their ranks."""
+    columns = ["trial", "gpu", "num_gpus", "fabric", "nic_gbps"]
+    for metric in resolved.objectives:
+        columns += [f"{metric}_analytical", f"{metric}_packet"]
+    columns += ["rank_analytical", "rank_packet", "largest_factor", "factors"]
+    moved = int((fidelity["rank_analytical"] != fidelity["rank_packet"]).sum())
+    note = (
+        f"<p>The top {len(fidelity)} candidates re-evaluated with collective times from the packet "
+        f"simulator (every group of the step at once on the fabric); {moved} changed rank.</p>"
+    )
+    table = fidelity[[c for c in columns if c in fidelity.columns]]
+    return note + table_html(table, float_format=FOUR_DIGITS)
+
+
+def _validation_section(validation: pd.DataFrame) -> str:
+    """dse validate's replays: predicted against measured time and bus bandwidth per collective."""
+    columns = ["trial", "collective", "ranks", "nbytes", "predicted_s", "measured_s", "error_pct"]
+    columns += ["predicted_busbw_gbytes_per_s", "measured_busbw_gbytes_per_s", "verified", "transport", "placement"]
+    note = (
+        f"<p>{len(validation)} collectives of the best candidates replayed with real bytes "
+        f"({int(validation['verified'].sum())} verified byte for byte); predictions are the model's "
+        "for the same size and rank count on the candidate's network.</p>"
+    )
+    table = validation[[c for c in columns if c in validation.columns]]
+    return note + table_html(table, float_format=FOUR_DIGITS)
+
+
+def _hover(frame: pd.DataFrame, columns: list[str]) -> list[str]:
+    return [
+        "<br>".join([f"trial {row['trial']}", *(f"{c}={row[c]}" for c in columns)]) for row in frame.to_dict("records")
+    ]
+
+
+def _front_section(figures, feasible, front, resolved, knobs) -> str:
+    """A scatter for each pair of objectives (a 3-D one too when there are three)."""
+    if feasible.empty:
+        return f"<p>{NO_FEASIBLE}</p>"
+    objectives, directions = resolved.objectives, resolved.directions
+    label = {m: f"{m} ({d})" for m, d in zip(objectives, directions)} | {"trial": "trial"}
+    pairs = list(combinations(objectives, 2)) or [("trial", objectives[0])]
+    layers = _layers(feasible, front, [*objectives, *knobs])
+    divs = []
+    for x, y in pairs:
+        fig = go.Figure()
+        for frame, style in layers:
+            fig.add_scatter(x=frame[x], y=frame[y], **style)
+        fig.update_layout(title=f"{y} against {x}", xaxis_title=label[x], yaxis_title=label[y])
+        divs.append(figures.div(fig))
+    if len(objectives) == 3:
+        x, y, z = objectives
+        fig = go.Figure()
+        for frame, style in layers:
+            smaller = style["marker"] | {"size": style["marker"]["size"] - 3}  # 3-D markers look larger
+            fig.add_scatter3d(x=frame[x], y=frame[y], z=frame[z], **(style | {"marker": smaller}))
+        fig.update_layout(title="All three objectives", scene=dict(xaxis_title=x, yaxis_title=y, zaxis_title=z))
+        divs.append(figures.div(fig, height_px=700))
+    note = (
+        "<p>The front is over all objectives, so in a 2-D view some of its points look beaten.</p>"
+        if len(objectives) > 2
+        else ""
+    )
+    return note + "\n".join(divs)
+
+
+def _layers(feasible: pd.DataFrame, front: pd.DataFrame, columns: list[str]) -> list[tuple[pd.DataFrame, dict]]:
+    """The feasible trials in grey and the front on top, each with its marker style and hover text."""
+    return [
+        (
+            frame,
+            dict(
+                mode="markers",
+                name=f"{name} ({len(frame)})",
+                marker=dict(color=color, size=size),
+                hovertext=_hover(frame, columns),
+                hoverinfo="text",
+            ),
+        )
+        for frame, name, color, size in ((feasible, "feasible trials", GREY, 7), (front, "Pareto front", FRONT, 10))
+    ]
+
+
+def _front_table(front: pd.DataFrame, resolved: ResolvedStudy, knobs: list[str]) -> str:
+    if front.empty:
+        return "<p>No feasible trial, so no Pareto candidate.</p>"
+    columns = ["trial", *knobs, *resolved.objectives, *SHOWN_METRICS[resolved.study.mode]]
+    shown = front[list(dict.fromkeys(c for c in columns if c in front.columns))]
+    return table_html(shown, float_format=FOUR_DIGITS)
+
+
+def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
+    """Every feasible trial as a line through its knobs and objectives, coloured by the first
+    objective; text knobs become integer axes labelled with their values (in the spec's order,
+    `values` being the search space's)."""
+    if feasible.empty:
+        return f"<p>{NO_FEASIBLE}</p>"
+    dimensions = []
+    for column in knobs:
+        data = feasible[column]
+        if data.dtype.kind in "iuf" and not data.isna().any():  # numeric knobs: ticks at the values taken
+            dimensions.append(dict(label=column, values=data, tickvals=sorted(data.unique())))
+            continue
+        text = data.map(lambda v: "-" if pd.isna(v) else str(v))  # "-": a knob without effect here
+        spec_order = [str(v) for v in values.get(column, ())]
+        categories = list(dict.fromkeys([*spec_order, *sorted(text.unique())]))
+        codes = pd.Categorical(text, categories=categories).codes
+        dimensions.append(dict(label=column, values=codes, tickvals=list(range(len(categories))), ticktext=categories))
+    dimensions += [dict(label=m, values=feasible[m]) for m in resolved.objectives]
+    first = resolved.objectives[0]
+    line = dict(color=feasible[first], colorscale="Viridis", showscale=True, colorbar=dict(title=first))
+    div = figures.div(go.Figure(go.Parcoords(dimensions=dimensions, line=line)), height_px=560, right_px=180)
+    note = f"{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter."
+    return f"<p>{html.escape(note)}</p>{div}"
+
+
+def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None) -> str:
+    """One stacked bar per Pareto candidate, a segment per part (parts zero for all left out)."""
+    if front.empty:
+        return f"<p>{NO_FEASIBLE}</p>"
+    parts = [c for c in front.columns if c.startswith(prefix) and c.endswith(suffix) and (front[c] != 0).any()]
+    labels = [
+        f"#{r['trial']} {r['gpu']}x{r['num_gpus']} tp{r['tp']} pp{r['pp']} dp{r['dp']}"
+        for r in front.to_dict("records")
+    ]
+    fig = go.Figure()
+    for column in parts:
+        fig.add_bar(x=labels, y=front[column], name=column.removeprefix(prefix).removesuffix(suffix))
+    if capacity is not None:
+        marker = dict(symbol="line-ew-open", size=30, color="black")
+        fig.add_scatter(x=labels, y=capacity, mode="markers", name="HBM capacity", marker=marker)
+    fig.update_layout(barmode="stack", yaxis_title=unit, xaxis_title="Pareto candidate", xaxis_tickangle=-30)
+    return figures.div(fig)
+
+
+def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:
+    """HBM per GPU of each candidate's GPU type, in GiB, like the memory columns."""
+    hbm = {gpu.name: gpu.hbm_gib for gpu in resolved.gpus}
+    return [hbm[name] for name in front["gpu"]]
+
+
+def _hypervolume_section(figures, history: HypervolumeHistory | None, resolved: ResolvedStudy) -> str:
+    text = f"<p>{html.escape(hypervolume_text(history, resolved))}</p>"
+    if history is None:
+        return text
+    fig = go.Figure(go.Scatter(x=history.trials, y=history.values, mode="lines", line_shape="hv", name="hypervolume"))
+    reference = ", ".join(f"{m} = {r:.4g}" for m, r in zip(resolved.objectives, history.reference))
+    fig.update_layout(
+        title=f"Hypervolume of the feasible front after each trial<br><sup>reference point: {reference}</sup>",
+        xaxis_title="trial",
+        yaxis_title="hypervolume (share of the box)",
+        yaxis_range=[0, 1.02],
+    )
+    return text + figures.div(fig, height_px=420)
+
+
+PAGE = """<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<title>{title}</title>
+<script type="text/javascript">{plotly_js}</script>
+<style>
+body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; padding: 0 1em; color: #222; }}
+section {{ margin-bottom: 2.5em; }}
+table.front {{ border-collapse: collapse; font-size: 0.85em; }}
+table.front td, table.front th {{ padding: 0.2em 0.6em; border-bottom: 1px solid #ddd; text-align: right; }}
+pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; }}
+</style>
+</head>
+<body>
+<h1>{title}</h1>
+<p>{counts}</p>
+{body}
+</body>
+</html>
+"""

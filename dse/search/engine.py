@@ -1,0 +1,424 @@
+"""The search engine: one driver owns the Optuna study and asks, evaluates and tells in batches.
+
+Batches are asked before any of their trials is told, so the same seed and spec give the same
+trials whatever order Ray finishes them in. Identical candidates are simulated once; a repeat is
+told the first one's result and points at it (`duplicate_of`). Every finished trial is told as
+soon as its chunk returns, so an interrupted study loses nothing it finished; the trials it left
+running are failed and asked again on `--resume`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.trial import TrialState
+
+from dse.search.cache import SharedCache, evaluation_context
+from dse.study.resolve import ResolvedStudy
+from dse.errors import SpecError
+from dse.evaluation.evaluate import Evaluator, Outcome
+from dse.search.executor import Executor, Usage, make_executor
+from dse.search.journal import check_trials_kept, journal_storage
+from dse.search.samplers import make_sampler, sampler_name
+from dse.evaluation.space import SearchSpace, params_key
+from dse.search.studylock import study_lock
+
+OUTCOME_ATTR = "outcome"
+GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
+MIN_BATCH = 32  # the batch the search-quality figures were measured with (benchmarks/RESULTS.md)
+INTERRUPTED_ATTR = "interrupted"
+SPACE_ATTR = "search_space"
+SAMPLER_ATTR = "sampler"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """How this run goes; overrides of the spec come from the command line."""
+
+    out_dir: Path
+    storage: str | None = None
+    ray_address: str = "local"
+    resume: bool = False
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    study: optuna.Study
+    space: SearchSpace
+    finished: int
+    evaluated: int  # simulated by this run (not a duplicate, not from the shared cache)
+    stopped_because: str
+    shared_hits: int = 0  # outcomes another study of the batch (or an earlier run) had simulated
+    wall_s: float = 0.0
+    usage: Usage | None = None  # the executor's, when this run owned it
+    batch_size: int | None = None  # trials asked at once; None in the exact (grid) mode, which asks none
+
+
+def batch_size(setting: int | str, cpus: int, studies_sharing: int = 1) -> int:
+    """Trials asked at once. `auto` gives each CPU of the cluster two candidates, so a large
+    cluster is not left idle behind a fixed batch (the studies of a batch share its CPUs), and
+    never fewer than MIN_BATCH, so on a small machine the samplers run as measured."""
+    if setting != "auto":
+        return int(setting)
+    return max(MIN_BATCH, -(-2 * cpus // studies_sharing))
+
+
+TrialCallback = Callable[[int, Outcome], None]
+
+
+def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
+    """The study database: an Optuna URL if given, else a journal file in the output directory.
+
+    The journal needs no server and the whole search loop costs 10-11 ms per trial with it,
+    against 67-91 ms with SQLite (benchmarks/RESULTS.md).
+    """
+    target = settings.storage or str(settings.out_dir / "study.journal")
+    if "://" in target:
+        return optuna.storages.get_storage(target)
+    Path(target).parent.mkdir(parents=True, exist_ok=True)
+    return journal_storage(Path(target))
+
+
+def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
+    """Create the study, or load it for `--resume`; refuse to mix a new run into an old one."""
+    spec = resolved.study
+    storage = open_storage(settings)
+    exists = spec.name in optuna.study.get_all_study_names(storage)
+    where = settings.storage or settings.out_dir
+    if exists and not settings.resume:
+        raise SpecError(
+            f"out: {where} already holds study {spec.name!r}; pass --resume to continue it, or --out DIR for a new one"
+        )
+    if settings.resume and not exists:
+        raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
+    # Before anything is written: a journal that lost trials (or is gone) leaves trials.csv as it is.
+    if exists:
+        study = optuna.load_study(study_name=spec.name, storage=storage)
+        finished = [t.number for t in study.get_trials(deepcopy=False) if _counts(t) and OUTCOME_ATTR in t.user_attrs]
+        check_trials_kept(settings.out_dir, finished, where)
+    else:
+        check_trials_kept(settings.out_dir, (), where)
+        study = optuna.create_study(study_name=spec.name, storage=storage, directions=list(resolved.directions))
+    fingerprint = {name: repr(d) for name, d in space.distributions.items()}
+    fingerprint["objectives"] = repr(list(zip(resolved.objectives, resolved.directions)))
+    if exists:
+        stored = study.user_attrs.get(SPACE_ATTR, {})
+        changed = sorted(k for k in fingerprint if stored.get(k) != fingerprint[k])
+        if changed:
+            raise SpecError(
+                f"--resume: the spec's {', '.join(changed)} changed since study {spec.name!r} began; "
+                f"resume with the same search space and objectives, or start a new study with --out"
+            )
+        # `auto` keeps the choice the study began with; a resumed sampler takes a fresh seed
+        # (still determined by the spec) so it does not propose the first run's trials again.
+        sampler = study.user_attrs[SAMPLER_ATTR] if spec.sampler == "auto" else spec.sampler
+        seed = spec.seed + len(study.get_trials(deepcopy=False))
+        if sampler == "grid" and study.user_attrs[SAMPLER_ATTR] != "grid":
+            sampler_name(sampler, space, spec.budget.trials)  # the grid size limit
+            study.set_user_attr(SAMPLER_ATTR, sampler)
+    else:
+        sampler = sampler_name(spec.sampler, space, spec.budget.trials)
+        seed = spec.seed
+        study.set_user_attr(SPACE_ATTR, fingerprint)
+        study.set_user_attr(SAMPLER_ATTR, sampler)
+    study.sampler = make_sampler(sampler, seed)
+    return study
+
+
+def _holding_study_dir(run: Callable[..., SearchSummary]) -> Callable[..., SearchSummary]:
+    """Run with the study directory's lock held (dse.search.studylock), taken before Ray starts, so a
+    second run on the directory is refused at once instead of corrupting the first's journal."""
+
+    @functools.wraps(run)
+    def locked(resolved: ResolvedStudy, settings: RunSettings, *args, **kwargs) -> SearchSummary:
+        with study_lock(settings.out_dir):
+            return run(resolved, settings, *args, **kwargs)
+
+    return locked
+
+
+@_holding_study_dir
+def run_search(
+    resolved: ResolvedStudy,
+    settings: RunSettings,
+    on_trial: TrialCallback | None = None,
+    on_start: Callable[[int, list[Outcome]], None] | None = None,
+    *,
+    executor: Executor | None = None,
+    stop: threading.Event | None = None,
+    shared: SharedCache | None = None,
+    studies_sharing: int = 1,
+) -> SearchSummary:
+    """Run the study to its trial budget or timeout; returns when either is reached.
+
+    The first Ctrl-C asks the loop to stop after the chunk in hand (nothing half-told); a
+    second one interrupts at once. Either way finished trials are already in the database.
+    A batch passes the executor, stop event and shared cache its studies have in common, and
+    how many studies share the executor's CPUs.
+    """
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    spec = resolved.study
+    space = SearchSpace.from_study(resolved)
+    space.check_runnable()  # before any study or cluster exists
+    started = time.monotonic()
+    owned = executor is None
+    executor = executor or make_executor(settings.ray_address)  # fails before any study exists
+    batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
+    stopped = "trial budget reached"
+    try:
+        study = open_study(resolved, space, settings)
+        cache = _requeue_interrupted(study, space.knobs)
+        loop = _Loop(study, resolved, Evaluator(space), executor, shared, cache, on_trial)
+        prior = [
+            outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
+            for t in study.get_trials(deepcopy=False)
+            if _counts(t) and OUTCOME_ATTR in t.user_attrs
+        ]
+        loop.finished = len(prior)
+        if on_start:
+            on_start(spec.budget.trials, prior)
+        deadline = _now() + spec.budget.timeout_s if spec.budget.timeout_s else None
+        grid = study.user_attrs[SAMPLER_ATTR] == "grid"
+        try:
+            with stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
+                if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
+                    stopped = loop.run_grid(space, spec, max(batch, GRID_CHUNK), stop, deadline)
+                while not grid and loop.finished < spec.budget.trials:
+                    if stop.is_set():
+                        stopped = "interrupted"
+                    elif _past(deadline):
+                        stopped = "timeout reached"
+                    else:
+                        count = min(batch, spec.budget.trials - loop.finished)
+                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop, deadline)
+                        continue
+                    break
+        except KeyboardInterrupt:
+            stopped = "interrupted"
+    finally:
+        if owned:
+            executor.close()
+    wall_s = time.monotonic() - started
+    usage = executor.usage if owned else None
+    asked = None if grid else batch
+    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked)
+
+
+class _Loop:
+    """Evaluates asked trials once per distinct candidate and tells each as its chunk returns."""
+
+    def __init__(self, study, resolved, evaluator, executor, shared, cache, on_trial) -> None:
+        self.study = study
+        self.objectives = resolved.objectives
+        self.evaluator = evaluator
+        self.executor = executor
+        self.shared = shared
+        self.context = evaluation_context(resolved) if shared is not None else None
+        self.cache: dict[tuple, tuple[int, Outcome]] = cache  # candidate -> (first trial, outcome)
+        self.on_trial = on_trial
+        self.finished = 0
+        self.evaluated = 0
+        self.shared_hits = 0
+
+    def _evaluate(self, items: list[dict[str, Any]]) -> Iterator[list[tuple[int, Outcome]]]:
+        """Judged outcomes of distinct candidates, in groups of (position, outcome) as they come:
+        first those the shared cache knows, then those simulated here, then those another
+        study was simulating (simulated here after all if that study gave them up)."""
+        judge = self.evaluator.judge
+        if self.shared is None:
+            for group in self.executor.run(self.evaluator, items):
+                self.evaluated += len(group)
+                yield [(i, judge(items[i], o)) for i, o in group]
+            return
+        addresses = [self.context.address(p) for p in items]
+        known, mine, theirs = self.shared.claim(addresses)
+        self.shared_hits += len(known)
+        if known:
+            yield [(i, judge(items[i], o)) for i, o in known.items()]
+        try:
+            for group in self.executor.run(self.evaluator, [items[i] for i in mine]):
+                self.evaluated += len(group)
+                for j, outcome in group:
+                    self.shared.put(addresses[mine[j]], outcome)
+                yield [(mine[j], judge(items[mine[j]], o)) for j, o in group]
+        finally:
+            self.shared.release([addresses[i] for i in mine])
+        waited = {i: self.shared.wait(addresses[i]) for i in theirs}
+        self.shared_hits += sum(o is not None for o in waited.values())
+        if any(o is not None for o in waited.values()):
+            yield [(i, judge(items[i], o)) for i, o in waited.items() if o is not None]
+        again = [i for i, o in waited.items() if o is None]
+        for group in self.executor.run(self.evaluator, [items[i] for i in again]) if again else ():
+            self.evaluated += len(group)
+            yield [(again[j], judge(items[again[j]], o)) for j, o in group]
+
+    def run_batch(self, batch: list[optuna.Trial], stop: threading.Event, deadline: float | None = None) -> None:
+        """Evaluate and tell one asked batch; an interruption or the deadline stops it between
+        groups of results (what was not told is failed and asked again on --resume)."""
+        fresh: dict[tuple, list[optuna.Trial]] = {}
+        for trial in batch:
+            key = params_key(trial.params)
+            if key in self.cache:
+                first, outcome = self.cache[key]
+                self._tell(trial, outcome, duplicate_of=first)
+            else:
+                fresh.setdefault(key, []).append(trial)
+        keys = list(fresh)
+        for group in self._evaluate([fresh[k][0].params for k in keys]):
+            for position, outcome in group:
+                first, *repeats = fresh[keys[position]]
+                self.cache[keys[position]] = (first.number, outcome)
+                self._tell(first, outcome)
+                for trial in repeats:
+                    self._tell(trial, outcome, duplicate_of=first.number)
+            if stop.is_set() or _past(deadline):
+                return
+
+    def run_grid(self, space: SearchSpace, spec, size: int, stop: threading.Event, deadline: float | None) -> str:
+        """Evaluate every distinct plan not yet evaluated (in the seed's shuffled order, up to the
+        budget) in large chunks across the workers, and store each chunk as finished trials:
+        the exact front of the space, with no sampler in the loop. An interruption loses only
+        the chunk in hand."""
+        points = space.grid()
+        order = np.random.default_rng(spec.seed).permutation(len(points))
+        todo = [points[i] for i in order if params_key(points[i]) not in self.cache]
+        todo = todo[: max(0, spec.budget.trials - self.finished)]
+        for start in range(0, len(todo), size):
+            if stop.is_set():
+                return "interrupted"
+            if _past(deadline):
+                return "timeout reached"
+            batch = todo[start : start + size]
+            outcomes: list[Outcome | None] = [None] * len(batch)
+            late = False
+            for group in self._evaluate(batch):
+                for position, outcome in group:
+                    outcomes[position] = outcome
+                if _past(deadline):  # keep what this chunk has evaluated so far
+                    late = True
+                    break
+            done = [(params, outcome) for params, outcome in zip(batch, outcomes) if outcome is not None]
+            frozen = [self._frozen(space, params, outcome) for params, outcome in done]
+            self.study.add_trials(frozen)
+            first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
+            for number, (params, outcome) in enumerate(done, start=first):
+                self.cache[params_key(params)] = (number, outcome)
+                self.finished += 1
+                if self.on_trial:
+                    self.on_trial(number, outcome)
+            if late:
+                return "timeout reached"
+        whole = len(self.cache) >= len(points)
+        return "every candidate of the space evaluated" if whole else "trial budget reached"
+
+    def _frozen(self, space: SearchSpace, params, outcome: Outcome) -> optuna.trial.FrozenTrial:
+        common = dict(
+            params=dict(params),
+            distributions=dict(space.distributions),
+            user_attrs={OUTCOME_ATTR: outcome_attrs(outcome)},
+        )
+        if outcome.failed:
+            return optuna.trial.create_trial(state=TrialState.FAIL, **common)
+        values = _objective_values(self.study, self.objectives, outcome.metrics)
+        return optuna.trial.create_trial(values=values, constraints=dict(outcome.constraints), **common)
+
+    def _tell(self, trial: optuna.Trial, outcome: Outcome, duplicate_of: int | None = None) -> None:
+        trial.set_user_attr(OUTCOME_ATTR, outcome_attrs(outcome, duplicate_of))
+        if outcome.failed:
+            self.study.tell(trial, state=TrialState.FAIL)
+        else:
+            for name, value in outcome.constraints.items():
+                trial.set_constraint(name, value)
+            self.study.tell(trial, _objective_values(self.study, self.objectives, outcome.metrics))
+        self.finished += 1
+        if self.on_trial:
+            self.on_trial(trial.number, outcome)
+
+
+@contextlib.contextmanager
+def stop_on_sigint():
+    """Turn the first SIGINT into a stop request; the second raises KeyboardInterrupt."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def handler(signum, frame):
+        if stop.is_set():
+            raise KeyboardInterrupt
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _now() -> float:
+    """The clock budget.timeout_s is measured on (one place, so a test can move it)."""
+    return time.monotonic()
+
+
+def _past(deadline: float | None) -> bool:
+    return deadline is not None and _now() >= deadline
+
+
+def _counts(trial: optuna.trial.FrozenTrial) -> bool:
+    """Whether a stored trial is a finished evaluation (not one an interruption cut short)."""
+    return trial.state in (TrialState.COMPLETE, TrialState.FAIL) and not trial.user_attrs.get(INTERRUPTED_ATTR)
+
+
+def _requeue_interrupted(study: optuna.Study, knobs: Sequence[str]) -> dict[tuple, tuple[int, Outcome]]:
+    """Fail trials an interruption left running and ask their candidates again (a trial whose
+    driver was killed while it was being asked holds only some knobs: it was never a candidate).
+
+    Returns the cache of finished evaluations, so a resumed study does not repeat them.
+    """
+    cache: dict[tuple, tuple[int, Outcome]] = {}
+    for trial in study.get_trials(deepcopy=False):
+        if trial.state == TrialState.RUNNING:
+            optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
+            study.tell(trial.number, state=TrialState.FAIL)
+            if set(knobs) <= set(trial.params):
+                study.enqueue_trial(trial.params, skip_if_exists=False)
+        elif _counts(trial) and OUTCOME_ATTR in trial.user_attrs:
+            key = params_key(trial.params)
+            if key not in cache and "duplicate_of" not in trial.user_attrs[OUTCOME_ATTR]:
+                cache[key] = (trial.number, outcome_from_attrs(trial.user_attrs[OUTCOME_ATTR], trial.constraints))
+    return cache
+
+
+def _objective_values(study: optuna.Study, objectives: tuple[str, ...], metrics: Mapping[str, float]) -> list[float]:
+    """Objective values in study order. A plan that could not be simulated has no metrics: it
+    is told the worst value of each direction, which the samplers never compare because its
+    violated `plan_valid` constraint already ranks it below every feasible trial."""
+    worst = [float("inf") if d == optuna.study.StudyDirection.MINIMIZE else float("-inf") for d in study.directions]
+    return [metrics.get(name, w) for name, w in zip(objectives, worst)]
+
+
+def outcome_attrs(outcome: Outcome, duplicate_of: int | None = None) -> dict[str, Any]:
+    """What a trial stores of its outcome besides values and constraints (`outcome_from_attrs` reads it)."""
+    record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
+    if duplicate_of is not None:
+        record["duplicate_of"] = duplicate_of
+    return record
+
+
+def outcome_from_attrs(record: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:
+    return Outcome(
+        metrics=record.get("metrics", {}),
+        constraints=dict(constraints),
+        reason=record.get("reason"),
+        error=record.get("error"),
+    )

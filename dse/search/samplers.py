@@ -1,0 +1,186 @@
+"""Which Optuna sampler a study runs, from the spec's `sampler` and the size of its space."""
+
+from __future__ import annotations
+
+import itertools
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import optuna
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna.trial import FrozenTrial, TrialState
+
+from dse.errors import SpecError
+from dse.search.pareto import pareto_mask
+from dse.evaluation.space import SearchSpace, params_key
+
+GRID_LIMIT = 100_000
+
+
+def sampler_name(name: str, space: SearchSpace, trials: int) -> str:
+    """The sampler a spec's `sampler` means; `auto` enumerates spaces no larger than the budget."""
+    if name == "auto":
+        return "grid" if space.size <= trials else "tpe"
+    if name == "grid" and space.size > GRID_LIMIT:
+        others = ", ".join(["auto", *(n for n in SAMPLER_FACTORIES if n != "grid")])
+        raise SpecError(
+            f"sampler: grid would enumerate {space.size} candidates (limit {GRID_LIMIT}); "
+            f"allowed for this space: {others}"
+        )
+    return name
+
+
+def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+    """The Optuna sampler for a resolved sampler name (SAMPLER_FACTORIES); an unknown name is
+    one line naming the allowed ones, never a silent fallback."""
+    try:
+        factory = SAMPLER_FACTORIES[name]
+    except KeyError:
+        raise SpecError(f"sampler: {name!r} is not allowed; allowed: {', '.join(SAMPLER_FACTORIES)}") from None
+    return factory(seed)
+
+
+def _tpe(seed: int | None) -> optuna.samplers.TPESampler:
+    """Multivariate TPE with the constant liar (batches are asked before any is told); both
+    options are marked experimental by Optuna, whose warning says nothing to a dse user."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+
+
+def _plain_key(params: Mapping[str, Any]) -> tuple:
+    return tuple(sorted(params.items()))
+
+
+class RefineSampler(optuna.samplers.BaseSampler):
+    """Multivariate TPE plus local refinement around the feasible Pareto front.
+
+    TPE finds the regions of the front but, on a discrete space, keeps proposing from its
+    density model and is slow to try the plan one step away from a good one (one more
+    micro-batch, the next tp), which is where the last few percent of hypervolume lie. Once
+    `start` trials are finished, each trial is with probability `probability` a neighbour of a
+    feasible non-dominated finished trial (the anchor): one knob, or with probability
+    `two_knobs` two knobs, moved to the adjacent value of its ordered choices (categorical
+    lists in spec order, integer ranges by their step); the anchor is a random front member
+    with a fresh move of that size, else the other size is tried. Two-knob moves reach plans
+    that a coupling between knobs (tp*pp must divide the GPUs) hides from single steps. A neighbour
+    already asked (finished, failed, or running in this batch; identity by `key`, so plans that
+    differ only in knobs without effect count as one) is never proposed again; when no front
+    member has a fresh neighbour, TPE proposes. Deterministic for a seed, like TPE.
+    """
+
+    def __init__(
+        self,
+        seed: int | None = None,
+        *,
+        probability: float = 0.5,
+        two_knobs: float = 0.25,
+        start: int = 10,
+        key: Callable[[Mapping[str, Any]], tuple] = _plain_key,
+    ) -> None:
+        self._tpe = _tpe(seed)
+        self._rng = np.random.default_rng(seed)
+        self._probability, self._two_knobs, self._start, self._key = probability, two_knobs, start, key
+        self._planned: dict[int, tuple[dict[str, Any], dict[str, BaseDistribution]]] = {}
+
+    def reseed_rng(self) -> None:
+        self._tpe.reseed_rng()
+        self._rng = np.random.default_rng()
+
+    def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
+        """Decide here, once per trial, whether it refines: its params are then the neighbour's."""
+        self._tpe.before_trial(study, trial)
+        trials = study.get_trials(deepcopy=False)
+        finished = sum(t.state == TrialState.COMPLETE for t in trials)
+        if finished >= self._start and self._rng.random() < self._probability:
+            planned = self._neighbour(study, trials)
+            if planned is not None:
+                self._planned[trial.number] = planned
+
+    def infer_relative_search_space(self, study, trial) -> dict[str, BaseDistribution]:
+        return self._tpe.infer_relative_search_space(study, trial)
+
+    def sample_relative(self, study, trial, search_space) -> dict[str, Any]:
+        if trial.number not in self._planned:
+            return self._tpe.sample_relative(study, trial, search_space)
+        params, distributions = self._planned[trial.number]
+        return {k: params[k] for k, d in search_space.items() if distributions.get(k) == d}
+
+    def sample_independent(self, study, trial, param_name, param_distribution) -> Any:
+        params, distributions = self._planned.get(trial.number, ({}, {}))
+        if distributions.get(param_name) == param_distribution:
+            return params[param_name]
+        return self._tpe.sample_independent(study, trial, param_name, param_distribution)
+
+    def after_trial(self, study, trial, state, values) -> None:
+        self._planned.pop(trial.number, None)
+        self._tpe.after_trial(study, trial, state, values)
+
+    def _neighbour(self, study: optuna.Study, trials: list[FrozenTrial]) -> tuple[dict, dict] | None:
+        """A fresh neighbour of a random front member, or None when the front has none left."""
+        seen = {self._key(t.params) for t in trials if t.params}
+        order = (2, 1) if self._rng.random() < self._two_knobs else (1, 2)
+        front = _front(study, trials)
+        anchors = [front[i] for i in self._rng.permutation(len(front))]
+        for count in order:
+            for anchor in anchors:
+                fresh = [p for p in _moves(anchor.params, anchor.distributions, count) if self._key(p) not in seen]
+                if fresh:
+                    return fresh[self._rng.integers(len(fresh))], dict(anchor.distributions)
+        return None
+
+
+def _front(study: optuna.Study, trials: list[FrozenTrial]) -> list[FrozenTrial]:
+    """The feasible non-dominated finished trials (one per objective vector): only these anchor a
+    refinement, never an infeasible plan however good its numbers."""
+    feasible = [
+        t
+        for t in trials
+        if t.state == TrialState.COMPLETE and all(v <= 0 for v in t.constraints.values()) and all(np.isfinite(t.values))
+    ]
+    if not feasible:
+        return []
+    directions = ["minimize" if d == optuna.study.StudyDirection.MINIMIZE else "maximize" for d in study.directions]
+    mask = pareto_mask(np.array([t.values for t in feasible]), directions)
+    unique = {tuple(t.values): t for t, keep in zip(feasible, mask) if keep}
+    return sorted(unique.values(), key=lambda t: t.number)
+
+
+def _moves(params: Mapping[str, Any], distributions: Mapping[str, BaseDistribution], count: int) -> list[dict]:
+    """Every params dict `count` knobs away from `params`, each moved one step in its order."""
+    steps = {name: _adjacent(params[name], d) for name, d in distributions.items() if name in params}
+    moves = []
+    for names in itertools.combinations([n for n, s in steps.items() if s], count):
+        for values in itertools.product(*(steps[n] for n in names)):
+            moves.append({**params, **dict(zip(names, values))})
+    return moves
+
+
+def _adjacent(value: Any, distribution: BaseDistribution) -> list:
+    """The values one step below and above `value` in the knob's order (spec order for lists)."""
+    if isinstance(distribution, CategoricalDistribution):
+        choices = list(distribution.choices)
+        i = choices.index(value)
+        return [choices[j] for j in (i - 1, i + 1) if 0 <= j < len(choices)]
+    if isinstance(distribution, IntDistribution):
+        return [
+            v
+            for v in (value - distribution.step, value + distribution.step)
+            if distribution.low <= v <= distribution.high
+        ]
+    return []
+
+
+# The samplers a study can run, one entry a name (spec.SAMPLERS lists them with `auto`; the
+# contract suite in tests/dse/search/test_samplers.py runs every entry). A grid study never asks its
+# sampler: the engine evaluates every distinct plan in bulk (`_Loop.run_grid`); the random
+# sampler it holds only answers a stray `ask`.
+SAMPLER_FACTORIES: dict[str, Callable[[int], optuna.samplers.BaseSampler]] = {
+    "tpe": _tpe,
+    "nsga2": lambda seed: optuna.samplers.NSGAIISampler(seed=seed),
+    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+    "refine": lambda seed: RefineSampler(seed, key=params_key),
+    "grid": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+}

@@ -1,0 +1,178 @@
+"""The command line: exit codes, one-line errors, listings, and the main job end to end."""
+
+import os
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+
+from dse.cli.commands import main
+
+
+def test_bad_spec_exits_2_with_one_line_and_no_traceback(write_spec, capsys):
+    spec = write_spec().read_text()
+    assert "search:\n  tp: [1, 2, 4]" in spec
+    path = write_spec(spec.replace("search:\n  tp: [1, 2, 4]", "search:\n  tp: [1, 3]"))
+    assert main(["search", str(path), "--ray-address", "off"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("dse: error: search.tp: 3 does not divide")
+    assert "Traceback" not in err
+
+
+def test_missing_spec_file_exits_2(tmp_path, capsys):
+    assert main(["search", str(tmp_path / "nope.yaml")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+
+
+def test_non_positive_trials_flag_exits_2(write_spec, capsys):
+    assert main(["search", str(write_spec()), "--trials", "0"]) == 2
+    assert "--trials: 0 is out of range; allowed: 1 to" in capsys.readouterr().err
+
+
+def test_listings_show_the_catalogues(capsys):
+    assert main(["models"]) == 0
+    assert "llama3-70b" in capsys.readouterr().out
+    assert main(["gpus"]) == 0
+    assert "MI300X" in capsys.readouterr().out
+    assert main(["topologies"]) == 0
+    listing = capsys.readouterr().out
+    assert all(family in listing for family in ("leaf-spine", "fat-tree", "rail-optimized", "dual-plane"))
+    assert "32 / 16" in listing  # 1024 GPUs, radix 64: 32 rail leaves and 16 spines (hand count)
+
+
+def test_a_fabric_exports_as_a_simai_topology_that_reads_back(tmp_path, capsys):
+    from simulators.network import read_simai_topology
+
+    path = tmp_path / "fabric.topo"
+    assert main(["topologies", "--simai", str(path), "--family", "leaf-spine", "--num-gpus", "64"]) == 0
+    topology = read_simai_topology(path)
+    # 64 GPUs, 8 NVSwitches (one per server), 2 leaves + 1 spine (bill of materials)
+    assert len(topology.nvswitch_ids) == 8 and len(topology.switch_ids) == 3
+
+
+@pytest.mark.slow
+def test_dse_search_end_to_end_on_a_local_ray(write_spec, tmp_path):
+    """The README's main job on a tiny budget, as a user runs it: a subprocess with a fresh Ray."""
+    out = tmp_path / "out"
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", "COLUMNS": "200"}
+    run = subprocess.run(
+        [sys.executable, "-m", "dse", "search", str(write_spec()), "--trials", "24", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert "Pareto front" in run.stdout and "feasible" in run.stdout
+    trials = pd.read_csv(out / "trials.csv")
+    front = pd.read_csv(out / "pareto.csv")
+    assert len(trials) == 24 and not front.empty
+    assert (out / "study.journal").exists()
+    # Resuming with a larger budget adds exactly the missing trials.
+    run = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "dse",
+            "search",
+            str(write_spec()),
+            "--trials",
+            "30",
+            "--out",
+            str(out),
+            "--resume",
+            "--ray-address",
+            "off",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(pd.read_csv(out / "trials.csv")) == 30
+
+
+@pytest.mark.parametrize("address,message", [("127.0.0.1:1", "nothing answers"), ("auto", "cannot join")])
+def test_unreachable_ray_cluster_exits_2_before_any_study_exists(write_spec, tmp_path, capsys, address, message):
+    out = tmp_path / "out"
+    assert main(["search", str(write_spec()), "--ray-address", address, "--out", str(out)]) == 2
+    assert f"--ray-address: {message}" in capsys.readouterr().err
+    assert not out.exists()
+
+
+FIXED = ["--set", "num_gpus=16", "--set", "tp=2", "--set", "pp=2", "--set", "micro_batch=1", "--set", "recompute=none"]
+
+
+def test_simulate_prints_one_json_object_whose_breakdown_adds_up(write_spec, capsys):
+    import json
+
+    assert main(["simulate", str(write_spec()), *FIXED, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["params"]["tp"] == 2 and report["params"]["gpu"] == "H100-SXM"
+    assert report["feasible"] is True
+    total = sum(report["breakdown_s"].values())
+    assert total == pytest.approx(report["metrics"]["iteration_time_s"], rel=1e-9)
+    assert report["memory_gib"]["total"] == pytest.approx(report["metrics"]["memory_gib_per_gpu"])
+    # nccl-tests conventions: busbw = bytes / time * (n-1)/n for all-gather and reduce-scatter.
+    uses = {use["name"]: use for use in report["collectives"]}
+    gather = uses["tp all_gather"]
+    assert gather["ranks"] == 2 and gather["nbytes"] == 1 * 4096 * 4096 * 2
+    expected = gather["nbytes"] / gather["time_s"] / 1e9 * (2 - 1) / 2
+    assert gather["busbw_gbytes_per_s"] == pytest.approx(expected)
+    assert "pp send_recv" in uses and "dp reduce_scatter" in uses
+
+
+def test_simulate_refuses_to_pick_a_knob_value_silently(write_spec, capsys):
+    assert main(["simulate", str(write_spec()), "--set", "tp=2"]) == 2
+    err = capsys.readouterr().err
+    assert "several values for num_gpus, pp, micro_batch, recompute" in err
+
+
+def test_simulate_needs_no_choice_for_a_knob_without_effect(write_spec, capsys):
+    spec = write_spec(
+        """
+        name: serve
+        mode: inference
+        model: llama3-8b
+        serving: {requests: 50}
+        hardware: {gpu: [H100-SXM]}
+        search: {tp: [2], replicas: [1], disaggregated: [false, true], decode_tp: [1, 2]}
+        """
+    )
+    assert main(["simulate", str(spec), "--set", "disaggregated=false", "--json"]) == 0  # no decode pool
+    assert '"decode_tp"' in capsys.readouterr().out
+    assert main(["simulate", str(spec), "--set", "disaggregated=true"]) == 2
+    assert "several values for decode_tp" in capsys.readouterr().err
+
+
+def test_simulate_an_impossible_plan_reports_why(write_spec, capsys):
+    import json
+
+    args = ["simulate", str(write_spec()), *FIXED, "--set", "num_gpus=8", "--set", "tp=4", "--set", "pp=4", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["feasible"] is False and "not a multiple of tp*pp*cp" in report["reason"]
+
+
+def test_simulate_best_needs_a_finished_study(write_spec, tmp_path, capsys):
+    assert main(["simulate", str(write_spec()), "--config", "best", "--study", str(tmp_path / "none")]) == 2
+    assert "pareto.csv does not exist" in capsys.readouterr().err
+
+
+def test_simulate_prices_nvidias_405b_plan_with_the_embedding_and_loss_counted_as_layers(capsys):
+    """pp 8 x vpp 8 over Llama-3.1-405B's 126 layers runs only with pipeline_split embedding+loss."""
+    import json
+    from pathlib import Path
+
+    spec = Path(__file__).resolve().parents[3] / "search_spaces" / "llama405b.yaml"
+    plan = ["--set", "gpu=H100-SXM", "--set", "num_gpus=1024", "--set", "tp=8", "--set", "pp=8", "--set", "cp=2"]
+    plan += ["--set", "vpp=8", "--set", "recompute=none"]
+    assert main(["simulate", str(spec), *plan, "--set", "pipeline_split=embedding+loss", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["params"]["pipeline_split"] == "embedding+loss" and report["params"]["vpp"] == 8
+    assert sum(report["breakdown_s"].values()) == pytest.approx(report["metrics"]["iteration_time_s"], rel=1e-9)
+    assert main(["simulate", str(spec), *plan, "--set", "pipeline_split=even", "--json"]) == 0
+    refused = json.loads(capsys.readouterr().out)
+    assert refused["feasible"] is False and "does not divide layers=126" in refused["reason"]

@@ -1,0 +1,175 @@
+"""Inference studies end to end: spec, knobs, capacity per candidate, reports."""
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from dse.study.resolve import resolve_study
+from dse.search.engine import RunSettings, run_search
+from dse.errors import DseError
+from dse.evaluation.evaluate import Evaluator
+from dse.report.files import write_reports
+from dse.evaluation.serving import deployment_of, request_stream
+from dse.evaluation.space import SERVING_KNOBS, SearchSpace
+from dse.spec import load_study
+from simulators.hardware import get_gpu
+from simulators.models import get_model
+from simulators.serving import Deployment, Pool, Requests, capacity_search, simulate_deployment
+from simulators.serving._deployment import pool_costs
+
+SERVING_SPEC = """
+name: tiny-serving
+mode: inference
+model: llama3-8b
+serving:
+  requests: 300
+  prompt: {dist: uniform, low: 64, high: 1024}
+  output: {dist: uniform, low: 8, high: 128}
+  ttft_p90_s: 1.0
+  tbt_p99_s: 0.1
+hardware:
+  gpu: [H100-SXM]
+search:
+  tp: [1, 2]
+  replicas: [1, 2]
+  scheduler: [vllm, sarathi]
+  disaggregated: [false, true]
+  decode_tp: [1, 2]
+budget:
+  trials: 12
+  batch_size: 4
+sampler: tpe
+seed: 5
+"""
+
+
+def candidate(**changes):
+    """A trial's params: tp 2 x 2 sarathi replicas of H100s, not disaggregated, unless changed."""
+    params = dict(
+        gpu="H100-SXM",
+        tp=2,
+        pp=1,
+        replicas=2,
+        scheduler="sarathi",
+        max_batch_requests=128,
+        max_batch_tokens=512,
+        router="round_robin",
+        disaggregated=False,
+        decode_tp=1,
+        decode_replicas=1,
+    )
+    return params | changes
+
+
+def test_an_inference_spec_searches_serving_knobs_with_serving_objectives(write_spec):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    space = SearchSpace.from_study(resolved)
+    assert space.knobs == SERVING_KNOBS
+    assert resolved.objectives == ("qps_per_usd_hour", "ttft_p90_s")  # the inference defaults
+    # without disaggregation the decode knobs are inert: 2 x 2 x 2 plans, plus 2 x 2 x 2 x 2 split ones
+    assert len(space.grid()) == 24
+
+
+def test_a_candidates_qps_per_dollar_is_its_capacity_over_its_price(write_spec):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    params = candidate()
+    outcome = Evaluator(SearchSpace.from_study(resolved)).evaluate(params)
+    deployment = deployment_of(resolved, params)
+    found = capacity_search(
+        deployment, request_stream(resolved.study.serving, 5), ttft_p90_s=1.0, tbt_p99_s=0.1, seed=5
+    )
+    price = 4 * 2.99
+    assert outcome.metrics["capacity_qps"] == found.qps > 0
+    assert outcome.metrics["qps_per_usd_hour"] == pytest.approx(found.qps / price)
+    assert outcome.metrics["usd_per_hour"] == pytest.approx(price) and outcome.feasible
+
+
+@pytest.mark.parametrize(
+    "extra,message",
+    [
+        ("objectives: [tokens_per_s]\n", "objectives[0].metric: 'tokens_per_s' is not a known inference metric"),
+        ("", None),
+    ],
+)
+def test_inference_metrics_are_their_own_vocabulary(write_spec, extra, message):
+    text = SERVING_SPEC + extra
+    if message is None:
+        resolve_study(load_study(write_spec(text)))
+        return
+    with pytest.raises(DseError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        resolve_study(load_study(write_spec(text)))
+
+
+def test_capacity_metrics_need_the_capacity_search(write_spec):
+    text = SERVING_SPEC.replace("  requests: 300\n", "  requests: 300\n  qps: 2.0\n")
+    with pytest.raises(DseError, match="leave serving.qps unset"):
+        resolve_study(load_study(write_spec(text)))
+
+
+def test_an_inference_study_runs_and_writes_its_reports(write_spec, tmp_path):
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False))
+    trials, front = write_reports(summary.study, resolved, tmp_path / "out")
+    assert len(trials) == 12 and not front.empty
+    assert (front["capacity_qps"] > 0).all()
+    assert {"report.html", "summary.md", "pareto.csv"} <= {p.name for p in (tmp_path / "out").iterdir()}
+
+
+def test_a_replayed_trace_keeps_its_burstiness_at_any_rate(write_spec):
+    """Replay scales the recorded clock: gaps keep their pattern (ratios), the mean rate is the one
+    asked, and the lengths are the trace's own, in order."""
+    trace = Path(__file__).resolve().parents[3] / "../shared/reference/traces/splitwise_conv.csv"
+    if not trace.is_file():
+        pytest.skip("../shared/reference/traces is not beside this checkout")
+    text = SERVING_SPEC.replace("  requests: 300\n", f"  requests: 300\n  arrival: replay\n  trace: {trace}\n")
+    resolved = resolve_study(load_study(write_spec(text)))
+    stream = request_stream(resolved.study.serving, 5)
+    slow, fast = stream(1.0), stream(4.0)
+    assert (len(slow) - 1) / (slow.arrival_s[-1] - slow.arrival_s[0]) == pytest.approx(1.0)
+    assert np.allclose(np.diff(slow.arrival_s), 4 * np.diff(fast.arrival_s))
+    assert np.array_equal(slow.prompt_tokens[:2], [374, 396])  # the trace's first rows
+
+
+def test_round_robin_alternates_and_least_outstanding_balances():
+    n = 40
+    requests = Requests(np.arange(n) * 0.01, np.full(n, 256), np.full(n, 32))
+    for router in ("round_robin", "least_outstanding", "random"):
+        deployment = Deployment(get_model("llama3-8b"), get_gpu("H100-SXM"), Pool("sarathi", count=2), router=router)
+        replicas = simulate_deployment(deployment, requests).replica
+        if router == "round_robin":
+            assert np.array_equal(replicas, np.arange(n) % 2)
+        else:
+            assert abs(int((replicas == 0).sum()) - n // 2) <= (2 if router == "least_outstanding" else 12)
+
+
+def test_a_measured_profile_in_the_spec_replaces_the_operations_it_covers(write_spec):
+    """Llama-2-70B at tp 4 with the MLP profile fixture: the deployment carries the profile and
+    its decode steps take the measured linear times instead of the roofline ones."""
+    data = Path(__file__).resolve().parents[2] / "simulators" / "serving" / "data"
+    text = (
+        SERVING_SPEC.replace("model: llama3-8b", "model: llama2-70b")
+        .replace("gpu: [H100-SXM]", "gpu: [A100-80GB]")
+        .replace("tp: [1, 2]", "tp: [4]")
+        .replace("decode_tp: [1, 2]", "decode_tp: [4]")
+        .replace("  requests: 300\n", f"  requests: 300\n  profile_mlp: {data / 'mlp.csv'}\n")
+    )
+    resolved = resolve_study(load_study(write_spec(text)))
+    params = candidate(gpu="A100-80GB", tp=4, replicas=1, decode_tp=4)
+    measured = deployment_of(resolved, params)
+    assert measured.profile is not None
+    plain = dataclasses.replace(measured, profile=None)
+    assert pool_costs(measured, 1024)[0].linear_s[64] != pool_costs(plain, 1024)[0].linear_s[64]
+    stream = request_stream(resolved.study.serving, 5)
+    assert simulate_deployment(measured, stream(1.0)).metrics["tbt_p50_s"] > 0
+
+
+def test_a_deployment_is_bought_in_whole_servers(write_spec):
+    """4 H100s (tp 2 x 2 replicas) need one 8-GPU server: $294k, 8 NICs at $2k, one rail leaf per
+    NIC (8 leaves, no spine: 8 switch ports at $562.5) and 8 links at $750 = $320,500."""
+    resolved = resolve_study(load_study(write_spec(SERVING_SPEC)))
+    params = candidate()
+    metrics = Evaluator(SearchSpace.from_study(resolved)).evaluate(params).metrics
+    assert metrics["capex_usd"] == pytest.approx(294_000 + 8 * 2_000 + 8 * 562.5 + 8 * 750)
+    assert metrics["qps_per_owned_usd_hour"] == pytest.approx(metrics["capacity_qps"] / metrics["owned_usd_per_hour"])

@@ -1,0 +1,87 @@
+"""dse validate: the best candidates' collectives replayed over TCP, the NIC efficiency fitted."""
+
+import pandas as pd
+import pytest
+
+from dse.study.resolve import resolve_study
+from dse.cli.commands import main
+from dse.search.engine import RunSettings, run_search
+from dse.errors import SpecError
+from dse.spec.network_calibration import fit_nic_efficiency, load_calibration, write_calibration
+from dse.report.files import write_reports
+from dse.evaluation.space import SearchSpace
+from dse.spec import load_study
+from dse.physical.validate import validate_study
+from tests.conftest import TINY_PARAMS, TINY_SPEC
+
+
+@pytest.fixture
+def finished_study(write_spec, tmp_path):
+    spec = write_spec(extra="")
+    resolved = resolve_study(load_study(spec, output=str(tmp_path / "study")))
+    out = tmp_path / "study"
+    summary = run_search(resolved, RunSettings(out, None, "off", False))
+    write_reports(summary.study, resolved, out)
+    return out
+
+
+@pytest.mark.slow
+def test_validate_replays_and_reports_every_collective_it_knows(finished_study, capsys):
+    assert main(["validate", str(finished_study), "--top", "1", "--max-ranks", "2", "--max-mb", "0.25"]) == 0
+    table = pd.read_csv(finished_study / "validation.csv")
+    assert len(table) and table["verified"].all()
+    assert (table["measured_s"] > 0).all() and (table["ranks"] == 2).all()
+    assert (table["nbytes"] <= 0.25 * 2**20).all()
+    assert "Physical validation" in (finished_study / "report.html").read_text()
+
+
+def test_the_fitted_efficiency_makes_the_model_match_the_measurement(tmp_path):
+    """Measured busbw at half the predicted one, predicted with efficiency 0.96: the fit is 0.48."""
+    table = pd.DataFrame(
+        {
+            "measured_busbw_gbytes_per_s": [10.0, 20.0, 30.0],
+            "predicted_busbw_gbytes_per_s": [20.0, 40.0, 60.0],
+            "nic_efficiency": [0.96] * 3,
+            "transport": ["tcp"] * 3,
+            "placement": ["processes"] * 3,
+        }
+    )
+    assert fit_nic_efficiency(table) == pytest.approx(0.48)
+    path = write_calibration(table, tmp_path)
+    assert load_calibration(path) == pytest.approx(0.48)
+
+
+def test_a_calibration_named_in_the_spec_sets_the_network_models_nic_efficiency(write_spec, tmp_path):
+    path = tmp_path / "network_calibration.yaml"
+    path.write_text("nic_efficiency: 0.5\n")
+    plain = SearchSpace.from_study(resolve_study(load_study(write_spec())))
+    text = TINY_SPEC.replace("  num_gpus: [8, 16]\n", f"  num_gpus: [8, 16]\n  network_calibration: {path}\n")
+    calibrated = SearchSpace.from_study(resolve_study(load_study(write_spec(text, name="calibrated.yaml"))))
+    params = {**TINY_PARAMS, "num_gpus": 16}
+    assert calibrated.candidate(params).system.fabric_network.nic_efficiency == 0.5
+    assert plain.candidate(params).system.fabric_network.nic_efficiency > 0.9
+
+
+def test_validate_check_reports_what_the_machine_has(capsys):
+    assert main(["validate", "--check"]) == 0
+    assert "pyverbs" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        ({"top": -1}, r"validate.top \(--top\): -1 is not allowed; allowed: integers >= 1"),
+        ({"max_ranks": 1}, r"validate.max_ranks \(--max-ranks\): 1 .* allowed: integers >= 2"),
+        ({"message_cap_bytes": 0}, r"validate.message_cap_bytes \(--max-mb\): 0 .* allowed: integers >= 1"),
+        ({"transport": "ib"}, r"validate.transport: 'ib' is unknown; allowed: tcp, rdma"),
+    ],
+)
+def test_bad_validate_arguments_are_one_line_before_any_work(tmp_path, kwargs, match):
+    with pytest.raises(SpecError, match=match):
+        validate_study(tmp_path / "no-study", **kwargs)
+
+
+def test_a_front_without_replayable_collectives_says_so_in_one_line(finished_study, monkeypatch):
+    monkeypatch.setattr("dse.physical.validate.plan_collectives", lambda candidate: [])
+    with pytest.raises(SpecError, match=r"validate: the first 1 candidates .* nothing to replay"):
+        validate_study(finished_study, top=1)
