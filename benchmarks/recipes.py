@@ -43,10 +43,10 @@ from typing import Any
 
 from accuracy_training import DEFAULT_CSV, Skip, build_model, build_plan, step_flops
 
-from dse.study.resolve import resolve_study
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace, params_key
 from dse.spec import parse_study
+from dse.study.resolve import resolve_study
 from simulators import DseError
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec

@@ -28,14 +28,14 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from dse.study.resolve import resolve_study
-from dse.search.engine import RunSettings, run_search
 from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.space import SearchSpace, params_key
+from dse.report.files import trials_frame
+from dse.search.engine import RunSettings, run_search
 from dse.search.hypervolume import hypervolume, reference_point
 from dse.search.pareto import direction_signs, pareto_mask
-from dse.report.files import trials_frame
-from dse.evaluation.space import SearchSpace, params_key
 from dse.spec import parse_study
+from dse.study.resolve import resolve_study
 
 SPACE = {
     "name": "search-quality",

@@ -14,11 +14,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from dse.study.resolve import resolve_study
-from dse.search.engine import RunSettings, run_search
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
+from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 
 SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"
 

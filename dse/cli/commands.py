@@ -17,10 +17,9 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from dse.cli import listings
 from dse import paths
-from dse.cli import flags
 from dse._text import short
+from dse.cli import flags, listings
 from dse.cli.listings import new_table
 from dse.errors import DseError
 
@@ -183,13 +182,13 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _search(args: argparse.Namespace, console: Console) -> int:
-    from dse.study.resolve import resolve_study
-    from dse.search.engine import RunSettings, run_search
     from dse.cli.progress import SearchProgress
-    from dse.report.files import write_reports
     from dse.evaluation.space import SearchSpace
-    from dse.spec import load_study
+    from dse.report.files import write_reports
+    from dse.search.engine import RunSettings, run_search
     from dse.search.studylock import study_lock
+    from dse.spec import load_study
+    from dse.study.resolve import resolve_study
 
     study = load_study(
         args.spec,
@@ -263,10 +262,10 @@ def _cache(path: Path | None):
 
 
 def _batch(args: argparse.Namespace, console: Console) -> int:
-    from dse.search.batch import CACHE_FILE, load_batch, run_batch
-    from dse.search.engine import RunSettings
     from dse.cli.progress import SearchProgress
     from dse.report.batch import write_batch_dir
+    from dse.search.batch import CACHE_FILE, load_batch, run_batch
+    from dse.search.engine import RunSettings
 
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
     paths.output_dir(args.out, "--out")
@@ -327,9 +326,9 @@ def _batch(args: argparse.Namespace, console: Console) -> int:
 
 
 def _report(args: argparse.Namespace, console: Console) -> int:
-    from dse.search.batch import BATCH_FILE
-    from dse.report.files import load_study_dir, write_reports
     from dse.report.batch import write_batch_dir
+    from dse.report.files import load_study_dir, write_reports
+    from dse.search.batch import BATCH_FILE
 
     paths.output_dir(args.dir, "report")
     if (args.dir / BATCH_FILE).is_file():
@@ -356,13 +355,13 @@ def _validate(args: argparse.Namespace, console: Console) -> int:
     if args.dir is None:
         raise DseError("validate: give a study directory (reports/<study>), or --check")
     paths.output_dir(args.dir, "validate")
-    from dse.spec.network_calibration import write_calibration
     from dse.physical.validate import validate_study
+    from dse.spec.network_calibration import write_calibration
 
     runner, session = "processes", contextlib.nullcontext()
     if args.ray_address:
-        from dse.search.executor import ray_session
         from dse.physical.replay_ray import run_actors
+        from dse.search.executor import ray_session
 
         session = ray_session(args.ray_address)  # the same join as dse search: nodes get this code
         runner = run_actors
@@ -403,10 +402,10 @@ def _written(out_dir: Path) -> str:
 def _simulate(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from dse.study.resolve import resolve_study
     from dse.cli.simulate import candidate_params, simulate_params
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
+    from dse.study.resolve import resolve_study
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
@@ -462,10 +461,10 @@ def _workload_import(args: argparse.Namespace, console: Console) -> int:
 
 
 def _workload_export(args: argparse.Namespace, console: Console) -> int:
-    from dse.study.resolve import resolve_study
     from dse.cli.simulate import candidate_params
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
+    from dse.study.resolve import resolve_study
     from simulators.analytical import simai_workload_of
     from simulators.workload import write_simai_workload
 
@@ -484,10 +483,10 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
 
     import pandas as pd
 
-    from dse.study.resolve import resolve_study
     from dse.cli.simulate import candidate_params
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
+    from dse.study.resolve import resolve_study
     from simulators.workload import GIB, step_operations, training_memory
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
@@ -559,8 +558,8 @@ def _mode(sampler: str, space, trials: int) -> str:
 
 def _front_table(front, resolved) -> Table:
     """The front with every knob the study varies (so no two rows look alike without reason)."""
-    from dse.report.html_page import SHOWN_METRICS
     from dse.evaluation.space import SearchSpace
+    from dse.report.html_page import SHOWN_METRICS
 
     space = SearchSpace.from_study(resolved)
     shown = [k for k in space.knobs if len(space.values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]

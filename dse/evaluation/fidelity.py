@@ -12,9 +12,9 @@ import dataclasses
 
 import pandas as pd
 
-from dse.study.resolve import ResolvedStudy
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace, params_of_row
+from dse.study.resolve import ResolvedStudy
 
 FIDELITY_FILE = "fidelity.csv"
 

@@ -11,9 +11,9 @@ from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
 
-from dse.study.resolve import ResolvedStudy
 from dse.cost import Ownership, cost_metrics, ownership
 from dse.spec.study import LengthSettings, ServingSettings
+from dse.study.resolve import ResolvedStudy
 from simulators.serving import (
     Deployment,
     Pool,

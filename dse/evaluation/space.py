@@ -17,9 +17,9 @@ from typing import Any
 import pandas as pd
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
-from dse.study.resolve import ResolvedStudy
 from dse.errors import PlanError, SpecError
 from dse.spec.study import IntRange, knob_values
+from dse.study.resolve import ResolvedStudy
 from simulators.hardware import GpuSpec
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem

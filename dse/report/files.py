@@ -16,21 +16,21 @@ import yaml
 from optuna.trial import TrialState
 
 from dse import paths
-from dse.study.resolve import ResolvedStudy, resolve_study
-from dse.search.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.errors import DseError
 from dse.evaluation.fidelity import FIDELITY_FILE, packet_fidelity
-from dse.search.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
-from dse.search.journal import TRIALS_FILE, check_trials_kept, journal_storage
-from dse.spec.metrics import metrics_for
-from dse.search.pareto import pareto_mask
+from dse.evaluation.space import SearchSpace, canonical_params, knobs_of, params_of_row
+from dse.physical.validate import VALIDATION_FILE
 from dse.report.html_page import render_html
 from dse.report.png import write_pareto_png
 from dse.report.summary import summary_markdown
-from dse.evaluation.space import SearchSpace, canonical_params, knobs_of, params_of_row
-from dse.spec import Study, load_study
+from dse.search.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
+from dse.search.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
+from dse.search.journal import TRIALS_FILE, check_trials_kept, journal_storage
+from dse.search.pareto import pareto_mask
 from dse.search.studylock import study_lock
-from dse.physical.validate import VALIDATION_FILE
+from dse.spec import Study, load_study
+from dse.spec.metrics import metrics_for
+from dse.study.resolve import ResolvedStudy, resolve_study
 from simulators.analytical import simulate_training_batch
 from simulators.workload import GIB
 

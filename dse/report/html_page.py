@@ -14,10 +14,10 @@ import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
 
-from dse.study.resolve import ResolvedStudy
-from dse.search.hypervolume import HypervolumeHistory
-from dse.report.summary import hypervolume_text
 from dse.evaluation.space import SearchSpace
+from dse.report.summary import hypervolume_text
+from dse.search.hypervolume import HypervolumeHistory
+from dse.study.resolve import ResolvedStudy
 
 # Metrics every front table shows beside the objectives.
 SHOWN_METRICS = {"training": ("mfu", "memory_gib_per_gpu"), "inference": ("num_gpus", "mfu")}

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from dse.study.resolve import ResolvedStudy
+from dse.evaluation.space import SearchSpace, params_of_row
 from dse.search.hypervolume import MAX_OBJECTIVES, REFERENCE_MARGIN, HypervolumeHistory
 from dse.spec.metrics import metrics_for
-from dse.evaluation.space import SearchSpace, params_of_row
+from dse.study.resolve import ResolvedStudy
 
 
 def summary_markdown(

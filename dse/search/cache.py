@@ -37,11 +37,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from dse.study.resolve import ResolvedStudy
 from dse.errors import DseError
 from dse.evaluation.evaluate import Outcome
-from dse.search.jsonlines import repair_tail, warn
 from dse.evaluation.space import params_key
+from dse.search.jsonlines import repair_tail, warn
+from dse.study.resolve import ResolvedStudy
 
 _KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
 _COST_ONLY = {"train_tokens"}  # a training setting only the cost metrics read

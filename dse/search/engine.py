@@ -23,15 +23,15 @@ import numpy as np
 import optuna
 from optuna.trial import TrialState
 
-from dse.search.cache import SharedCache, evaluation_context
-from dse.study.resolve import ResolvedStudy
 from dse.errors import SpecError
 from dse.evaluation.evaluate import Evaluator, Outcome
+from dse.evaluation.space import SearchSpace, params_key
+from dse.search.cache import SharedCache, evaluation_context
 from dse.search.executor import Executor, Usage, make_executor
 from dse.search.journal import check_trials_kept, journal_storage
 from dse.search.samplers import make_sampler, sampler_name
-from dse.evaluation.space import SearchSpace, params_key
 from dse.search.studylock import study_lock
+from dse.study.resolve import ResolvedStudy
 
 OUTCOME_ATTR = "outcome"
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose

@@ -13,8 +13,8 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import SpecError
-from dse.search.pareto import pareto_mask
 from dse.evaluation.space import SearchSpace, params_key
+from dse.search.pareto import pareto_mask
 
 GRID_LIMIT = 100_000
 

@@ -5,13 +5,13 @@ import dataclasses
 import pandas as pd
 import pytest
 
-from dse.study.resolve import resolve_study
-from dse.search.engine import RunSettings, run_search
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
-from dse.report.files import write_reports
 from dse.evaluation.space import SearchSpace
+from dse.report.files import write_reports
+from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from simulators.packet import groups_of
 from tests.conftest import TINY_PARAMS
 

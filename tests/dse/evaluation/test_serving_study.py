@@ -6,14 +6,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dse.study.resolve import resolve_study
-from dse.search.engine import RunSettings, run_search
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
-from dse.report.files import write_reports
 from dse.evaluation.serving import deployment_of, request_stream
 from dse.evaluation.space import SERVING_KNOBS, SearchSpace
+from dse.report.files import write_reports
+from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.serving import Deployment, Pool, Requests, capacity_search, simulate_deployment

@@ -3,15 +3,15 @@
 import pandas as pd
 import pytest
 
-from dse.study.resolve import resolve_study
 from dse.cli.commands import main
-from dse.search.engine import RunSettings, run_search
 from dse.errors import SpecError
-from dse.spec.network_calibration import fit_nic_efficiency, load_calibration, write_calibration
-from dse.report.files import write_reports
 from dse.evaluation.space import SearchSpace
-from dse.spec import load_study
 from dse.physical.validate import validate_study
+from dse.report.files import write_reports
+from dse.search.engine import RunSettings, run_search
+from dse.spec import load_study
+from dse.spec.network_calibration import fit_nic_efficiency, load_calibration, write_calibration
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 

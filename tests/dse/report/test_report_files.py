@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from optuna.trial import TrialState
 
-from dse.study.resolve import resolve_study
 from dse.cli.commands import main
-from dse.search.engine import RunSettings, run_search
 from dse.report.files import save_spec
+from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from tests.dse.conftest import REPORT_SPEC
 
 FILES = (

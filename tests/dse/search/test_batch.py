@@ -3,10 +3,10 @@ keeps its own report, and the combined report holds every front; bad batches sto
 
 import pandas as pd
 
-from dse.study.resolve import resolve_study
 from dse.cli.commands import main
 from dse.evaluation.space import SearchSpace, params_key
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_SPEC
 
 # The tiny study again, judged differently: other objectives, a memory bound, another price.

@@ -8,13 +8,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dse.search.cache import SharedCache, evaluation_context
-from dse.study.resolve import resolve_study
-from dse.search.engine import RunSettings, run_search
 from dse.evaluation.evaluate import Evaluator, Outcome
-from dse.report.files import trials_frame
 from dse.evaluation.space import SearchSpace, params_key
+from dse.report.files import trials_frame
+from dse.search.cache import SharedCache, evaluation_context
+from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_PARAMS
 
 

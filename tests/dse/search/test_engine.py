@@ -3,13 +3,13 @@
 import pandas as pd
 import pytest
 
-from dse.study.resolve import resolve_study
-from dse.search.engine import RunSettings, batch_size, run_search
 from dse.errors import SpecError
-from dse.search.executor import InProcessExecutor
-from dse.report.files import write_reports
 from dse.evaluation.space import KNOBS, SearchSpace, params_key
+from dse.report.files import write_reports
+from dse.search.engine import RunSettings, batch_size, run_search
+from dse.search.executor import InProcessExecutor
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 

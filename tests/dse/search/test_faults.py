@@ -19,14 +19,14 @@ import optuna
 import pandas as pd
 import pytest
 
-from dse.study.resolve import resolve_study
 from dse.cli.commands import main
-from dse.search.engine import RunSettings, run_search
 from dse.evaluation.evaluate import Evaluator
-from dse.search.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
-from dse.report.files import trials_frame
 from dse.evaluation.space import SearchSpace
+from dse.report.files import trials_frame
+from dse.search.engine import RunSettings, run_search
+from dse.search.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 pytestmark = pytest.mark.slow

@@ -14,9 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
-from dse.study.resolve import resolve_study
 from dse.errors import DseError
 from dse.spec import Study, load_study
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_SPEC
 
 FUZZ = settings(

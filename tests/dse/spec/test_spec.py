@@ -2,9 +2,9 @@
 
 import pytest
 
-from dse.study.resolve import resolve_study
 from dse.errors import DseError
 from dse.spec import load_study
+from dse.study.resolve import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 

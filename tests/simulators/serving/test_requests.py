@@ -35,6 +35,8 @@ def reference_trace(name: str) -> Path:
     if not (TRACES / name).is_file():
         pytest.skip("../shared/reference/traces is not beside this checkout")
     return TRACES / name
+
+
 N = 100_000
 
 
