@@ -44,9 +44,9 @@ from typing import Any
 from accuracy_training import DEFAULT_CSV, Skip, build_model, build_plan, step_flops
 
 from dse.evaluation.evaluate import Evaluator
-from dse.evaluation.space import SearchSpace, params_key
+from dse.evaluation.space import SearchSpace
 from dse.spec import parse_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from simulators import DseError
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
@@ -236,7 +236,8 @@ def rank(recipe: Recipe) -> Ranking:
     points = space.grid()
     evaluator = Evaluator(space)
     outcomes = evaluator.evaluate_many(points)
-    times = {params_key(p): o.metrics["iteration_time_s"] for p, o in zip(points, outcomes) if o.feasible and o.metrics}
+    key = space.resolved.kind.params_key
+    times = {key(p): o.metrics["iteration_time_s"] for p, o in zip(points, outcomes) if o.feasible and o.metrics}
     if not times:
         raise Skip("no plan of the space is feasible")
     published = published_params(space, recipe.plan)

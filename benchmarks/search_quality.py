@@ -29,13 +29,13 @@ import numpy as np
 import yaml
 
 from dse.evaluation.evaluate import Evaluator
-from dse.evaluation.space import SearchSpace, params_key
+from dse.evaluation.space import SearchSpace
 from dse.report.files import trials_frame
 from dse.search.engine import RunSettings, run_search
 from dse.search.hypervolume import hypervolume, reference_point
 from dse.search.pareto import direction_signs, pareto_mask
 from dse.spec import parse_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 
 SPACE = {
     "name": "search-quality",
@@ -69,7 +69,7 @@ def exact(resolved) -> tuple[dict[tuple, np.ndarray], np.ndarray, np.ndarray, fl
     points = space.grid()
     outcomes = Evaluator(space).evaluate_many(points)
     values = {
-        params_key(p): np.array([o.metrics[m] for m in resolved.objectives])
+        resolved.kind.params_key(p): np.array([o.metrics[m] for m in resolved.objectives])
         for p, o in zip(points, outcomes)
         if o.feasible
     }
@@ -95,7 +95,7 @@ def trials_to_reach(resolved, sampler: str, seed: int, budget: int, values, sign
     front, reached, volume = np.empty((0, len(sign))), [None, None], 0.0
     knobs = SearchSpace.from_study(run).knobs
     for count, (_, row) in enumerate(trials.iterrows(), start=1):
-        key = params_key({k: row[k] for k in knobs}) if row["feasible"] else None
+        key = run.kind.params_key({k: row[k] for k in knobs}) if row["feasible"] else None
         if key in values:
             cost = (values[key] * sign - best) / (reference - best)
             if np.any(np.all(front <= cost, axis=1)):

@@ -18,7 +18,7 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 
 SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"
 

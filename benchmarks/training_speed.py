@@ -17,7 +17,7 @@ from pathlib import Path
 from dse.errors import PlanError
 from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from simulators.analytical import simulate_training_batch
 
 SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"

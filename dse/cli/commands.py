@@ -188,7 +188,7 @@ def _search(args: argparse.Namespace, console: Console) -> int:
     from dse.search.engine import RunSettings, run_search
     from dse.search.studylock import study_lock
     from dse.spec import load_study
-    from dse.study.resolve import resolve_study
+    from dse.study import resolve_study
 
     study = load_study(
         args.spec,
@@ -405,7 +405,7 @@ def _simulate(args: argparse.Namespace, console: Console) -> int:
     from dse.cli.simulate import candidate_params, simulate_params
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
-    from dse.study.resolve import resolve_study
+    from dse.study import resolve_study
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
@@ -464,7 +464,7 @@ def _workload_export(args: argparse.Namespace, console: Console) -> int:
     from dse.cli.simulate import candidate_params
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
-    from dse.study.resolve import resolve_study
+    from dse.study import resolve_study
     from simulators.analytical import simai_workload_of
     from simulators.workload import write_simai_workload
 
@@ -486,7 +486,7 @@ def _workload_ops(args: argparse.Namespace, console: Console) -> int:
     from dse.cli.simulate import candidate_params
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
-    from dse.study.resolve import resolve_study
+    from dse.study import resolve_study
     from simulators.workload import GIB, step_operations, training_memory
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
@@ -522,12 +522,7 @@ def _header(resolved, settings) -> Text:
     study = resolved.study
     space = SearchSpace.from_study(resolved)
     objectives = ", ".join(f"{d[:3]} {m}" for m, d in zip(resolved.objectives, resolved.directions))
-    if study.mode == "inference":
-        serving = study.serving
-        rate = f"at {serving.qps:g} QPS" if serving.qps else "capacity under the SLO"
-        what = f"{serving.requests} requests per run, {rate}, {serving.precision}"
-    else:
-        what = f"seq_len {study.training.seq_len}, {study.training.precision}"
+    what = resolved.kind.describe(study)
     return Text.assemble(
         (short(study.name), "bold"),
         f": {study.mode} of {short(resolved.model.name)}, {what}; "
@@ -559,13 +554,12 @@ def _mode(sampler: str, space, trials: int) -> str:
 def _front_table(front, resolved) -> Table:
     """The front with every knob the study varies (so no two rows look alike without reason)."""
     from dse.evaluation.space import SearchSpace
-    from dse.report.html_page import SHOWN_METRICS
 
     space = SearchSpace.from_study(resolved)
     shown = [k for k in space.knobs if len(space.values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]
     if "dp" in front:
         shown.insert(shown.index("pp") + 1, "dp")
-    extra = SHOWN_METRICS[resolved.study.mode]
+    extra = resolved.kind.shown_metrics
     metrics = [*resolved.objectives, *(m for m in extra if m not in resolved.objectives)]
     table = new_table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
     for _, row in front.head(25).iterrows():

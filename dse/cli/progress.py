@@ -9,8 +9,8 @@ import time
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from dse.evaluation.evaluate import Outcome
-from dse.study.resolve import ResolvedStudy
+from dse.evaluation.outcome import Outcome
+from dse.spec.resolved import ResolvedStudy
 
 
 class SearchProgress:

@@ -13,7 +13,7 @@ import pandas as pd
 
 from dse.errors import SpecError
 from dse.evaluation.evaluate import Evaluator
-from dse.evaluation.space import SearchSpace, params_key, params_of_row
+from dse.evaluation.space import SearchSpace
 from dse.spec import parse_study
 from simulators.analytical import plan_collectives, simulate_training
 from simulators.network import family_names
@@ -37,18 +37,18 @@ def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str
             raise SpecError(f"--set: {assignment!r} is not knob=value{hint}; knobs: {', '.join(knobs)}")
         params[name] = _checked(space, name, _parse(name, text, space.values[name]), f"--set {name}={text}")
     chosen = {k: params.get(k, space.values[k][0]) for k in knobs}
-    missing = [k for k in knobs if k not in params and _matters(chosen, k, space.values[k])]
+    missing = [k for k in knobs if k not in params and _matters(space, chosen, k)]
     if missing:
         choices = "; ".join(f"{k}: {', '.join(map(str, space.values[k]))}" for k in missing)
         raise SpecError(f"--set: the spec gives several values for {', '.join(missing)}; choose with --set ({choices})")
     return chosen
 
 
-def _matters(params: dict[str, Any], knob: str, values: Sequence[Any]) -> bool:
+def _matters(space: SearchSpace, params: dict[str, Any], knob: str) -> bool:
     """Whether the knob's value changes the plan the other params describe: the decode pool of
     a deployment that is not disaggregated, say, need not be chosen (a summary's reproduce
     command leaves such knobs out)."""
-    return len({params_key({**params, knob: value}) for value in values}) > 1
+    return len({space.resolved.kind.params_key({**params, knob: value}) for value in space.values[knob]}) > 1
 
 
 def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any]:
@@ -60,7 +60,7 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
     if not outcome.metrics:  # the plan cannot run: no numbers to show
         return report
     report["metrics"] = dict(outcome.metrics)
-    if space.resolved.study.mode == "inference":
+    if not space.resolved.kind.has_step_breakdowns:
         return report
     candidate = space.candidate(params)
     result = simulate_training(candidate)
@@ -93,7 +93,7 @@ def _best_params(space: SearchSpace, config: str) -> dict[str, Any]:
     if not any(k in row.index for k in space.knobs):
         raise SpecError(f"--config: {path} is not a pareto.csv of this study: no column {', '.join(space.knobs)}")
     params = {}
-    for name, value in params_of_row(row).items():
+    for name, value in space.params_of_row(row).items():
         if value is None:  # a knob without effect in this plan: the spec's first value stands in
             continue
         text = _cell_text(value)

@@ -13,8 +13,8 @@ import dataclasses
 import pandas as pd
 
 from dse.evaluation.evaluate import Evaluator
-from dse.evaluation.space import SearchSpace, params_of_row
-from dse.study.resolve import ResolvedStudy
+from dse.evaluation.space import SearchSpace
+from dse.spec.resolved import ResolvedStudy
 
 FIDELITY_FILE = "fidelity.csv"
 
@@ -32,7 +32,7 @@ def packet_fidelity(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFram
     cap = int(settings.message_cap_mb * 2**20)
     rows = []
     for _, row in front.head(settings.top).iterrows():
-        params = params_of_row(row)
+        params = space.params_of_row(row)
         candidate = space.candidate(params)
         factors = congestion_factors(candidate, space.fabric(params["fabric"], params["nic_gbps"]), cap)
         slowdown = tuple(((f.op, f.ranks, f.stride), f.factor) for f in factors)

@@ -12,8 +12,8 @@ from functools import cache
 from typing import Any
 
 from dse.cost import Ownership, cost_metrics, ownership
+from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import LengthSettings, ServingSettings
-from dse.study.resolve import ResolvedStudy
 from simulators.serving import (
     Deployment,
     Pool,

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -18,8 +17,8 @@ import pandas as pd
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from dse.errors import PlanError, SpecError
+from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import IntRange, knob_values
-from dse.study.resolve import ResolvedStudy
 from simulators.hardware import GpuSpec
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
@@ -60,11 +59,6 @@ SERVING_KNOBS = (
 )
 
 
-def knobs_of(mode: str) -> tuple[str, ...]:
-    """The knobs a study of `mode` searches, in table order."""
-    return SERVING_KNOBS if mode == "inference" else KNOBS
-
-
 @dataclass(frozen=True)
 class SearchSpace:
     """Knob values of one study and the fixed settings needed to build its candidates."""
@@ -76,24 +70,14 @@ class SearchSpace:
 
     @classmethod
     def from_study(cls, resolved: ResolvedStudy) -> SearchSpace:
-        study = resolved.study
-        knobs: dict[str, Any] = {"gpu": [gpu.name for gpu in resolved.gpus]}
-        if study.mode == "inference":
-            knobs |= {name: getattr(study.search, name) for name in SERVING_KNOBS[1:]}
-        else:
-            knobs |= {
-                "num_gpus": study.hardware.num_gpus,
-                **{name: getattr(study.search, name) for name in KNOBS[2:-2]},
-                "fabric": study.hardware.fabric.family,
-                "nic_gbps": list(resolved.nic_gbps),
-            }
+        knobs = resolved.kind.knob_lists(resolved)
         distributions = {name: _distribution(knob) for name, knob in knobs.items()}
         values = {name: knob_values(knob) for name, knob in knobs.items()}
         return cls(resolved, distributions, values)
 
     @property
     def knobs(self) -> tuple[str, ...]:
-        return knobs_of(self.resolved.study.mode)
+        return self.resolved.kind.knobs
 
     @property
     def size(self) -> int:
@@ -106,33 +90,20 @@ class SearchSpace:
         points = []
         for combo in itertools.product(*self.values.values()):
             params = dict(zip(self.values, combo))
-            key = params_key(params)
+            key = self.resolved.kind.params_key(params)
             if key not in seen:
                 seen.add(key)
                 points.append(params)
         return points
 
     def check_runnable(self, limit: int = RUNNABLE_CHECK_LIMIT) -> None:
-        """SpecError naming the commonest reason when no plan of a training space can run at
-        all (each knob value passes its own check, but no combination does: say vpp 2 whose
-        micro-batches never fill pp), so such a study stops before its first trial instead of
-        ending with none feasible. Stops at the first plan that can run; a space larger than
-        `limit` whose first `limit` plans all fail is left to the search (no verdict)."""
-        if self.resolved.study.mode == "inference":
-            return
-        reasons: Counter[str] = Counter()
-        for combo in itertools.islice(itertools.product(*self.values.values()), limit):
-            try:
-                self.candidate(dict(zip(self.values, combo)))
-                return
-            except (PlanError, SpecError) as exc:
-                reasons[str(exc)] += 1
-        if self.size <= limit:
-            reason, count = reasons.most_common(1)[0]
-            raise SpecError(
-                f"search: no plan of the search space can run ({self.size} combinations); the commonest "
-                f"reason ({count} of them): {reason}"
-            )
+        """SpecError naming the commonest reason when no plan of the space can run at all, so
+        such a study stops before its first trial instead of ending with none feasible."""
+        self.resolved.kind.check_runnable(self, limit)
+
+    def params_of_row(self, row: Mapping[str, Any]) -> dict[str, Any]:
+        """The knob values of a trials/pareto table row, as plain Python values (not numpy's)."""
+        return {k: _plain(row[k]) for k in self.knobs if k in row}
 
     def gpu(self, name: str) -> GpuSpec:
         return next(g for g in self.resolved.gpus if g.name == name)
@@ -210,45 +181,8 @@ def _distribution(knob: Any) -> BaseDistribution:
     return CategoricalDistribution(list(knob))
 
 
-def _knobs_in(params: Mapping[str, Any]) -> tuple[str, ...]:
-    """The knobs of the study the params (or a table row) come from: only serving has replicas."""
-    return knobs_of("inference" if "replicas" in params else "training")
-
-
-def params_of_row(row: Mapping[str, Any]) -> dict[str, Any]:
-    """The knob values of a trials/pareto table row, as plain Python values (not numpy's)."""
-    return {k: _plain(row[k]) for k in _knobs_in(row) if k in row}
-
-
 def _plain(value: Any) -> Any:
     """A table cell as a plain value; an empty cell (a knob without effect) as None."""
     if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
         return None
     return value.item() if hasattr(value, "item") else value
-
-
-def canonical_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The params with knobs that have no effect set to one value: the schedule of a one-stage
-    pipeline, sequence parallelism without tensor parallelism, ZeRO without data parallelism;
-    for serving, the decode pool of a deployment that is not disaggregated (None)."""
-    canonical = dict(params)
-    if "replicas" in canonical:
-        if not canonical["disaggregated"]:
-            canonical["decode_tp"] = canonical["decode_replicas"] = None
-        return canonical
-    canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
-    if canonical["pp"] == 1:
-        canonical["schedule"] = "1f1b"
-        canonical["pipeline_split"] = "even"
-    if canonical["tp"] == 1:
-        canonical["sequence_parallel"] = True
-    if canonical["num_gpus"] == canonical["tp"] * canonical["pp"]:  # dp * cp == 1: nothing to shard over
-        canonical["zero_stage"] = 0
-    return canonical
-
-
-def params_key(params: Mapping[str, Any]) -> tuple:
-    """A hashable identity of the plan the params describe: params that differ only in knobs
-    with no effect give the same key, so the plan is simulated once and listed once."""
-    canonical = canonical_params(params)
-    return tuple((name, canonical[name]) for name in _knobs_in(params))

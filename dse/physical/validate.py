@@ -25,7 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from dse.errors import SpecError
-from dse.evaluation.space import SearchSpace, params_of_row
+from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from simulators.analytical import plan_collectives
 from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
@@ -44,7 +44,8 @@ def validate_study(
     iters: int = 3,
 ) -> pd.DataFrame:
     """Replay the top candidates' collectives; returns (and writes) the validation table."""
-    from dse.study.resolve import resolve_study
+    from dse.spec.kind import STUDY_KINDS
+    from dse.study import resolve_study
 
     _check_args(top, transport, max_ranks, message_cap_bytes, iters)
     spec_path, front_path = out_dir / "spec.yaml", out_dir / "pareto.csv"
@@ -52,8 +53,12 @@ def validate_study(
         if not path.is_file():
             raise SpecError(f"validate: {out_dir} holds no {path.name}; run dse search first")
     resolved = resolve_study(load_study(spec_path))
-    if resolved.study.mode != "training":
-        raise SpecError("validate: replays training collectives; the study's mode is inference (allowed: training)")
+    if not resolved.kind.replays_collectives:
+        allowed = ", ".join(name for name, kind in STUDY_KINDS.items() if kind.replays_collectives)
+        raise SpecError(
+            f"validate: replays collectives, which a {resolved.kind.name} study does not time "
+            f"(allowed modes: {allowed})"
+        )
     front = pd.read_csv(front_path)
     if front.empty:
         raise SpecError(f"validate: {front_path} has no candidate (no feasible trial)")
@@ -61,7 +66,7 @@ def validate_study(
     # One replay session per rank count: every collective of that size runs on the same ranks.
     wanted: dict[int, list[tuple[dict, Traffic]]] = defaultdict(list)
     for _, row in front.head(top).iterrows():
-        candidate = space.candidate(params_of_row(row))
+        candidate = space.candidate(space.params_of_row(row))
         network = candidate.system.fabric_network
         for use in plan_collectives(candidate):
             if use.op not in OPS or use.ranks < 2:

@@ -26,7 +26,7 @@ from dse.report.files import load_study_dir, write_reports
 from dse.report.html_page import FOUR_DIGITS, Figures, page, table_html
 from dse.report.summary import best_row, objectives_text
 from dse.search.batch import BATCH_FILE
-from dse.study.resolve import ResolvedStudy
+from dse.spec.resolved import ResolvedStudy
 
 STUDIES_FILE = "studies.csv"
 RUN_COLUMNS = ("simulated", "shared_hits", "wall_s", "trials_per_s", "stopped_because")

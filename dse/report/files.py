@@ -18,7 +18,7 @@ from optuna.trial import TrialState
 from dse import paths
 from dse.errors import DseError
 from dse.evaluation.fidelity import FIDELITY_FILE, packet_fidelity
-from dse.evaluation.space import SearchSpace, canonical_params, knobs_of, params_of_row
+from dse.evaluation.space import SearchSpace
 from dse.physical.validate import VALIDATION_FILE
 from dse.report.html_page import render_html
 from dse.report.png import write_pareto_png
@@ -29,8 +29,8 @@ from dse.search.journal import TRIALS_FILE, check_trials_kept, journal_storage
 from dse.search.pareto import pareto_mask
 from dse.search.studylock import study_lock
 from dse.spec import Study, load_study
-from dse.spec.metrics import metrics_for
-from dse.study.resolve import ResolvedStudy, resolve_study
+from dse.spec.resolved import ResolvedStudy
+from dse.study import resolve_study
 from simulators.analytical import simulate_training_batch
 from simulators.workload import GIB
 
@@ -40,16 +40,15 @@ JOURNAL_FILE = "study.journal"
 
 def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
     """One row per finished trial: parameters, metrics, feasibility and the reason or error."""
-    mode = resolved.study.mode
-    metric_order = [*resolved.objectives, *(m for m in metrics_for(mode) if m not in resolved.objectives)]
-    knobs = knobs_of(mode)
-    derived = ["dp"] if mode == "training" else []
+    kind = resolved.kind
+    metric_order = [*resolved.objectives, *(m for m in kind.metrics if m not in resolved.objectives)]
+    knobs, derived = kind.knobs, kind.derived_columns
     rows = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
         if trial.user_attrs.get(INTERRUPTED_ATTR) or OUTCOME_ATTR not in trial.user_attrs:
             continue
         record = trial.user_attrs[OUTCOME_ATTR]
-        params = canonical_params(trial.params)
+        params = kind.canonical_params(trial.params)
         constraints = trial.constraints
         row = {
             "trial": trial.number,
@@ -57,7 +56,7 @@ def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
             "feasible": trial.state == TrialState.COMPLETE and all(v <= 0 for v in constraints.values()),
             "duplicate_of": record.get("duplicate_of"),
             **{name: params[name] for name in knobs},
-            **({"dp": _data_parallel(params)} if derived else {}),
+            **kind.derived(params),
             **{name: record["metrics"].get(name) for name in metric_order},
             "reason": record.get("reason"),
             "error": record.get("error"),
@@ -67,14 +66,9 @@ def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
     frame = pd.DataFrame(rows, columns=columns)
     unused = [m for m in metric_order[len(resolved.objectives) :] if frame[m].isna().all()]
     # Integer columns that may be empty (a knob without effect, a derived degree) stay integers.
-    nullable = [*derived, *(k for k in ("decode_tp", "decode_replicas") if k in knobs)]
-    frame = frame.drop(columns=unused).astype({"duplicate_of": "Int64", **{name: "Int64" for name in nullable}})
+    nullable = dict.fromkeys(("duplicate_of", *kind.nullable_columns), "Int64")
+    frame = frame.drop(columns=unused).astype(nullable)
     return frame.sort_values("trial", ignore_index=True)
-
-
-def _data_parallel(params) -> int | None:
-    split = params["tp"] * params["pp"] * params["cp"]
-    return params["num_gpus"] // split if params["num_gpus"] % split == 0 else None
 
 
 def pareto_frame(trials: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
@@ -92,10 +86,10 @@ def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame
     """The front with each candidate's time breakdown (`breakdown_*_s`, adding up to
     iteration_time_s) and memory per GPU (`memory_*_gib`, adding up to memory_gib_per_gpu). The
     search ranks metrics only, so the few Pareto candidates are simulated once more for these."""
-    if front.empty or resolved.study.mode != "training":
+    if front.empty or not resolved.kind.has_step_breakdowns:
         return front
     space = SearchSpace.from_study(resolved)
-    results = simulate_training_batch([space.candidate(params_of_row(row)) for _, row in front.iterrows()])
+    results = simulate_training_batch([space.candidate(space.params_of_row(row)) for _, row in front.iterrows()])
     times = pd.DataFrame([result.breakdown_s for result in results], index=front.index).add_prefix("breakdown_")
     memory = pd.DataFrame([dataclasses.asdict(result.memory) for result in results], index=front.index) / GIB
     memory.columns = [f"memory_{name.removesuffix('_bytes')}_gib" for name in memory.columns]

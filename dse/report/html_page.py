@@ -17,10 +17,9 @@ import plotly.offline
 from dse.evaluation.space import SearchSpace
 from dse.report.summary import hypervolume_text
 from dse.search.hypervolume import HypervolumeHistory
-from dse.study.resolve import ResolvedStudy
+from dse.spec.resolved import ResolvedStudy
 
 # Metrics every front table shows beside the objectives.
-SHOWN_METRICS = {"training": ("mfu", "memory_gib_per_gpu"), "inference": ("num_gpus", "mfu")}
 
 GREY = "rgba(150, 150, 150, 0.45)"
 FRONT = "#d62728"
@@ -50,7 +49,7 @@ def render_html(
         ("Pareto candidates", _front_table(front, resolved, knobs)),
         ("All feasible trials", _parallel_section(figures, feasible, resolved, knobs, space.values)),
     ]
-    if resolved.study.mode == "training":  # the breakdowns exist for training steps
+    if resolved.kind.has_step_breakdowns:
         sections += [
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
             ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
@@ -188,7 +187,7 @@ def _layers(feasible: pd.DataFrame, front: pd.DataFrame, columns: list[str]) -> 
 def _front_table(front: pd.DataFrame, resolved: ResolvedStudy, knobs: list[str]) -> str:
     if front.empty:
         return "<p>No feasible trial, so no Pareto candidate.</p>"
-    columns = ["trial", *knobs, *resolved.objectives, *SHOWN_METRICS[resolved.study.mode]]
+    columns = ["trial", *knobs, *resolved.objectives, *resolved.kind.shown_metrics]
     shown = front[list(dict.fromkeys(c for c in columns if c in front.columns))]
     return table_html(shown, float_format=FOUR_DIGITS)
 

@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from dse._text import short
-from dse.study.resolve import ResolvedStudy
+from dse.spec.resolved import ResolvedStudy
 
 
 def write_pareto_png(trials: pd.DataFrame, front: pd.DataFrame, resolved: ResolvedStudy, path: Path) -> None:

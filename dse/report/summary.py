@@ -8,10 +8,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from dse.evaluation.space import SearchSpace, params_of_row
+from dse.evaluation.space import SearchSpace
 from dse.search.hypervolume import MAX_OBJECTIVES, REFERENCE_MARGIN, HypervolumeHistory
-from dse.spec.metrics import metrics_for
-from dse.study.resolve import ResolvedStudy
+from dse.spec.resolved import ResolvedStudy
 
 
 def summary_markdown(
@@ -43,7 +42,7 @@ def objectives_text(resolved: ResolvedStudy) -> str:
 def _best_sections(front: pd.DataFrame, resolved: ResolvedStudy, spec_path: Path) -> list[str]:
     """A section per objective: its best candidate's metrics and the command that reproduces it."""
     space = SearchSpace.from_study(resolved)
-    named = dict.fromkeys([*resolved.objectives, *metrics_for(resolved.study.mode)])
+    named = dict.fromkeys([*resolved.objectives, *resolved.kind.metrics])
     metrics = [m for m in named if m in front.columns]
     lines = []
     for objective, direction in zip(resolved.objectives, resolved.directions):
@@ -77,7 +76,7 @@ def best_row(front: pd.DataFrame, objective: str, direction: str) -> pd.Series:
 def reproduce_command(row: pd.Series, space: SearchSpace, spec_path: Path) -> str:
     """`dse simulate` with a `--set` for every knob the spec leaves open or the row sets apart
     from the spec's single value, so it evaluates exactly this candidate."""
-    params = params_of_row(row)
+    params = space.params_of_row(row)
     chosen = [
         k
         for k in space.knobs

@@ -24,7 +24,8 @@ from dse.search.cache import SharedCache
 from dse.search.engine import RunSettings, SearchSummary, run_search, stop_on_sigint
 from dse.search.executor import Usage, make_executor
 from dse.spec import load_study
-from dse.study.resolve import ResolvedStudy, resolve_study
+from dse.spec.resolved import ResolvedStudy
+from dse.study import resolve_study
 
 CACHE_FILE = "cache.jsonl"
 BATCH_FILE = "batch.yaml"  # the studies of the batch, for `dse report` on the batch directory

@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from dse.errors import DseError
-from dse.evaluation.evaluate import Outcome
-from dse.evaluation.space import params_key
+from dse.evaluation.outcome import Outcome
 from dse.search.jsonlines import repair_tail, warn
-from dse.study.resolve import ResolvedStudy
+from dse.spec.kind import StudyKind
+from dse.spec.resolved import ResolvedStudy
 
 _KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
-_COST_ONLY = {"train_tokens"}  # a training setting only the cost metrics read
 _FILE_FIELDS = (
     ("hardware", "calibration"),
     ("hardware", "network_calibration"),
@@ -62,10 +61,11 @@ class EvaluationContext:
 
     settings: str
     gpus: Mapping[str, str]
+    kind: StudyKind
 
     def address(self, params: Mapping[str, Any]) -> str:
         """The content address of one candidate of the study."""
-        return _digest([self.settings, self.gpus[params["gpu"]], repr(params_key(params))])
+        return _digest([self.settings, self.gpus[params["gpu"]], repr(self.kind.params_key(params))])
 
 
 def evaluation_context(resolved: ResolvedStudy) -> EvaluationContext:
@@ -77,19 +77,17 @@ def evaluation_context(resolved: ResolvedStudy) -> EvaluationContext:
     constraints to a shared outcome: dse.evaluation.evaluate.Evaluator.judge).
     """
     study = resolved.study
-    inference = study.mode == "inference"
     parts: dict[str, Any] = {
         "mode": study.mode,
         "model": resolved.model.model_dump(mode="json"),
         "hardware": study.hardware.model_dump(mode="json", exclude=_KNOB_LISTS),
-        "work": study.serving.model_dump(mode="json") if inference else study.training.model_dump(exclude=_COST_ONLY),
+        **resolved.kind.work(study),  # its settings ("work") and the seed where it draws a stream
         "compute_fraction": resolved.compute_fraction,
-        "seed": study.seed if inference else None,  # the request stream of a serving study
         "files": {".".join(f): _file_digest(getattr(getattr(study, f[0]), f[1])) for f in _FILE_FIELDS},
         "code": code_fingerprint(),
     }
     gpus = {gpu.name: _digest(gpu.model_dump(mode="json")) for gpu in resolved.gpus}
-    return EvaluationContext(_digest(parts), gpus)
+    return EvaluationContext(_digest(parts), gpus, resolved.kind)
 
 
 @cache

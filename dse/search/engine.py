@@ -14,7 +14,7 @@ import functools
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -24,14 +24,16 @@ import optuna
 from optuna.trial import TrialState
 
 from dse.errors import SpecError
-from dse.evaluation.evaluate import Evaluator, Outcome
-from dse.evaluation.space import SearchSpace, params_key
+from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.outcome import Outcome
+from dse.evaluation.space import SearchSpace
 from dse.search.cache import SharedCache, evaluation_context
 from dse.search.executor import Executor, Usage, make_executor
 from dse.search.journal import check_trials_kept, journal_storage
 from dse.search.samplers import make_sampler, sampler_name
 from dse.search.studylock import study_lock
-from dse.study.resolve import ResolvedStudy
+from dse.spec.kind import StudyKind
+from dse.spec.resolved import ResolvedStudy
 
 OUTCOME_ATTR = "outcome"
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
@@ -131,7 +133,7 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
         seed = spec.seed
         study.set_user_attr(SPACE_ATTR, fingerprint)
         study.set_user_attr(SAMPLER_ATTR, sampler)
-    study.sampler = make_sampler(sampler, seed)
+    study.sampler = make_sampler(sampler, seed, resolved.kind.params_key)
     return study
 
 
@@ -177,7 +179,7 @@ def run_search(
     stopped = "trial budget reached"
     try:
         study = open_study(resolved, space, settings)
-        cache = _requeue_interrupted(study, space.knobs)
+        cache = _requeue_interrupted(study, resolved.kind)
         loop = _Loop(study, resolved, Evaluator(space), executor, shared, cache, on_trial)
         prior = [
             outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
@@ -220,6 +222,7 @@ class _Loop:
     def __init__(self, study, resolved, evaluator, executor, shared, cache, on_trial) -> None:
         self.study = study
         self.objectives = resolved.objectives
+        self.params_key = resolved.kind.params_key
         self.evaluator = evaluator
         self.executor = executor
         self.shared = shared
@@ -267,7 +270,7 @@ class _Loop:
         groups of results (what was not told is failed and asked again on --resume)."""
         fresh: dict[tuple, list[optuna.Trial]] = {}
         for trial in batch:
-            key = params_key(trial.params)
+            key = self.params_key(trial.params)
             if key in self.cache:
                 first, outcome = self.cache[key]
                 self._tell(trial, outcome, duplicate_of=first)
@@ -291,7 +294,7 @@ class _Loop:
         the chunk in hand."""
         points = space.grid()
         order = np.random.default_rng(spec.seed).permutation(len(points))
-        todo = [points[i] for i in order if params_key(points[i]) not in self.cache]
+        todo = [points[i] for i in order if self.params_key(points[i]) not in self.cache]
         todo = todo[: max(0, spec.budget.trials - self.finished)]
         for start in range(0, len(todo), size):
             if stop.is_set():
@@ -312,7 +315,7 @@ class _Loop:
             self.study.add_trials(frozen)
             first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
             for number, (params, outcome) in enumerate(done, start=first):
-                self.cache[params_key(params)] = (number, outcome)
+                self.cache[self.params_key(params)] = (number, outcome)
                 self.finished += 1
                 if self.on_trial:
                     self.on_trial(number, outcome)
@@ -379,7 +382,7 @@ def _counts(trial: optuna.trial.FrozenTrial) -> bool:
     return trial.state in (TrialState.COMPLETE, TrialState.FAIL) and not trial.user_attrs.get(INTERRUPTED_ATTR)
 
 
-def _requeue_interrupted(study: optuna.Study, knobs: Sequence[str]) -> dict[tuple, tuple[int, Outcome]]:
+def _requeue_interrupted(study: optuna.Study, kind: StudyKind) -> dict[tuple, tuple[int, Outcome]]:
     """Fail trials an interruption left running and ask their candidates again (a trial whose
     driver was killed while it was being asked holds only some knobs: it was never a candidate).
 
@@ -390,10 +393,10 @@ def _requeue_interrupted(study: optuna.Study, knobs: Sequence[str]) -> dict[tupl
         if trial.state == TrialState.RUNNING:
             optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial.number, state=TrialState.FAIL)
-            if set(knobs) <= set(trial.params):
+            if set(kind.knobs) <= set(trial.params):
                 study.enqueue_trial(trial.params, skip_if_exists=False)
         elif _counts(trial) and OUTCOME_ATTR in trial.user_attrs:
-            key = params_key(trial.params)
+            key = kind.params_key(trial.params)
             if key not in cache and "duplicate_of" not in trial.user_attrs[OUTCOME_ATTR]:
                 cache[key] = (trial.number, outcome_from_attrs(trial.user_attrs[OUTCOME_ATTR], trial.constraints))
     return cache

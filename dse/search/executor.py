@@ -30,7 +30,8 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from dse.errors import DseError
-from dse.evaluation.evaluate import Evaluator, Outcome
+from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.outcome import Outcome
 
 WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # one thread per Ray CPU slot
 TASK_TARGET_S = 0.05

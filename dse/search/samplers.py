@@ -13,10 +13,11 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import SpecError
-from dse.evaluation.space import SearchSpace, params_key
+from dse.evaluation.space import SearchSpace
 from dse.search.pareto import pareto_mask
 
 GRID_LIMIT = 100_000
+PlanKey = Callable[[Mapping[str, Any]], tuple]  # the identity of the plan a trial's params describe
 
 
 def sampler_name(name: str, space: SearchSpace, trials: int) -> str:
@@ -32,14 +33,15 @@ def sampler_name(name: str, space: SearchSpace, trials: int) -> str:
     return name
 
 
-def make_sampler(name: str, seed: int) -> optuna.samplers.BaseSampler:
+def make_sampler(name: str, seed: int, key: PlanKey | None = None) -> optuna.samplers.BaseSampler:
     """The Optuna sampler for a resolved sampler name (SAMPLER_FACTORIES); an unknown name is
-    one line naming the allowed ones, never a silent fallback."""
+    one line naming the allowed ones, never a silent fallback. `key` is the identity of a plan
+    (the study kind's params_key); by default params are compared as they are."""
     try:
         factory = SAMPLER_FACTORIES[name]
     except KeyError:
         raise SpecError(f"sampler: {name!r} is not allowed; allowed: {', '.join(SAMPLER_FACTORIES)}") from None
-    return factory(seed)
+    return factory(seed, key or _plain_key)
 
 
 def _tpe(seed: int | None) -> optuna.samplers.TPESampler:
@@ -78,7 +80,7 @@ class RefineSampler(optuna.samplers.BaseSampler):
         probability: float = 0.5,
         two_knobs: float = 0.25,
         start: int = 10,
-        key: Callable[[Mapping[str, Any]], tuple] = _plain_key,
+        key: PlanKey = _plain_key,
     ) -> None:
         self._tpe = _tpe(seed)
         self._rng = np.random.default_rng(seed)
@@ -177,10 +179,10 @@ def _adjacent(value: Any, distribution: BaseDistribution) -> list:
 # contract suite in tests/dse/search/test_samplers.py runs every entry). A grid study never asks its
 # sampler: the engine evaluates every distinct plan in bulk (`_Loop.run_grid`); the random
 # sampler it holds only answers a stray `ask`.
-SAMPLER_FACTORIES: dict[str, Callable[[int], optuna.samplers.BaseSampler]] = {
-    "tpe": _tpe,
-    "nsga2": lambda seed: optuna.samplers.NSGAIISampler(seed=seed),
-    "random": lambda seed: optuna.samplers.RandomSampler(seed=seed),
-    "refine": lambda seed: RefineSampler(seed, key=params_key),
-    "grid": lambda seed: optuna.samplers.RandomSampler(seed=seed),
+SAMPLER_FACTORIES: dict[str, Callable[[int, PlanKey], optuna.samplers.BaseSampler]] = {
+    "tpe": lambda seed, key: _tpe(seed),
+    "nsga2": lambda seed, key: optuna.samplers.NSGAIISampler(seed=seed),
+    "random": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
+    "refine": lambda seed, key: RefineSampler(seed, key=key),
+    "grid": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
 }

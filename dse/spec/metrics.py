@@ -84,11 +84,6 @@ for _metric in (
     SERVING_METRICS.register(_metric.name, _metric)
 
 
-def metrics_for(mode: str) -> Registry[Metric]:
-    """The metric vocabulary of a study mode."""
-    return SERVING_METRICS if mode == "inference" else TRAINING_METRICS
-
-
 DIRECTIONS = ("minimize", "maximize")
 # Serving metrics of the capacity search: they exist where serving.qps is unset.
 CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour", "qps_per_owned_usd_hour")

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import (
     AfterValidator,
@@ -267,6 +267,11 @@ class Hardware(_Frozen):
 
 
 class TrainingSearch(_Frozen):
+    """Knobs of a training study; hardware.num_gpus and the fabric's families and NIC speeds are
+    searched too."""
+
+    DEFAULT_OBJECTIVES: ClassVar = ({"metric": "tokens_per_s_per_gpu"}, {"metric": "usd_per_mtok"})
+    SEARCHES_HARDWARE: ClassVar = True
     kind: Literal["training"] = Field(default="training", exclude=True)  # set from the study's mode
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1, 2, 4, 8]
@@ -301,6 +306,8 @@ class ServingSearch(_Frozen):
     """Knobs of an inference study: a pool of `replicas` replicas of tp x pp GPUs, or with
     `disaggregated`, that pool prefills and `decode_replicas` of `decode_tp` GPUs decode."""
 
+    DEFAULT_OBJECTIVES: ClassVar = ({"metric": "qps_per_usd_hour"}, {"metric": "ttft_p90_s"})
+    SEARCHES_HARDWARE: ClassVar = False  # a deployment's GPUs follow from its knobs
     kind: Literal["inference"] = Field(default="inference", exclude=True)
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1]
@@ -322,6 +329,11 @@ class ServingSearch(_Frozen):
     def _choices(cls, values: list, info) -> list:
         allowed = {"scheduler": SCHEDULERS, "router": ROUTERS, "disaggregated": (False, True)}
         return _one_of(values, allowed[info.field_name])
+
+
+# The search knobs of each study mode (dse/spec/kind.py: a mode's StudyKind owns the rest).
+SEARCH_OF_MODE = {model.model_fields["kind"].default: model for model in (TrainingSearch, ServingSearch)}
+MODES = tuple(SEARCH_OF_MODE)
 
 
 class LengthSettings(_Frozen):
@@ -414,17 +426,14 @@ class Study(_Frozen):
     """A whole study: what to search, for what, within which budget."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME)
-    mode: Literal["training", "inference"] = "training"
+    mode: Literal[MODES] = "training"
     model: Name | ModelSpec
     training: TrainingSettings = TrainingSettings()
     serving: ServingSettings = ServingSettings()
     hardware: Hardware = Hardware()
     cost: CostSettings = CostSettings()
     search: Annotated[TrainingSearch | ServingSearch, Field(discriminator="kind")] = TrainingSearch()
-    objectives: list[Objective] = [
-        Objective(metric="tokens_per_s_per_gpu"),
-        Objective(metric="usd_per_mtok"),
-    ]
+    objectives: list[Objective]  # the mode's DEFAULT_OBJECTIVES when the spec gives none
     constraints: list[Constraint] = []
     fidelity: Fidelity = Fidelity()
     budget: Budget = Budget()
@@ -436,13 +445,14 @@ class Study(_Frozen):
     @model_validator(mode="before")
     @classmethod
     def _search_of_the_mode(cls, raw: Any) -> Any:
-        """The `search` knobs are those of the study's mode."""
+        """The `search` knobs, and the objectives a spec leaves out, are those of the study's mode."""
         if isinstance(raw, dict):
+            mode = raw.get("mode", cls.model_fields["mode"].default)
             search = raw.get("search") or {}
             if isinstance(search, dict):
-                raw = {**raw, "search": {**search, "kind": raw.get("mode", "training")}}
-            if raw.get("mode") == "inference" and "objectives" not in raw:
-                raw["objectives"] = [{"metric": "qps_per_usd_hour"}, {"metric": "ttft_p90_s"}]
+                raw = {**raw, "search": {**search, "kind": mode}}
+            if "objectives" not in raw and isinstance(mode, str) and mode in SEARCH_OF_MODE:
+                raw["objectives"] = [dict(o) for o in SEARCH_OF_MODE[mode].DEFAULT_OBJECTIVES]
         return raw
 
     @field_validator("objectives", mode="before")
@@ -505,7 +515,7 @@ def parse_study(raw: dict) -> Study:
 def _check_space_size(study: Study) -> None:
     hardware, search = study.hardware, study.search
     counts = {"gpu": len(hardware.gpu)}
-    if study.mode == "training":
+    if search.SEARCHES_HARDWARE:
         counts |= {"num_gpus": _knob_count(hardware.num_gpus), "fabric": len(hardware.fabric.family)}
         counts["nic_gbps"] = len(hardware.fabric.nic_gbps or [None])  # None: the catalogue speed
     counts |= {name: _knob_count(getattr(search, name)) for name in type(search).model_fields if name != "kind"}
@@ -550,7 +560,7 @@ def _one_line(exc: ValidationError) -> str:
 
 _FIELD_NAME = re.compile(r"[\w.+-]{1,80}")  # a key quoted in an error path otherwise
 _UNION_TAGS = {"list[int]", "IntRange", "str", "constrained-str", "ModelSpec", "list[bool]", "TokenBounds"}
-_MODE_TAGS = {"training", "inference"}  # the tag of `search`'s union; elsewhere `training` is a field
+_MODE_TAGS = set(MODES)  # the tag of `search`'s union; elsewhere `training` is a field
 
 
 def _union_tag(loc: tuple, i: int) -> bool:
@@ -587,4 +597,4 @@ def _models_in(annotation: Any) -> list[type[BaseModel]]:
     return [m for arg in getattr(annotation, "__args__", ()) for m in _models_in(arg)]
 
 
-__all__ = ["DIRECTIONS", "SAMPLERS", "Study", "knob_values", "load_study", "parse_study"]
+__all__ = ["DIRECTIONS", "MODES", "SAMPLERS", "Study", "knob_values", "load_study", "parse_study"]

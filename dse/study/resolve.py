@@ -1,61 +1,21 @@
-"""Checks of a study against the catalogues, run before any trial (issue: fail fast).
-
-Each check applies the simulator's own rule (simulators.workload) to every value of a knob,
-so an impossible value is reported once, with its field path, instead of failing every trial.
-"""
+"""Resolving a spec: every name to its catalogue entry, and the checks that apply to every
+study mode (prices, metrics, calibration files); the mode's own checks are its kind's.
+Run before any trial (fail fast)."""
 
 from __future__ import annotations
 
-import itertools
-from dataclasses import dataclass
 from pathlib import Path
 
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
-from dse.spec.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, read_text, regular_file
-from dse.spec.metrics import CAPACITY_METRICS, OWNED_METRICS, metrics_for
-from dse.spec.study import Constraint, Study, TokenBounds, knob_values
+from dse.spec.inputs import CALIBRATION_LIMIT, read_text
+from dse.spec.kind import STUDY_KINDS, StudyKind
+from dse.spec.metrics import CAPACITY_METRICS, OWNED_METRICS
+from dse.spec.resolved import ResolvedStudy
+from dse.spec.study import Study
 from simulators.hardware import GpuSpec, get_gpu, parse_calibration, sustained_compute_fraction
 from simulators.models import ModelSpec, get_model
 from simulators.network import Fabric
-from simulators.serving import load_trace, load_vidur_profile
-from simulators.workload import (
-    RECOMPUTE_MODULES,
-    ep_problem,
-    etp_problem,
-    pp_problem,
-    precision_problem,
-    tp_problem,
-)
-
-
-@dataclass(frozen=True)
-class ResolvedStudy:
-    """A study whose names all resolved to catalogue entries; the search starts from this."""
-
-    study: Study
-    model: ModelSpec
-    gpus: tuple[GpuSpec, ...]
-    usd_per_gpu_hour: dict[str, float]  # in the spec's cloud tier
-    prices: PriceBook  # the price book with the spec's overrides
-    nic_gbps: tuple[float, ...]  # values of the nic_gbps knob
-    objectives: tuple[str, ...]  # canonical metric names
-    directions: tuple[str, ...]  # "minimize" / "maximize", one per objective
-    constraints: tuple[Constraint, ...]  # with canonical metric names
-    compute_fraction: float  # share of modelled kernel speed assumed sustained
-    nic_efficiency: float | None = None  # measured by `dse validate --calibrate`; None: the fabric's own
-
-    def fabric(self, family: str, nic_gbps: float) -> Fabric:
-        """The cluster fabric of one family and NIC speed, with the spec's other fabric settings."""
-        settings = self.study.hardware.fabric
-        return Fabric(
-            family=family,
-            nic_gbps=nic_gbps,
-            gpus_per_server=settings.gpus_per_server,
-            nics_per_server=settings.nics_per_server,
-            switch_radix=settings.switch_radix,
-            oversubscription=settings.oversubscription,
-        )
 
 
 def resolve_study(study: Study) -> ResolvedStudy:
@@ -64,12 +24,10 @@ def resolve_study(study: Study) -> ResolvedStudy:
     gpus = tuple(get_gpu(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
     book = price_book(study.cost.overrides())
     rental = _rental_prices(study, gpus, book)
-    if study.mode == "training":
-        _check_training(study, model, gpus)
-    else:
-        _check_serving(study, model, gpus)
-        if study.fidelity.packet is not None:
-            raise SpecError("fidelity.packet: re-evaluates training collectives; not allowed with mode inference")
+    kind = STUDY_KINDS.lookup(study.mode, "mode")
+    kind.check(study, model, gpus)
+    if study.fidelity.packet is not None and not kind.replays_collectives:
+        raise SpecError(f"fidelity.packet: re-evaluates collectives, which a {kind.name} study does not time")
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
     nic_efficiency = None
@@ -77,9 +35,9 @@ def resolve_study(study: Study) -> ResolvedStudy:
         from dse.spec.network_calibration import load_calibration
 
         nic_efficiency = load_calibration(path)
-    objectives, directions = _check_metrics(study)
+    objectives, directions = _check_metrics(study, kind)
     constraints = tuple(
-        c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study).name})
+        c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study, kind).name})
         for i, c in enumerate(study.constraints)
     )
     fabric = study.hardware.fabric
@@ -91,7 +49,7 @@ def resolve_study(study: Study) -> ResolvedStudy:
     if fraction is None:
         fraction = 1.0 if study.hardware.calibration else sustained_compute_fraction()
     return ResolvedStudy(
-        study, model, gpus, rental, book, nic_gbps, objectives, directions, constraints, fraction, nic_efficiency
+        study, kind, model, gpus, rental, book, nic_gbps, objectives, directions, constraints, fraction, nic_efficiency
     )
 
 
@@ -142,142 +100,6 @@ def _check_ownership(
             book.by_speed("link_usd", fabric.port_gbps)
 
 
-def _check_pipeline_split(settings, search, model: ModelSpec, pps: list[int]) -> None:
-    """Every pp must split the layers some way the search offers; every vpp must fit some pp."""
-    splits, explicit = search.pipeline_split, (settings.first_stage_layers, settings.last_stage_layers)
-    if settings.pipeline_layout is not None:  # one layout fits one pipeline shape: all must take it
-        layout = tuple(settings.pipeline_layout)
-        for pp, vpp, split in itertools.product(pps, knob_values(search.vpp), splits):
-            if problem := pp_problem(model, pp, vpp, split, *explicit, layout):
-                raise SpecError(f"training.pipeline_layout: {problem} (search.pp={pp}, search.vpp={vpp})")
-        return
-    for pp in pps:
-        problems = [pp_problem(model, pp, 1, split, *explicit) for split in splits]
-        if pp > 1 and all(problems):
-            raise SpecError(f"search.pp: {problems[0]}")
-        if pp == 1 and (problem := pp_problem(model, 1)):
-            raise SpecError(f"search.pp: {problem}")
-    for vpp in knob_values(search.vpp):
-        plans = [(pp, split) for pp in pps if pp > 1 for split in splits]
-        if vpp > 1 and not any(not pp_problem(model, pp, vpp, split, *explicit) for pp, split in plans):
-            why = f": {pp_problem(model, plans[0][0], vpp, plans[0][1], *explicit)}" if plans else " (vpp needs pp > 1)"
-            raise SpecError(f"search.vpp: {vpp} chunks per stage fit no pp and pipeline_split of the search space{why}")
-
-
-def _check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
-    settings, search = study.training, study.search
-    for gpu in gpus:
-        if problem := precision_problem(gpu, settings.precision):
-            raise SpecError(f"training.precision: {settings.precision!r}: {problem}")
-    if model.max_seq_len is not None and settings.seq_len > model.max_seq_len:
-        raise SpecError(f"training.seq_len: {settings.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")
-    if "mla_up_proj" in settings.recompute_modules and not model.is_mla:
-        raise SpecError(
-            f"training.recompute_modules: mla_up_proj needs multi-latent attention; {model.name} has none "
-            f"(allowed: {', '.join(m for m in RECOMPUTE_MODULES if m != 'mla_up_proj')})"
-        )
-    tps, pps, cps = knob_values(search.tp), knob_values(search.pp), knob_values(search.cp)
-    for field, values, rule in (
-        ("search.tp", tps, tp_problem),
-        ("search.ep", knob_values(search.ep), ep_problem),
-        ("search.etp", knob_values(search.etp), etp_problem),
-    ):
-        for value in values:
-            if problem := rule(model, value):
-                raise SpecError(f"{field}: {problem}")
-    _check_pipeline_split(settings, search, model, pps)
-    for cp in cps:
-        if cp > 1 and settings.seq_len % (2 * cp):
-            raise SpecError(f"search.cp: {cp} does not split seq_len={settings.seq_len} into 2*cp equal chunks")
-    counts = knob_values(study.hardware.num_gpus)
-    per_server = study.hardware.fabric.gpus_per_server
-    for n in counts:
-        if n > per_server and n % per_server:
-            raise SpecError(
-                f"hardware.num_gpus: {n} fills no whole number of servers of hardware.fabric.gpus_per_server="
-                f"{per_server}; allowed: 1 to {per_server}, or a multiple of {per_server}"
-            )
-    splits = {tp * pp * cp for tp, pp, cp in itertools.product(tps, pps, cps)}
-    for n in counts:
-        if not any(n % split == 0 for split in splits):
-            raise SpecError(
-                f"hardware.num_gpus: {n} is not a multiple of any tp*pp*cp of the search space "
-                f"({', '.join(map(str, sorted(splits)))})"
-            )
-    degrees = {"search.tp": tps, "search.pp": pps, "search.cp": cps}
-    for field, values in degrees.items():
-        others = [v for f, v in degrees.items() if f != field]
-        for value in values:
-            if not any(n % (value * a * b) == 0 for n in counts for a, b in itertools.product(*others)):
-                raise SpecError(
-                    f"{field}: {value} leaves no whole data-parallel degree for any of hardware.num_gpus={list(counts)}"
-                )
-    if settings.global_batch_tokens is not None:
-        _check_batch_tokens(settings.global_batch_tokens, settings.seq_len, knob_values(search.global_batch))
-    micro = knob_values(search.micro_batch)
-    dps = {n // s for n in counts for s in splits if n % s == 0}
-    for gb in knob_values(search.global_batch):
-        if not any(gb % (dp * mb) == 0 for dp in dps for mb in micro):
-            raise SpecError(
-                f"search.global_batch: {gb} is not a multiple of dp*micro_batch for any plan of "
-                f"the search space (dp: {', '.join(map(str, sorted(dps)))}; "
-                f"micro_batch: {', '.join(map(str, micro))})"
-            )
-
-
-def _check_batch_tokens(bounds: TokenBounds, seq_len: int, batches: tuple[int, ...]) -> None:
-    """Every global batch of the search holds the tokens per step the recipe allows."""
-    low, high = bounds.sequences(seq_len)
-    if high is not None and high < low:
-        raise SpecError(
-            f"training.global_batch_tokens: no whole number of sequences of seq_len={seq_len} holds "
-            f"{bounds.min:g} to {bounds.max:g} tokens; allowed: bounds at least seq_len apart"
-        )
-    allowed = f"{low} to {high}" if high is not None else f"{low} or more"
-    for gb in batches:
-        tokens = gb * seq_len
-        side = "below min" if bounds.min is not None and tokens < bounds.min else None
-        side = "above max" if bounds.max is not None and tokens > bounds.max else side
-        if side:
-            bound = bounds.min if side == "below min" else bounds.max
-            raise SpecError(
-                f"search.global_batch: {gb} x seq_len {seq_len} = {tokens:g} tokens is {side} "
-                f"training.global_batch_tokens={bound:g}; allowed: {allowed} sequences"
-            )
-
-
-def _check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
-    settings, search = study.serving, study.search
-    if model.moe_experts:
-        raise SpecError(f"model: {model.name} is a mixture-of-experts model; inference studies price dense models")
-    for gpu in gpus:
-        if problem := precision_problem(gpu, settings.precision):
-            raise SpecError(f"serving.precision: {settings.precision!r}: {problem}")
-    for field, values in (("search.tp", search.tp), ("search.decode_tp", search.decode_tp)):
-        for value in knob_values(values):
-            if problem := tp_problem(model, value):
-                raise SpecError(f"{field}: {problem}")
-    for value in knob_values(search.pp):
-        if problem := pp_problem(model, value):
-            raise SpecError(f"search.pp: {problem}")
-    for field in ("profile_mlp", "profile_attention", "profile_all_reduce"):
-        if path := getattr(settings, field):
-            regular_file(path, f"serving.{field}", CALIBRATION_LIMIT)
-    if settings.profile_mlp or settings.profile_attention or settings.profile_all_reduce:
-        load_vidur_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce)
-    if settings.trace:
-        regular_file(settings.trace, "serving.trace", TRACE_LIMIT)
-        trace = load_trace(settings.trace, settings.max_tokens)
-        if settings.arrival == "replay" and (trace.arrival_s is None or len(trace) < settings.requests):
-            raise SpecError(
-                f"serving.arrival: 'replay' needs a trace that records arrivals and holds serving.requests="
-                f"{settings.requests} of them; {settings.trace} has "
-                + ("no arrival times" if trace.arrival_s is None else f"{len(trace)} requests")
-            )
-    elif settings.arrival == "replay":
-        raise SpecError("serving.arrival: 'replay' needs serving.trace; allowed without one: poisson, gamma")
-
-
 def _check_calibration(path: str) -> None:
     """Parse the table once now, read through the front door, so a bad file stops the study
     before any trial (the simulators then read the same file by its path)."""
@@ -288,10 +110,10 @@ def _check_calibration(path: str) -> None:
         raise SpecError(f"hardware.calibration: {exc}") from None
 
 
-def _check_metrics(study: Study) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def _check_metrics(study: Study, kind: StudyKind) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names, directions = [], []
     for i, objective in enumerate(study.objectives):
-        metric = _metric(objective.metric, f"objectives[{i}].metric", study)
+        metric = _metric(objective.metric, f"objectives[{i}].metric", study, kind)
         if metric.name in names:
             raise SpecError(f"objectives[{i}].metric: {metric.name!r} is already an objective")
         names.append(metric.name)
@@ -299,9 +121,9 @@ def _check_metrics(study: Study) -> tuple[tuple[str, ...], tuple[str, ...]]:
     return tuple(names), tuple(directions)
 
 
-def _metric(name: str, field: str, study: Study):
+def _metric(name: str, field: str, study: Study, kind: StudyKind):
     try:
-        metric = metrics_for(study.mode).lookup(name, field)
+        metric = kind.metrics.lookup(name, field)
     except CatalogError as exc:
         raise SpecError(str(exc)) from None
     if metric.needs == "training.train_tokens" and study.training.train_tokens is None:

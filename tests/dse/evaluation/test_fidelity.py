@@ -11,7 +11,7 @@ from dse.evaluation.space import SearchSpace
 from dse.report.files import write_reports
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from simulators.packet import groups_of
 from tests.conftest import TINY_PARAMS
 

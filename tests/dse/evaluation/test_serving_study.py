@@ -13,7 +13,7 @@ from dse.evaluation.space import SERVING_KNOBS, SearchSpace
 from dse.report.files import write_reports
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.serving import Deployment, Pool, Requests, capacity_search, simulate_deployment

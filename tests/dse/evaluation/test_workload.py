@@ -36,7 +36,7 @@ def test_malformed_workload_exits_2_with_its_line(tmp_path, capsys):
 def test_exported_candidate_reads_back_and_carries_the_models_compute(write_spec, tmp_path):
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
-    from dse.study.resolve import resolve_study
+    from dse.study import resolve_study
     from simulators.analytical import simulate_training
     from simulators.workload import read_simai_workload, simai_operations
 

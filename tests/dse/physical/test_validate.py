@@ -11,7 +11,7 @@ from dse.report.files import write_reports
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
 from dse.spec.network_calibration import fit_nic_efficiency, load_calibration, write_calibration
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 

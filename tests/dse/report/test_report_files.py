@@ -14,7 +14,7 @@ from dse.cli.commands import main
 from dse.report.files import save_spec
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.dse.conftest import REPORT_SPEC
 
 FILES = (

@@ -4,9 +4,9 @@ keeps its own report, and the combined report holds every front; bad batches sto
 import pandas as pd
 
 from dse.cli.commands import main
-from dse.evaluation.space import SearchSpace, params_key
+from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_SPEC
 
 # The tiny study again, judged differently: other objectives, a memory bound, another price.
@@ -34,7 +34,8 @@ def test_a_batch_simulates_each_shared_candidate_once_and_reports_every_front(wr
     assert main(["batch", str(first), str(second), "--ray-address", "off", "--out", str(out), "--trials", "100"]) == 0
     studies = pd.read_csv(out / "studies.csv")
     assert list(studies["study"]) == ["tiny", "tiny-bounded"]
-    distinct = len({params_key(p) for p in SearchSpace.from_study(resolve_study(load_study(first))).grid()})
+    space = SearchSpace.from_study(resolve_study(load_study(first)))
+    distinct = len({space.resolved.kind.params_key(p) for p in space.grid()})
     # Both studies see every candidate of the (same) space; all of them are simulated once.
     assert list(studies["trials"]) == [distinct, distinct]
     assert studies["simulated"].sum() == distinct

@@ -8,13 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from dse.evaluation.evaluate import Evaluator, Outcome
-from dse.evaluation.space import SearchSpace, params_key
+from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.outcome import Outcome
+from dse.evaluation.space import SearchSpace
 from dse.report.files import trials_frame
 from dse.search.cache import SharedCache, evaluation_context
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS
 
 
@@ -98,7 +99,7 @@ def test_a_second_study_takes_shared_outcomes_and_judges_them_with_its_own_price
     )
     a = run_search(first, RunSettings(tmp_path / "a", None, "off"), shared=cache)
     b = run_search(second, RunSettings(tmp_path / "b", None, "off"), shared=cache)
-    distinct = len({params_key(p) for p in SearchSpace.from_study(first).grid()})
+    distinct = len({first.kind.params_key(p) for p in SearchSpace.from_study(first).grid()})
     assert a.evaluated == distinct and a.shared_hits == 0
     assert b.evaluated == 0 and b.shared_hits == distinct  # every candidate simulated once in all
     evaluator = Evaluator(SearchSpace.from_study(second))

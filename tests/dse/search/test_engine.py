@@ -4,13 +4,16 @@ import pandas as pd
 import pytest
 
 from dse.errors import SpecError
-from dse.evaluation.space import KNOBS, SearchSpace, params_key
+from dse.evaluation.space import KNOBS, SearchSpace
 from dse.report.files import write_reports
 from dse.search.engine import RunSettings, batch_size, run_search
 from dse.search.executor import InProcessExecutor
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.spec.kind import STUDY_KINDS
+from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
+
+TRAINING = STUDY_KINDS["training"]
 
 
 def search(spec_path, out, on_trial=None, resume=False, storage=None, **overrides):
@@ -51,7 +54,7 @@ def test_identical_candidates_are_simulated_once(write_spec, tmp_path):
     originals = trials.set_index("trial")
     for _, row in repeats.iterrows():
         first = originals.loc[row["duplicate_of"]]
-        assert params_key(row) == params_key(first)
+        assert TRAINING.params_key(row) == TRAINING.params_key(first)
         assert row["usd_per_mtok"] == first["usd_per_mtok"] or pd.isna(first["usd_per_mtok"])
 
 
@@ -81,16 +84,16 @@ def test_interrupted_study_resumes_without_losing_or_repeating_trials(write_spec
 
 
 def test_failing_simulation_is_recorded_and_the_study_goes_on(write_spec, tmp_path, monkeypatch):
-    import dse.evaluation.evaluate
+    import dse.study.training
 
-    real = dse.evaluation.evaluate.simulate_training_batch
+    real = dse.study.training.simulate_training_batch
 
     def flaky(candidates, **kwargs):
         if any(c.plan.tp == 2 for c in candidates):
             raise RuntimeError("boom")
         return real(candidates, **kwargs)
 
-    monkeypatch.setattr(dse.evaluation.evaluate, "simulate_training_batch", flaky)
+    monkeypatch.setattr(dse.study.training, "simulate_training_batch", flaky)
     summary, trials, front = search(write_spec(), tmp_path / "out")
     failed = trials[trials["state"] == "failed"]
     assert summary.finished == 30
@@ -158,8 +161,10 @@ def test_resuming_with_the_grid_sampler_enumerates_what_tpe_left(write_spec, tmp
 
 def test_plans_that_differ_only_in_knobs_without_effect_are_one_candidate(write_spec):
     one_stage = dict(TINY_PARAMS)
-    assert params_key(one_stage) == params_key({**one_stage, "schedule": "zb-h1", "sequence_parallel": False})
-    assert params_key(one_stage) != params_key({**one_stage, "pp": 2})
+    assert TRAINING.params_key(one_stage) == TRAINING.params_key(
+        {**one_stage, "schedule": "zb-h1", "sequence_parallel": False}
+    )
+    assert TRAINING.params_key(one_stage) != TRAINING.params_key({**one_stage, "pp": 2})
     spec = (
         write_spec(extra="")
         .read_text()

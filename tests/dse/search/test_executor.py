@@ -6,7 +6,7 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.search.executor import TASK_LIMIT_S, TASK_TARGET_S, InProcessExecutor, _Sizer
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 
 
 def test_chunks_balance_the_cpus_then_follow_the_measured_cost_within_bounds(write_spec):

@@ -26,7 +26,7 @@ from dse.report.files import trials_frame
 from dse.search.engine import RunSettings, run_search
 from dse.search.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 pytestmark = pytest.mark.slow

@@ -7,7 +7,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 from dse.search.engine import RunSettings, run_search
 from dse.search.samplers import RefineSampler, make_sampler
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_SPEC
 
 # Ordered knobs: a list kept in spec order (not sorted) and an integer range with a step.

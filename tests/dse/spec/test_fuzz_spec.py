@@ -16,7 +16,7 @@ from pydantic import BaseModel
 
 from dse.errors import DseError
 from dse.spec import Study, load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_SPEC
 
 FUZZ = settings(

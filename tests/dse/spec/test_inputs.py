@@ -11,7 +11,7 @@ from dse.evaluation.workload import time_simai_workload
 from dse.report.files import spec_yaml
 from dse.spec import load_study
 from dse.spec.inputs import MAX_DEPTH, load_yaml, read_text, regular_file
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_SPEC
 
 HOSTILE = Path(__file__).parents[2] / "data" / "hostile"

@@ -4,7 +4,7 @@ import pytest
 
 from dse.errors import DseError
 from dse.spec import load_study
-from dse.study.resolve import resolve_study
+from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 

@@ -56,7 +56,7 @@ def test_an_unknown_family_is_one_line_naming_the_registered_ones():
 
 def test_a_family_registered_at_run_time_reaches_the_spec(monkeypatch, write_spec):
     from dse.spec import load_study
-    from dse.study.resolve import resolve_study
+    from dse.study import resolve_study
     from tests.conftest import TINY_SPEC
 
     monkeypatch.setitem(_families._FAMILIES, TOY.name, TOY)

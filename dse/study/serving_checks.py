@@ -1,0 +1,43 @@
+"""Checks of an inference study's knobs and input files before any trial."""
+
+from __future__ import annotations
+
+from dse.errors import SpecError
+from dse.spec.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, regular_file
+from dse.spec.study import Study, knob_values
+from simulators.hardware import GpuSpec
+from simulators.models import ModelSpec
+from simulators.serving import load_trace, load_vidur_profile
+from simulators.workload import pp_problem, precision_problem, tp_problem
+
+
+def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
+    settings, search = study.serving, study.search
+    if model.moe_experts:
+        raise SpecError(f"model: {model.name} is a mixture-of-experts model; inference studies price dense models")
+    for gpu in gpus:
+        if problem := precision_problem(gpu, settings.precision):
+            raise SpecError(f"serving.precision: {settings.precision!r}: {problem}")
+    for field, values in (("search.tp", search.tp), ("search.decode_tp", search.decode_tp)):
+        for value in knob_values(values):
+            if problem := tp_problem(model, value):
+                raise SpecError(f"{field}: {problem}")
+    for value in knob_values(search.pp):
+        if problem := pp_problem(model, value):
+            raise SpecError(f"search.pp: {problem}")
+    for field in ("profile_mlp", "profile_attention", "profile_all_reduce"):
+        if path := getattr(settings, field):
+            regular_file(path, f"serving.{field}", CALIBRATION_LIMIT)
+    if settings.profile_mlp or settings.profile_attention or settings.profile_all_reduce:
+        load_vidur_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce)
+    if settings.trace:
+        regular_file(settings.trace, "serving.trace", TRACE_LIMIT)
+        trace = load_trace(settings.trace, settings.max_tokens)
+        if settings.arrival == "replay" and (trace.arrival_s is None or len(trace) < settings.requests):
+            raise SpecError(
+                f"serving.arrival: 'replay' needs a trace that records arrivals and holds serving.requests="
+                f"{settings.requests} of them; {settings.trace} has "
+                + ("no arrival times" if trace.arrival_s is None else f"{len(trace)} requests")
+            )
+    elif settings.arrival == "replay":
+        raise SpecError("serving.arrival: 'replay' needs serving.trace; allowed without one: poisson, gamma")

@@ -1,0 +1,150 @@
+"""The training study kind: a step of a parallel plan on a cluster, costed per token trained."""
+
+from __future__ import annotations
+
+import itertools
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from dse.cost import cost_metrics, ownership
+from dse.errors import PlanError, SpecError
+from dse.evaluation.outcome import PLAN_VALID, Outcome, crashed, invalid
+from dse.evaluation.space import KNOBS, SearchSpace
+from dse.spec.kind import StudyKind, register
+from dse.spec.metrics import TRAINING_METRICS
+from dse.spec.resolved import ResolvedStudy
+from dse.spec.study import Study
+from dse.study.training_checks import check_training
+from simulators.analytical import TrainingResult, simulate_training_batch
+from simulators.hardware import GpuSpec
+from simulators.models import ModelSpec
+from simulators.network import Network
+from simulators.workload import GIB, TrainingCandidate
+
+COST_ONLY = {"train_tokens"}  # a training setting only the cost metrics read
+
+
+class TrainingKind(StudyKind):
+    name = "training"
+    knobs = KNOBS
+    shown_metrics = ("mfu", "memory_gib_per_gpu")
+    fits_constraint = "memory_fits"
+    derived_columns = ("dp",)
+    nullable_columns = ("dp",)  # no whole data-parallel degree: the plan is invalid
+    has_step_breakdowns = True
+    replays_collectives = True
+
+    @property
+    def metrics(self):
+        return TRAINING_METRICS
+
+    def check(self, study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
+        check_training(study, model, gpus)
+
+    def knob_lists(self, resolved: ResolvedStudy) -> dict[str, Any]:
+        study = resolved.study
+        return {
+            "gpu": [gpu.name for gpu in resolved.gpus],
+            "num_gpus": study.hardware.num_gpus,
+            **{name: getattr(study.search, name) for name in KNOBS[2:-2]},
+            "fabric": study.hardware.fabric.family,
+            "nic_gbps": list(resolved.nic_gbps),
+        }
+
+    def describe(self, study: Study) -> str:
+        return f"seq_len {study.training.seq_len}, {study.training.precision}"
+
+    def work(self, study: Study) -> dict[str, Any]:
+        return {"work": study.training.model_dump(exclude=COST_ONLY), "seed": None}
+
+    def canonical_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """The schedule of a one-stage pipeline, sequence parallelism without tensor
+        parallelism, ZeRO without data parallelism have no effect."""
+        canonical = dict(params)
+        canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
+        if canonical["pp"] == 1:
+            canonical["schedule"] = "1f1b"
+            canonical["pipeline_split"] = "even"
+        if canonical["tp"] == 1:
+            canonical["sequence_parallel"] = True
+        if canonical["num_gpus"] == canonical["tp"] * canonical["pp"]:  # dp * cp == 1: nothing to shard over
+            canonical["zero_stage"] = 0
+        return canonical
+
+    def derived(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        split = params["tp"] * params["pp"] * params["cp"]
+        return {"dp": params["num_gpus"] // split if params["num_gpus"] % split == 0 else None}
+
+    def check_runnable(self, space: SearchSpace, limit: int) -> None:
+        """Each knob value passes its own check, but maybe no combination does (say vpp 2 whose
+        micro-batches never fill pp): stops at the first plan that can run; a space larger than
+        `limit` whose first `limit` plans all fail is left to the search (no verdict)."""
+        reasons: Counter[str] = Counter()
+        for combo in itertools.islice(itertools.product(*space.values.values()), limit):
+            try:
+                space.candidate(dict(zip(space.values, combo)))
+                return
+            except (PlanError, SpecError) as exc:
+                reasons[str(exc)] += 1
+        if space.size <= limit:
+            reason, count = reasons.most_common(1)[0]
+            raise SpecError(
+                f"search: no plan of the search space can run ({space.size} combinations); the commonest "
+                f"reason ({count} of them): {reason}"
+            )
+
+    def simulate_many(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None
+    ) -> list[Outcome]:
+        """The valid plans are simulated together in one batch call."""
+        outcomes: list[Outcome | None] = [None] * len(batch)
+        valid: list[tuple[int, TrainingCandidate]] = []
+        for i, params in enumerate(batch):
+            try:
+                valid.append((i, space.candidate(params, network)))
+            except PlanError as exc:
+                outcomes[i] = invalid(exc, self.fits_constraint)
+        try:
+            results = simulate_training_batch([c for _, c in valid], breakdown=False)
+        except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
+            results = [_simulate_one(c) for _, c in valid]
+        for (i, candidate), result in zip(valid, results):
+            outcomes[i] = result if isinstance(result, Outcome) else self._fit(candidate, result)
+        return outcomes
+
+    def _fit(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
+        """The simulated step with its memory constraint (<= 0 when it fits)."""
+        capacity_gib = candidate.system.gpu.hbm_bytes / GIB
+        fits = (result.metrics["memory_gib_per_gpu"] - capacity_gib) / capacity_gib
+        return Outcome(dict(result.metrics), {PLAN_VALID: 0.0, self.fits_constraint: fits}, result.infeasible_reason)
+
+    def costs(
+        self, space: SearchSpace, params: Mapping[str, Any], metrics: Mapping[str, float], owned: dict
+    ) -> dict[str, float]:
+        """Rental and owned cost, energy and carbon of a training step; buying a cluster is
+        costed once per GPU type, count and fabric."""
+        resolved = space.resolved
+        gpu = space.gpu(params["gpu"])
+        key = (gpu.name, params["num_gpus"], params["fabric"], params["nic_gbps"])
+        if key not in owned:
+            fabric = space.fabric(params["fabric"], params["nic_gbps"])
+            owned[key] = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
+        return cost_metrics(
+            metrics,
+            params["num_gpus"],
+            resolved.usd_per_gpu_hour[gpu.name],
+            resolved.study.training.train_tokens,
+            owned[key],
+            resolved.prices,
+        )
+
+
+def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:
+    try:
+        return simulate_training_batch([candidate], breakdown=False)[0]
+    except Exception as exc:
+        return crashed(exc)
+
+
+register(TrainingKind())
