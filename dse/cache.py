@@ -43,7 +43,8 @@ from dse.evaluate import Outcome
 from dse.jsonlines import repair_tail, warn
 from dse.space import params_key
 
-_KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
+# In each candidate's plan; the GPU file's entries are digested one by one (EvaluationContext.gpus).
+_KNOB_LISTS = {"gpu": True, "gpu_catalog": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}
 _COST_ONLY = {"train_tokens"}  # a training setting only the cost metrics read
 _FILE_FIELDS = (
     ("hardware", "calibration"),

@@ -10,13 +10,15 @@ import itertools
 from dataclasses import dataclass
 from pathlib import Path
 
+from dse.catalogs import gpu_catalogue, study_model, study_price_book
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
 from dse.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, read_text, regular_file
 from dse.metrics import CAPACITY_METRICS, OWNED_METRICS, metrics_for
 from dse.spec import Constraint, Study, TokenBounds, knob_values
-from simulators.hardware import GpuSpec, get_gpu, parse_calibration, sustained_compute_fraction
-from simulators.models import ModelSpec, get_model
+from simulators._registry import Registry
+from simulators.hardware import GpuSpec, parse_calibration, sustained_compute_fraction
+from simulators.models import ModelSpec
 from simulators.network import Fabric
 from simulators.serving import load_trace, load_vidur_profile
 from simulators.workload import (
@@ -59,11 +61,13 @@ class ResolvedStudy:
 
 
 def resolve_study(study: Study) -> ResolvedStudy:
-    """Resolve every name in `study` and prove each knob value can be part of a valid plan."""
-    model = study.model if isinstance(study.model, ModelSpec) else get_model(study.model, "model")
-    gpus = tuple(get_gpu(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
-    book = price_book(study.cost.overrides())
-    rental = _rental_prices(study, gpus, book)
+    """Resolve every name in `study` and prove each knob value can be part of a valid plan.
+    The study's own catalogue files are read here, once; the result carries their entries."""
+    model = study_model(study.model)
+    catalogue = gpu_catalogue(study.hardware.gpu_catalog)
+    gpus = tuple(catalogue.lookup(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
+    book = price_book(study.cost.overrides(), study_price_book(study.cost.price_book))
+    rental = _rental_prices(study, gpus, book, catalogue)
     if study.mode == "training":
         _check_training(study, model, gpus)
     else:
@@ -95,7 +99,9 @@ def resolve_study(study: Study) -> ResolvedStudy:
     )
 
 
-def _rental_prices(study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook) -> dict[str, float]:
+def _rental_prices(
+    study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook, catalogue: Registry[GpuSpec]
+) -> dict[str, float]:
     """$/GPU-hour of every GPU of the study in its cloud tier: the spec's, else the book's."""
     tier = study.cost.cloud_tier
     if tier not in book.tiers:
@@ -103,7 +109,7 @@ def _rental_prices(study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook) -> 
     names = [gpu.name for gpu in gpus]
     given = {}
     for name, price in study.cost.usd_per_gpu_hour.items():
-        gpu = get_gpu(name, f"cost.usd_per_gpu_hour.{name}")
+        gpu = catalogue.lookup(name, f"cost.usd_per_gpu_hour.{name}")
         if gpu.name not in names:
             raise SpecError(
                 f"cost.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; allowed: {', '.join(names)}"
