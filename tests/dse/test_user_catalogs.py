@@ -3,6 +3,7 @@ relative to the spec and carried by the resolved study into the evaluation (no R
 
 from __future__ import annotations
 
+import json
 import pickle
 import shutil
 import subprocess
@@ -226,3 +227,32 @@ def test_a_price_book_file_missing_a_field_is_one_line_naming_it(spec_dir):
     spec = write(spec_dir, extra="cost: {price_book: catalogs/book.yaml}\n")
     with pytest.raises(SpecError, match=r"^cost\.price_book: .*book\.yaml: link_watts: required field is missing$"):
         resolve_study(load_study(spec))
+
+
+def test_the_command_line_simulates_a_user_gpu_and_refuses_a_bad_file_with_exit_2(spec_dir, capsys):
+    from dse.cli import main
+
+    spec = write(spec_dir)
+    assert main(["simulate", str(spec), "--set", "gpu=Toy-2x", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["params"]["gpu"] == "Toy-2x" and report["metrics"]["iteration_time_s"] > 0
+    gpus = spec_dir / "catalogs" / "toy_gpu.yaml"
+    gpus.write_text(without(gpus.read_text(), "hbm_gib"))
+    assert main(["simulate", str(spec), "--set", "gpu=Toy-2x"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("dse: error: hardware.gpu_catalog: ") and err.endswith("hbm_gib: required field is missing")
+    assert len(err.splitlines()) == 1
+
+
+def test_catalogue_paths_resolve_against_the_spec_and_the_saved_spec_still_finds_them(spec_dir, tmp_path):
+    from dse.report import save_spec
+
+    spec = write(spec_dir, model="catalogs/toy_moe.yaml", extra="cost: {price_book: catalogs/book.yaml}\n")
+    price_book(spec_dir)
+    study = load_study(spec)
+    catalogs = spec_dir / "catalogs"
+    assert study.hardware.gpu_catalog == str(catalogs / "toy_gpu.yaml")
+    assert (study.model, study.cost.price_book) == (str(catalogs / "toy_moe.yaml"), str(catalogs / "book.yaml"))
+    saved = save_spec(study, tmp_path / "report")  # a study directory elsewhere
+    again = resolve_study(load_study(saved))
+    assert again.gpus == resolve_study(study).gpus and again.model.name == "toy-moe"
