@@ -25,10 +25,12 @@ PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
 class GpuSpec(BaseModel):
     """One accelerator as its datasheet and market describe it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Strict and finite: a user's GPU file is user input (no bool or string taken for a number);
+    # `aliases` stays lax so YAML lists become tuples.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
-    name: str
-    aliases: tuple[str, ...] = ()
+    name: str = Field(min_length=1, max_length=255)
+    aliases: tuple[str, ...] = Field(default=(), strict=False)
     vendor: str
     bf16_tflops: float | None = Field(gt=0)
     fp16_tflops: float | None = Field(gt=0)

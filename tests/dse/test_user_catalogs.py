@@ -256,3 +256,22 @@ def test_catalogue_paths_resolve_against_the_spec_and_the_saved_spec_still_finds
     saved = save_spec(study, tmp_path / "report")  # a study directory elsewhere
     again = resolve_study(load_study(saved))
     assert again.gpus == resolve_study(study).gpus and again.model.name == "toy-moe"
+
+
+@pytest.mark.parametrize(
+    "line,problem",
+    [
+        ('  sm_count: "100"', "sm_count: Input should be a valid integer"),
+        ("  bf16_tflops: true", "bf16_tflops: Input should be a valid number"),
+        ("  hbm_gbytes_per_s: .inf", "hbm_gbytes_per_s: Input should be a finite number"),
+        ("  tflops: 100", "tflops: unknown field"),
+    ],
+)
+def test_a_gpu_file_is_read_strictly(spec_dir, line, problem):
+    gpus = spec_dir / "catalogs" / "toy_gpu.yaml"
+    field = line.split(":")[0].strip()
+    text = gpus.read_text()
+    text = without(text, field) if f"  {field}:" in text else text
+    gpus.write_text(text.replace("  vendor: Test\n", f"  vendor: Test\n{line}\n", 1))
+    with pytest.raises(SpecError, match=rf"entry 0 \(Toy-1\): {problem}"):
+        resolve_study(load_study(write(spec_dir)))
