@@ -275,3 +275,18 @@ def test_a_gpu_file_is_read_strictly(spec_dir, line, problem):
     gpus.write_text(text.replace("  vendor: Test\n", f"  vendor: Test\n{line}\n", 1))
     with pytest.raises(SpecError, match=rf"entry 0 \(Toy-1\): {problem}"):
         resolve_study(load_study(write(spec_dir)))
+
+
+def test_a_search_in_process_runs_on_user_gpus_and_its_report_re_renders(spec_dir):
+    import pandas as pd
+
+    from dse.cli import main
+
+    spec = write(spec_dir, model="catalogs/toy_moe.yaml", extra="budget: {trials: 4, batch_size: 2}\nsampler: grid\n")
+    out = spec_dir / "out"
+    assert main(["search", str(spec), "--ray-address", "off", "--out", str(out)]) == 0
+    trials = pd.read_csv(out / "trials.csv")
+    assert set(trials["gpu"]) == {"Toy-1", "Toy-2x"}
+    by_gpu = trials.groupby("gpu")["iteration_time_s"].min()
+    assert by_gpu["Toy-1"] / by_gpu["Toy-2x"] == pytest.approx(2.0, rel=0.01)  # one plan, twice the peak
+    assert main(["report", str(out)]) == 0  # from the saved spec.yaml, its catalogue paths absolute
