@@ -64,16 +64,39 @@ class Registry(Mapping[str, T], Generic[T]):
 
 
 def load_catalog(package: str, filename: str, entry: type[M], kind: str) -> Registry[M]:
-    """A registry of the rows of a packaged YAML list, each validated as `entry` (STYLE 5).
-
-    Entries need `name` and `aliases`; a bad row names the file, the row and the field.
-    """
+    """A registry of the rows of a packaged YAML list, each validated as `entry` (STYLE 5)."""
     rows = yaml.safe_load(resources.files(package).joinpath(filename).read_text())
+    return catalog_of(rows, entry, kind, filename)
+
+
+def catalog_of(rows: object, entry: type[M], kind: str, label: str, base: Registry[M] | None = None) -> Registry[M]:
+    """A registry of `base`'s entries, then the rows of the list `rows` (from `label`), each
+    validated as `entry`. Entries need `name` and `aliases`; a bad row is one CatalogError line
+    naming the file, the row and the field; a name or alias `base` holds already is an error
+    (an entry means one thing everywhere: prices, calibration tables and reports key by name)."""
+    if not isinstance(rows, list):
+        raise CatalogError(f"{label}: holds {type(rows).__name__}; allowed: a list of {kind} mappings")
     registry: Registry[M] = Registry(kind)
+    for name, item in (base or {}).items():
+        registry.register(name, item, item.aliases)
     for i, row in enumerate(rows):
+        where = f"{label} entry {i}" + (f" ({row.get('name')})" if isinstance(row, dict) else "")
         try:
             item = entry.model_validate(row)
         except ValidationError as exc:
-            raise CatalogError(f"{filename} entry {i} ({row.get('name')}): {exc}") from None
-        registry.register(item.name, item, item.aliases)
+            raise CatalogError(f"{where}: {validation_line(exc)}") from None
+        try:
+            registry.register(item.name, item, item.aliases)
+        except CatalogError as exc:
+            raise CatalogError(f"{where}: {exc}; allowed: a name and aliases of its own") from None
     return registry
+
+
+def validation_line(exc: ValidationError) -> str:
+    """The first error of a validation as one line: `field: what is wrong`."""
+    err = exc.errors()[0]
+    field = ".".join(map(str, err["loc"]))
+    message = {"missing": "required field is missing", "extra_forbidden": "unknown field"}.get(
+        err["type"], err["msg"].removeprefix("Value error, ")
+    )
+    return f"{field}: {message}" if field else message

@@ -70,10 +70,11 @@ def default_price_book() -> PriceBook:
     return PriceBook.model_validate(yaml.safe_load(text))
 
 
-def price_book(overrides: dict[str, Any]) -> PriceBook:
-    """The default book with a study's `cost:` overrides: plain numbers replace values (their
-    source becomes the spec); per-GPU and per-speed tables merge entry by entry."""
-    book = default_price_book().model_dump()
+def price_book(overrides: dict[str, Any], base: PriceBook | None = None) -> PriceBook:
+    """`base` (the default book, or the study's own `cost.price_book`) with a study's `cost:`
+    overrides: plain numbers replace values (their source becomes the spec); per-GPU and
+    per-speed tables merge entry by entry."""
+    book = (base or default_price_book()).model_dump()
     for name, value in overrides.items():
         if isinstance(value, dict):
             for key, entry in value.items():

@@ -43,7 +43,8 @@ from dse.search.jsonlines import repair_tail, warn
 from dse.spec.kind import StudyKind
 from dse.spec.resolved import ResolvedStudy
 
-_KNOB_LISTS = {"gpu": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}  # in each candidate's plan
+# In each candidate's plan; the GPU file's entries are digested one by one (EvaluationContext.gpus).
+_KNOB_LISTS = {"gpu": True, "gpu_catalog": True, "num_gpus": True, "fabric": {"family", "nic_gbps"}}
 _FILE_FIELDS = (
     ("hardware", "calibration"),
     ("hardware", "network_calibration"),

@@ -26,6 +26,7 @@ from dse.errors import SpecError
 
 KIB, MIB = 1 << 10, 1 << 20
 SPEC_LIMIT = 1 * MIB  # a study spec: the shipped ones are under 2 KiB
+CATALOG_LIMIT = 4 * MIB  # a GPU, model or price-book file: the shipped gpus.yaml is under 64 KiB
 CALIBRATION_LIMIT = 16 * MIB  # a kernel calibration CSV or Vidur profile: ~100 bytes a measurement
 NETWORK_CALIBRATION_LIMIT = 64 * KIB  # `dse validate --calibrate` writes a few lines
 WORKLOAD_LIMIT = 256 * MIB  # a SimAI workload file: one row per layer and phase

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 from dse.errors import SpecError
+from dse.spec.catalogs import is_model_file
 from dse.spec.inputs import SPEC_LIMIT, brief, load_yaml, read_text
 from dse.spec.metrics import DIRECTIONS
 from simulators.models import ModelSpec
@@ -222,8 +223,10 @@ class FabricSettings(_Frozen):
 
 
 class CostSettings(_Frozen):
-    """Overrides of the price book (dse/cost/prices.yaml); unset fields keep its sourced defaults."""
+    """Overrides of the price book (dse/cost/prices.yaml, or the study's own `price_book` file
+    of the same schema); unset fields keep the book's sourced figures."""
 
+    price_book: FilePath | None = None
     cloud_tier: Name = "neocloud"
     usd_per_gpu_hour: dict[Name, Price] = {}  # GPU -> $/GPU-hour in cloud_tier
     server_usd: dict[Name, Price] = {}  # GPU -> one 8-GPU server without scale-out NICs
@@ -243,13 +246,14 @@ class CostSettings(_Frozen):
         """The price-book entries this spec sets (the GPU rental prices are applied per tier)."""
         return {
             name: value
-            for name, value in self.model_dump(exclude={"cloud_tier", "usd_per_gpu_hour"}).items()
+            for name, value in self.model_dump(exclude={"price_book", "cloud_tier", "usd_per_gpu_hour"}).items()
             if value not in (None, {})
         }
 
 
 class Hardware(_Frozen):
     gpu: list[Name] = ["H100-SXM"]
+    gpu_catalog: FilePath | None = None  # a YAML list of extra GPUs, gpus.yaml's schema (dse/catalogs.py)
     num_gpus: IntKnob = [8, 16, 32, 64]
     # What a GPU holds beyond the plan's tensors: the CUDA context and the cuBLAS/NCCL workspaces,
     # which live outside PyTorch's caching allocator, and the allocator's fragmentation. 4 GiB is
@@ -427,7 +431,7 @@ class Study(_Frozen):
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$", max_length=MAX_NAME)
     mode: Literal[MODES] = "training"
-    model: Name | ModelSpec
+    model: Name | ModelSpec  # a zoo name, a YAML file of one model (*.yaml), or the fields inline
     training: TrainingSettings = TrainingSettings()
     serving: ServingSettings = ServingSettings()
     hardware: Hardware = Hardware()
@@ -488,6 +492,7 @@ def load_study(path: str | Path, **overrides: Any) -> Study:
     raw = load_yaml(read_text(path, "spec", SPEC_LIMIT), f"spec: {path}")
     if not isinstance(raw, dict):
         raise SpecError(f"spec: {path} must hold a mapping of fields (name, model, ...)")
+    _anchor_catalog_paths(raw, Path(path).parent)
     for dotted, value in overrides.items():
         if value is None:
             continue
@@ -500,6 +505,17 @@ def load_study(path: str | Path, **overrides: Any) -> Study:
                 raise SpecError(f"{field}: {brief(node)} is not a mapping; allowed: a mapping of fields ({leaf}, ...)")
         node[leaf] = value
     return parse_study(raw)
+
+
+def _anchor_catalog_paths(raw: dict, base: Path) -> None:
+    """The catalogue files a spec names (`hardware.gpu_catalog`, `cost.price_book`, a `model`
+    file) are relative to the spec's directory; made absolute, so the saved spec.yaml of a study
+    directory still finds them. Values of the wrong type are left to the validation."""
+    for section, field in (("hardware", "gpu_catalog"), ("cost", "price_book"), (None, "model")):
+        node = raw if section is None else raw.get(section)
+        value = node.get(field) if isinstance(node, dict) else None
+        if isinstance(value, str) and (section is not None or is_model_file(value)):
+            node[field] = str((base / value).absolute())
 
 
 def parse_study(raw: dict) -> Study:

@@ -8,22 +8,25 @@ from pathlib import Path
 
 from dse.cost import PriceBook, price_book
 from dse.errors import CatalogError, DseError, SpecError
+from dse.spec.catalogs import gpu_catalogue, study_model, study_price_book
 from dse.spec.inputs import CALIBRATION_LIMIT, read_text
 from dse.spec.kind import STUDY_KINDS, StudyKind
 from dse.spec.metrics import CAPACITY_METRICS, OWNED_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import Study
-from simulators.hardware import GpuSpec, get_gpu, parse_calibration, sustained_compute_fraction
-from simulators.models import ModelSpec, get_model
+from simulators._registry import Registry
+from simulators.hardware import GpuSpec, parse_calibration, sustained_compute_fraction
 from simulators.network import Fabric
 
 
 def resolve_study(study: Study) -> ResolvedStudy:
-    """Resolve every name in `study` and prove each knob value can be part of a valid plan."""
-    model = study.model if isinstance(study.model, ModelSpec) else get_model(study.model, "model")
-    gpus = tuple(get_gpu(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
-    book = price_book(study.cost.overrides())
-    rental = _rental_prices(study, gpus, book)
+    """Resolve every name in `study` and prove each knob value can be part of a valid plan.
+    The study's own catalogue files are read here, once; the result carries their entries."""
+    model = study_model(study.model)
+    catalogue = gpu_catalogue(study.hardware.gpu_catalog)
+    gpus = tuple(catalogue.lookup(name, f"hardware.gpu[{i}]") for i, name in enumerate(study.hardware.gpu))
+    book = price_book(study.cost.overrides(), study_price_book(study.cost.price_book))
+    rental = _rental_prices(study, gpus, book, catalogue)
     kind = STUDY_KINDS.lookup(study.mode, "mode")
     kind.check(study, model, gpus)
     if study.fidelity.packet is not None and not kind.replays_collectives:
@@ -53,7 +56,9 @@ def resolve_study(study: Study) -> ResolvedStudy:
     )
 
 
-def _rental_prices(study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook) -> dict[str, float]:
+def _rental_prices(
+    study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook, catalogue: Registry[GpuSpec]
+) -> dict[str, float]:
     """$/GPU-hour of every GPU of the study in its cloud tier: the spec's, else the book's."""
     tier = study.cost.cloud_tier
     if tier not in book.tiers:
@@ -61,7 +66,7 @@ def _rental_prices(study: Study, gpus: tuple[GpuSpec, ...], book: PriceBook) -> 
     names = [gpu.name for gpu in gpus]
     given = {}
     for name, price in study.cost.usd_per_gpu_hour.items():
-        gpu = get_gpu(name, f"cost.usd_per_gpu_hour.{name}")
+        gpu = catalogue.lookup(name, f"cost.usd_per_gpu_hour.{name}")
         if gpu.name not in names:
             raise SpecError(
                 f"cost.usd_per_gpu_hour.{name}: {gpu.name} is not in hardware.gpu; allowed: {', '.join(names)}"

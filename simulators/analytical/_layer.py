@@ -19,7 +19,6 @@ from simulators.hardware import (
     calibration_table,
     elementwise_time_s,
     gemm_time_s,
-    get_gpu,
     layer_memory_kernels,
 )
 from simulators.models import ModelSpec
@@ -115,7 +114,7 @@ def _context_parallel_attention_s(gpu: GpuSpec, attention: dict, local_seq: int,
 @cache
 def layer_blocks(
     model: ModelSpec,
-    gpu_name: str,
+    gpu: GpuSpec,
     plan: ParallelPlan,
     layer_index: int,
     calibration: str | None = None,
@@ -124,7 +123,6 @@ def layer_blocks(
     """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers).
     `calibration` is the path of a table of measured kernel times that overrides the curves;
     `compute_fraction` the share of the modelled kernel speed a real software stack sustains."""
-    gpu = get_gpu(gpu_name)
     table = calibration_table(calibration)
     b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
     gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep, etp=plan.etp)
@@ -220,10 +218,9 @@ def _recompute_parts(
 
 @cache
 def output_layer(
-    model: ModelSpec, gpu_name: str, plan: ParallelPlan, calibration: str | None = None, compute_fraction: float = 1.0
+    model: ModelSpec, gpu: GpuSpec, plan: ParallelPlan, calibration: str | None = None, compute_fraction: float = 1.0
 ) -> Block:
     """The logit GEMM with the final norm and the vocabulary-parallel cross entropy."""
-    gpu = get_gpu(gpu_name)
     table = calibration_table(calibration)
     b, s, tp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp
     logits = logits_gemm(model, b, s, tp)

@@ -41,7 +41,7 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
     tp_comm = ("all_reduce", "tp", tp_activation_bytes(model, plan)) if plan.tp > 1 else None
     layer_rows: list[dict] = []
     for index in stage_layers(model, plan, 0):
-        for block in layer_blocks(model, gpu.name, layer_plan, index, system.calibration, system.compute_fraction):
+        for block in layer_blocks(model, gpu, layer_plan, index, system.calibration, system.compute_fraction):
             row = {
                 "name": f"{block.name}_layer",
                 "fwd_compute_s": block.forward_s,
@@ -58,7 +58,7 @@ def simai_workload_of(candidate: TrainingCandidate) -> SimAIWorkload:
                     row = {"name": "moe_tp_comm", "fwd_comm": tp_comm, "ig_comm": tp_comm}
             layer_rows.append(row)
     if plan.pp == 1:  # rank 0 also holds the output layer
-        block = output_layer(model, gpu.name, layer_plan, system.calibration, system.compute_fraction)
+        block = output_layer(model, gpu, layer_plan, system.calibration, system.compute_fraction)
         layer_rows.append(
             {
                 "name": "output_layer",

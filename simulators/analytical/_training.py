@@ -32,7 +32,7 @@ import numpy as np
 
 from simulators.analytical._layer import adam_step_s, layer_blocks, output_layer, per_layer_plan
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
-from simulators.hardware import GpuSpec, get_gpu
+from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
@@ -314,7 +314,7 @@ class _LayerCosts:
 @cache
 def _layer_costs_of(
     model: ModelSpec,
-    gpu_name: str,
+    gpu: GpuSpec,
     network: Network,
     plan: ParallelPlan,
     layer_index: int,
@@ -322,7 +322,7 @@ def _layer_costs_of(
     fraction: float,
     host_s: float = 0.0,
 ) -> _LayerCosts:
-    blocks = layer_blocks(model, gpu_name, plan, layer_index, calibration, fraction)
+    blocks = layer_blocks(model, gpu, plan, layer_index, calibration, fraction)
     fwd = sum(block.forward_s for block in blocks)
     input_grad = sum(block.input_grad_s for block in blocks)
     weight_grad = sum(block.weight_grad_s for block in blocks)
@@ -416,7 +416,7 @@ def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
     plan = _per_stage_plan(candidate.plan)
     return _all_stages(
         candidate.model,
-        system.gpu.name,
+        system.gpu,
         system.fabric_network,
         plan,
         system.calibration,
@@ -428,7 +428,7 @@ def _stage_costs(candidate: TrainingCandidate) -> tuple[_StageCosts, ...]:
 @cache
 def _all_stages(
     model: ModelSpec,
-    gpu_name: str,
+    gpu: GpuSpec,
     network: Network,
     plan: ParallelPlan,
     calibration: str | None,
@@ -436,7 +436,7 @@ def _all_stages(
     host_s: float = 0.0,
 ) -> tuple[_StageCosts, ...]:
     return tuple(
-        _one_stage(model, gpu_name, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s)
+        _one_stage(model, gpu, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s)
         for stage in range(plan.pp)
     )
 
@@ -451,7 +451,7 @@ def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
 @cache
 def _one_stage(
     model: ModelSpec,
-    gpu_name: str,
+    gpu: GpuSpec,
     network: Network,
     plan: ParallelPlan,
     calibration: str | None,
@@ -460,13 +460,12 @@ def _one_stage(
     last: bool,
     host_s: float = 0.0,
 ) -> _StageCosts:
-    gpu = get_gpu(gpu_name)
     layer_plan = per_layer_plan(plan)
     costs = {}
     for kind, count in stage_layer_kinds(model, plan, stage).items():
         # One layer of each kind prices them all: dense layers come first, then MoE ones.
         index = model.layers - 1 if kind else 0
-        layer = _layer_costs_of(model, gpu_name, network, layer_plan, index, calibration, fraction, host_s)
+        layer = _layer_costs_of(model, gpu, network, layer_plan, index, calibration, fraction, host_s)
         costs[kind] = (layer, count)
     per_chunk = 1 / plan.vpp
     fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
@@ -474,7 +473,7 @@ def _one_stage(
     wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
     gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
     if last:  # the output layer, spread over the chunks
-        output = output_layer(model, gpu_name, layer_plan, calibration, fraction)
+        output = output_layer(model, gpu, layer_plan, calibration, fraction)
         fwd += per_chunk * output.forward_s
         bwd += per_chunk * output.input_grad_s
         wgt += per_chunk * output.weight_grad_s

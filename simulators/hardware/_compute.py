@@ -26,7 +26,6 @@ scores thousands of candidates at once); scalar inputs give a float. Units: seco
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
@@ -49,36 +48,17 @@ FLASH_BWD_FLOPS = 2.5  # backward / forward FLOPs of a FlashAttention kernel (se
 FLASH_BWD_KERNELS = 3  # FA2/FA3 backward: a dot(O, dO) preprocess, the main kernel, a dQ conversion
 
 
-@dataclass(frozen=True)
-class GemmTiling:
-    """The output tile one SM (CU) computes at a time, the K depth of one mainloop iteration in
-    bytes of input, and the fixed cost per tile in mainloop iterations."""
-
-    tile_m: int
-    tile_n: int
-    k_tile_bytes: int
-    fill_iterations: float
-
-
-# Tiles: CUTLASS's Hopper examples use 128x128 output tiles with 128-byte K steps (TileShape
-# 128x128x128 for fp8, 128x128x64 for bf16; examples/54_hopper_fp8_warp_specialized_gemm), as do
-# its Ampere and Volta defaults; hipBLASLt's large bf16 kernels on MI300X are MT256x256x64 or
-# MT256x224x64 (kernel names in public hipBLASLt tuning logs). cuBLAS picks among several tiles
-# per shape; one tile per family keeps the wave staircase of ml-engineering's "tile and wave
-# quantization" section (training/performance/README.md) without guessing its heuristics.
+# Tiles are GPU fields (gemm_tile_m, gemm_tile_n, gemm_k_tile_bytes in gpus.yaml, with their
+# sources: CUTLASS's 128x128 tiles with 128-byte K steps on NVIDIA, hipBLASLt's MT256x256x64 on
+# MI300X). cuBLAS picks among several tiles per shape; one tile per GPU keeps the wave staircase
+# of ml-engineering's "tile and wave quantization" section (training/performance/README.md)
+# without guessing its heuristics.
 # FILL_ITERATIONS = 3: the prologue of a multistage mainloop fills its shared-memory pipeline
 # before the first MMA and the epilogue drains the tile. 3 minimises the error against the Azure
 # AI-benchmarking-guide cuBLASLt sweeps (1024^3 to 32768^3 and three odd shapes on A100 fp16,
 # H100, H200 and GB200 fp8, each normalised to its own 16384^3 point; shapes >= 2048^3 within
-# 20%, the worst A100 2048^3); the sweeps do not separate the families, so one value serves all.
+# 20%, the worst A100 2048^3); the sweeps do not separate the GPUs, so one value serves all.
 FILL_ITERATIONS = 3.0
-GEMM_TILING = {
-    "volta": GemmTiling(128, 128, 128, FILL_ITERATIONS),
-    "ampere": GemmTiling(128, 128, 128, FILL_ITERATIONS),
-    "hopper": GemmTiling(128, 128, 128, FILL_ITERATIONS),
-    "blackwell": GemmTiling(128, 128, 128, FILL_ITERATIONS),
-    "cdna3": GemmTiling(256, 256, 128, FILL_ITERATIONS),
-}
 
 # Attention blocks: FA2/FA3 kernels for head_dim 128 step over 128-row blocks of Q (forward) or of
 # K/V (backward) and loop over the other sequence in blocks of about 128. One block of fill fits
@@ -201,21 +181,20 @@ def gemm_bytes(m, n, k, batch=1, precision: str = "bf16"):
 
 
 def _gemm_model_s(gpu: GpuSpec, peak_flops: float, precision: str, m, n, k, batch) -> np.ndarray:
-    tiling = GEMM_TILING[gpu.architecture]
     in_bytes = INPUT_BYTES[precision]
-    k_tile = tiling.k_tile_bytes / in_bytes
+    k_tile = gpu.gemm_k_tile_bytes / in_bytes
     # A GEMM with fewer rows than a tile runs a shorter tile (down to the 16-row tensor-core
     # instruction), as libraries pick for skinny shapes.
-    tile_m = np.minimum(tiling.tile_m, np.maximum(MIN_TILE_M, 2.0 ** np.ceil(np.log2(np.maximum(m, 1)))))
-    tiles = batch * np.ceil(m / tile_m) * np.ceil(n / tiling.tile_n)
+    tile_m = np.minimum(gpu.gemm_tile_m, np.maximum(MIN_TILE_M, 2.0 ** np.ceil(np.log2(np.maximum(m, 1)))))
+    tiles = batch * np.ceil(m / tile_m) * np.ceil(n / gpu.gemm_tile_n)
     waves = np.ceil(tiles / gpu.sm_count)
     sm_flops = peak_flops * gpu.gemm_efficiency_for(precision) / gpu.sm_count
-    iteration_s = 2.0 * tile_m * tiling.tile_n * k_tile / sm_flops
+    iteration_s = 2.0 * tile_m * gpu.gemm_tile_n * k_tile / sm_flops
     # Too few tiles to fill the SMs (skinny GEMMs: decode): libraries split K over the idle
     # SMs (split-K / stream-K), so each tile's mainloop is shared by that many SMs.
     k_iterations = np.ceil(k / k_tile)
     splits = np.clip(np.floor(gpu.sm_count / tiles), 1, k_iterations)
-    compute_s = waves * (np.ceil(k_iterations / splits) + tiling.fill_iterations) * iteration_s
+    compute_s = waves * (np.ceil(k_iterations / splits) + FILL_ITERATIONS) * iteration_s
     return np.maximum(compute_s, _stream_s(gpu, gemm_bytes(m, n, k, batch, precision))) + LAUNCH_OVERHEAD_S
 
 

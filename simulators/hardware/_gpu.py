@@ -3,14 +3,16 @@
 Units are in the field names: TFLOP/s are dense (no structured sparsity), bandwidths are per GPU
 and one direction, `nic_gbps` is gigabits per second, bandwidths in GB/s are 1e9 B/s, memory
 capacity is in GiB (2^30 B).
+
+Nothing in the simulators is keyed by a GPU's name or architecture: every property a kernel or
+collective model reads is a field here, so a GPU from a user's file (`hardware.gpu_catalog`)
+behaves as its figures say. Every field is required (a GPU file that leaves one out is an error).
 """
 
 from __future__ import annotations
 
-import statistics
 from functools import cache
 from importlib import resources
-from typing import Literal, get_args
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -18,17 +20,17 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from simulators._registry import Registry, load_catalog
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
-Architecture = Literal["volta", "ampere", "hopper", "blackwell", "cdna3"]
-ARCHITECTURES = get_args(Architecture)
 
 
 class GpuSpec(BaseModel):
     """One accelerator as its datasheet and market describe it."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    # Strict and finite: a user's GPU file is user input (no bool or string taken for a number);
+    # `aliases` stays lax so YAML lists become tuples.
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
-    name: str
-    aliases: tuple[str, ...] = ()
+    name: str = Field(min_length=1, max_length=255)
+    aliases: tuple[str, ...] = Field(default=(), strict=False)
     vendor: str
     bf16_tflops: float | None = Field(gt=0)
     fp16_tflops: float | None = Field(gt=0)
@@ -43,8 +45,17 @@ class GpuSpec(BaseModel):
     usd_per_gpu_hour: float = Field(gt=0)
     usd_as_of: str
     gemm_efficiency: float = Field(gt=0, le=1)
-    architecture: Architecture
+    architecture: str = Field(min_length=1)  # a label (hopper, cdna3...): nothing is keyed by it
     sm_count: int = Field(ge=1)
+    # The output tile one SM computes at a time and the input bytes of K per mainloop iteration
+    # (simulators/hardware/_compute.py: waves and pipeline fill).
+    gemm_tile_m: int = Field(ge=16)
+    gemm_tile_n: int = Field(ge=8)
+    gemm_k_tile_bytes: int = Field(ge=16)
+    # The GPU type whose fitted software-stack constants (fitted.yaml host_launch_s.per_gpu) this
+    # one takes: itself where it has its own; None, written out: no fitted type stands for it and
+    # it takes fitted.yaml's value for GPU types without measurements. Its source says why.
+    calibrated_like: str | None
     fp8_gemm_efficiency: float | None = Field(gt=0, le=1)
     fp4_gemm_efficiency: float | None = Field(gt=0, le=1)
     hbm_efficiency: float = Field(gt=0, le=1)
@@ -61,10 +72,21 @@ class GpuSpec(BaseModel):
     @model_validator(mode="after")
     def _every_number_has_a_source(self) -> GpuSpec:
         numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        missing = [k for k in numeric if k not in self.sources]
+        missing = [k for k in (*numeric, "calibrated_like") if k not in self.sources]
         if missing:
             raise ValueError(f"no source for {', '.join(missing)}")
+        fitted = _fitted()["host_launch_s"]["per_gpu"]
+        if self.calibrated_like is not None and self.calibrated_like not in fitted:
+            raise ValueError(
+                f"calibrated_like: {self.calibrated_like!r} has no fitted constants; allowed: {', '.join(fitted)}, "
+                "or null (the value for GPU types without measurements)"
+            )
         return self
+
+    def __hash__(self) -> int:
+        """Hash of a few figures: consistent with equality and cheap, since memoised cost
+        functions take the GPU itself (not its name) as part of their key."""
+        return hash((self.name, self.bf16_tflops, self.fp16_tflops, self.hbm_gbytes_per_s, self.sm_count))
 
     def peak_tflops(self, precision: str) -> float | None:
         """Dense tensor-core peak for a GEMM precision, or None where the GPU lacks it."""
@@ -116,16 +138,10 @@ def sustained_compute_fraction() -> float:
     return float(_fitted()["sustained_compute_fraction"]["value"])
 
 
-@cache
-def host_launch_s(gpu_name: str) -> float:
-    """Fitted host time a training framework spends per kernel it launches on `gpu_name`
-    (fitted.yaml `host_launch_s`): the GPU type's own value; else the median of the fitted
-    types of its architecture (an H200 runs the software stack of an H100 system); else the
-    value for GPU types without measurements."""
+def host_launch_s(gpu: GpuSpec) -> float:
+    """Fitted host time a training framework spends per kernel it launches on `gpu` (fitted.yaml
+    `host_launch_s`): the value of the GPU type its `calibrated_like` names (the catalogue says
+    why each GPU takes whose), or with None the value for GPU types without measurements."""
     entry = _fitted()["host_launch_s"]
-    per_gpu = {name: float(value) for name, value in entry["per_gpu"].items()}
-    if gpu_name in per_gpu:
-        return per_gpu[gpu_name]
-    architecture = get_gpu(gpu_name).architecture
-    kin = [value for name, value in per_gpu.items() if get_gpu(name).architecture == architecture]
-    return statistics.median(kin) if kin else float(entry["value"])
+    value = entry["value"] if gpu.calibrated_like is None else entry["per_gpu"][gpu.calibrated_like]
+    return float(value)

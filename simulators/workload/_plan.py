@@ -345,7 +345,7 @@ class TrainingSystem:
     @property
     def kernel_host_s(self) -> float:
         """The host time per launched kernel the model uses."""
-        return fitted_host_launch_s(self.gpu.name) if self.host_launch_s is None else self.host_launch_s
+        return fitted_host_launch_s(self.gpu) if self.host_launch_s is None else self.host_launch_s
 
     @property
     def fabric_network(self) -> Network:

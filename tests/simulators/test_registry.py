@@ -29,3 +29,24 @@ def test_registering_a_name_twice_raises():
     registry.register("a", 1, aliases=("b",))
     with pytest.raises(CatalogError, match="registered twice"):
         registry.register("B", 2)
+
+
+def test_a_catalogue_over_a_base_keeps_the_base_and_refuses_its_names():
+    from pydantic import BaseModel
+
+    from simulators._registry import catalog_of
+
+    class Entry(BaseModel):
+        name: str
+        aliases: tuple[str, ...] = ()
+        size: int
+
+    base = catalog_of([{"name": "a", "size": 1}], Entry, "thing", "base.yaml")
+    both = catalog_of([{"name": "b", "aliases": ["bee"], "size": 2}], Entry, "thing", "user.yaml", base=base)
+    assert list(both) == ["a", "b"] and both.lookup("BEE", "f").size == 2 and list(base) == ["a"]
+    with pytest.raises(CatalogError, match=r"^user\.yaml entry 0 \(x\): thing 'A' is registered twice"):
+        catalog_of([{"name": "x", "aliases": ["A"], "size": 3}], Entry, "thing", "user.yaml", base=base)
+    with pytest.raises(CatalogError, match=r"^user\.yaml entry 1 \(c\): size: required field is missing$"):
+        catalog_of([{"name": "b", "size": 2}, {"name": "c"}], Entry, "thing", "user.yaml")
+    with pytest.raises(CatalogError, match=r"^user\.yaml: holds dict; allowed: a list of thing mappings$"):
+        catalog_of({"name": "b"}, Entry, "thing", "user.yaml")

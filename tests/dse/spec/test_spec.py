@@ -53,7 +53,11 @@ def replace(*pairs):
             "objectives[1].metric",
             "needs training.train_tokens",
         ),
-        (replace("  gpu: [H100-SXM]", "  gpus: [H100-SXM]"), "hardware.gpus: unknown field", "allowed: gpu, num_gpus"),
+        (
+            replace("  gpu: [H100-SXM]", "  gpus: [H100-SXM]"),
+            "hardware.gpus: unknown field",
+            "allowed: gpu, gpu_catalog, num_gpus",
+        ),
         (replace("sampler: tpe", "sampler: cmaes"), "sampler: 'cmaes' is not allowed", "'nsga2'"),
         (
             replace("recompute: [none, full]", "recompute: [none, sometimes]"),

@@ -1,8 +1,11 @@
 """Block costs of one layer against closed forms and scaling."""
 
 from simulators.analytical._layer import layer_blocks, per_layer_plan
+from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.workload import ParallelPlan
+
+H100 = get_gpu("H100-SXM")
 
 
 def plan(**kw):
@@ -12,8 +15,8 @@ def plan(**kw):
 
 def test_blocks_split_the_layer_and_cost_less_per_rank_as_tp_grows():
     model = get_model("llama3-8b")
-    one = layer_blocks(model, "H100-SXM", per_layer_plan(plan(tp=1, dp=32, global_batch=64)), 0)
-    four = layer_blocks(model, "H100-SXM", per_layer_plan(plan(tp=4)), 0)
+    one = layer_blocks(model, H100, per_layer_plan(plan(tp=1, dp=32, global_batch=64)), 0)
+    four = layer_blocks(model, H100, per_layer_plan(plan(tp=4)), 0)
     assert [b.name for b in one] == ["attention", "mlp"]
     for a, b in zip(one, four):
         assert b.gemm_s < a.gemm_s
@@ -30,8 +33,8 @@ def test_per_layer_plan_keeps_only_what_a_layer_depends_on():
 
 def test_context_parallel_ranks_share_the_attention_at_smaller_kernel_sizes():
     model = get_model("llama3-8b")
-    one = layer_blocks(model, "H100-SXM", per_layer_plan(plan(tp=1, dp=8, global_batch=16, seq_len=8192)), 0)[0]
-    two = layer_blocks(model, "H100-SXM", per_layer_plan(plan(tp=1, cp=2, dp=4, global_batch=8, seq_len=8192)), 0)[0]
+    one = layer_blocks(model, H100, per_layer_plan(plan(tp=1, dp=8, global_batch=16, seq_len=8192)), 0)[0]
+    two = layer_blocks(model, H100, per_layer_plan(plan(tp=1, cp=2, dp=4, global_batch=8, seq_len=8192)), 0)[0]
     # Half the causal work each, but in smaller kernels: a little more than half the time.
     assert 0.5 * one.attention_fwd_s < two.attention_fwd_s < 0.6 * one.attention_fwd_s
     assert 0.5 * one.attention_bwd_s < two.attention_bwd_s < 0.6 * one.attention_bwd_s

@@ -8,7 +8,6 @@ import pytest
 from simulators import DseError
 from simulators.hardware import attention_time_s, elementwise_time_s, gemm_time_s, get_gpu, gpu_catalog
 from simulators.hardware._compute import (
-    GEMM_TILING,
     INPUT_BYTES,
     LAUNCH_OVERHEAD_S,
     OUTPUT_BYTES,
@@ -81,11 +80,11 @@ def test_fp8_gemm_runs_at_the_measured_fp8_fraction():
 
 
 def test_one_tile_more_than_a_full_wave_costs_a_full_extra_wave():
-    tiling = GEMM_TILING[H100.architecture]
+    tile_m, tile_n = H100.gemm_tile_m, H100.gemm_tile_n
     assert H100.sm_count == 132 == 12 * 11
     k = 16384
-    full = gemm_time_s(H100, 12 * tiling.tile_m, 11 * tiling.tile_n, k)  # 132 tiles: one wave
-    plus_one = gemm_time_s(H100, 7 * tiling.tile_m, 19 * tiling.tile_n, k)  # 133 tiles: two waves
+    full = gemm_time_s(H100, 12 * tile_m, 11 * tile_n, k)  # 132 tiles: one wave
+    plus_one = gemm_time_s(H100, 7 * tile_m, 19 * tile_n, k)  # 133 tiles: two waves
     assert plus_one / full == pytest.approx(2.0, rel=0.02)
     # ...while the FLOPs grew by 1/132 only.
     assert flops(7 * 128, 19 * 128, k) / flops(12 * 128, 11 * 128, k) == pytest.approx(133 / 132)

@@ -1,5 +1,7 @@
 """The GPU catalogue against the datasheet peaks quoted in ../shared/validation/README.md."""
 
+from pathlib import Path
+
 import pytest
 
 from simulators.hardware import PRECISIONS, get_gpu, gpu_catalog
@@ -65,3 +67,54 @@ def test_a_gpu_without_its_network_figures_is_an_error_not_a_default():
     a100, b200, mi300x = (Network.from_gpu(get_gpu(n)) for n in ("A100-80GB", "B200", "MI300X"))
     assert (a100.scaleup_efficiency, a100.nic_efficiency, a100.nvls) == (20.0 / 25, 23.5 / 25, False)
     assert b200.nvls and b200.nvls_efficiency == 0.74 and not mi300x.nvls
+
+
+def test_each_gpu_takes_the_fitted_host_time_its_calibrated_like_names():
+    """No default keyed by name or architecture: the GPU file says whose fitted value it takes
+    (its source says why), or null for the value of GPU types without measurements."""
+    import yaml
+
+    from simulators.hardware import host_launch_s
+
+    fitted = yaml.safe_load((Path(__file__).parents[3] / "simulators/hardware/fitted.yaml").read_text())
+    per_gpu, unmeasured = fitted["host_launch_s"]["per_gpu"], fitted["host_launch_s"]["value"]
+    for name in per_gpu:  # every fitted type takes its own value
+        assert get_gpu(name).calibrated_like == name
+    assert host_launch_s(get_gpu("H200")) == host_launch_s(get_gpu("H800")) == per_gpu["H100-SXM"]
+    assert host_launch_s(get_gpu("A100-40GB")) == per_gpu["A100-80GB"]
+    assert host_launch_s(get_gpu("V100-32GB")) == host_launch_s(get_gpu("MI300X")) == unmeasured
+    for gpu in gpu_catalog().values():
+        assert gpu.sources["calibrated_like"].strip(), gpu.name
+
+
+def test_calibrated_like_must_name_a_fitted_gpu_type_and_state_its_source():
+    from pydantic import ValidationError
+
+    from simulators.hardware import GpuSpec
+
+    fields = get_gpu("H200").model_dump()
+    with pytest.raises(ValidationError, match="calibrated_like: 'H9000' has no fitted constants; allowed: A100-80GB"):
+        GpuSpec(**{**fields, "calibrated_like": "H9000"})
+    sources = {k: v for k, v in fields["sources"].items() if k != "calibrated_like"}
+    with pytest.raises(ValidationError, match="no source for calibrated_like"):
+        GpuSpec(**{**fields, "sources": sources})
+
+
+def test_the_gemm_tile_is_a_gpu_field_the_wave_model_reads():
+    """MI300X's 256x256 tiles: a GEMM of 304 such tiles is one wave, one tile more is two."""
+    from simulators.hardware import gemm_time_s
+
+    mi300x = get_gpu("MI300X")
+    assert (mi300x.gemm_tile_m, mi300x.gemm_tile_n, mi300x.sm_count) == (256, 256, 304)
+    k = 16384
+    full = gemm_time_s(mi300x, 16 * 256, 19 * 256, k)  # 304 tiles
+    plus_one = gemm_time_s(mi300x, 5 * 256, 61 * 256, k)  # 305 tiles
+    assert plus_one / full == pytest.approx(2.0, rel=0.02)
+
+
+def test_equal_gpus_hash_alike_so_memoised_costs_are_shared():
+    from simulators.hardware import GpuSpec
+
+    h100 = get_gpu("H100-SXM")
+    copy = GpuSpec(**h100.model_dump())
+    assert copy == h100 and hash(copy) == hash(h100) and copy is not h100
