@@ -13,7 +13,7 @@ from typing import Any
 
 from dse.cost import Ownership, cost_metrics, ownership
 from dse.spec.resolved import ResolvedStudy
-from dse.spec.study import LengthSettings, ServingSettings
+from dse.spec.serving import LengthSettings, ServingSettings
 from simulators.serving import (
     Deployment,
     Pool,

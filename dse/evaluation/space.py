@@ -17,8 +17,8 @@ import pandas as pd
 from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
 
 from dse.errors import PlanError, SpecError
+from dse.spec.fields import IntRange, knob_values
 from dse.spec.resolved import ResolvedStudy
-from dse.spec.study import IntRange, knob_values
 from simulators.hardware import GpuSpec
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem

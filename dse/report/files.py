@@ -23,11 +23,11 @@ from dse.physical.validate import VALIDATION_FILE
 from dse.report.html_page import render_html
 from dse.report.png import write_pareto_png
 from dse.report.summary import summary_markdown
-from dse.search.engine import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.search.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
 from dse.search.journal import TRIALS_FILE, check_trials_kept, journal_storage
 from dse.search.pareto import pareto_mask
 from dse.search.studylock import study_lock
+from dse.search.trial_records import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.spec import Study, load_study
 from dse.spec.resolved import ResolvedStudy
 from dse.study import resolve_study

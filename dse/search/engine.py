@@ -32,13 +32,11 @@ from dse.search.executor import Executor, Usage, make_executor
 from dse.search.journal import check_trials_kept, journal_storage
 from dse.search.samplers import make_sampler, sampler_name
 from dse.search.studylock import study_lock
-from dse.spec.kind import StudyKind
+from dse.search.trial_records import OUTCOME_ATTR, counts, outcome_attrs, outcome_from_attrs, requeue_interrupted
 from dse.spec.resolved import ResolvedStudy
 
-OUTCOME_ATTR = "outcome"
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
 MIN_BATCH = 32  # the batch the search-quality figures were measured with (benchmarks/RESULTS.md)
-INTERRUPTED_ATTR = "interrupted"
 SPACE_ATTR = "search_space"
 SAMPLER_ATTR = "sampler"
 
@@ -106,7 +104,7 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
     # Before anything is written: a journal that lost trials (or is gone) leaves trials.csv as it is.
     if exists:
         study = optuna.load_study(study_name=spec.name, storage=storage)
-        finished = [t.number for t in study.get_trials(deepcopy=False) if _counts(t) and OUTCOME_ATTR in t.user_attrs]
+        finished = [t.number for t in study.get_trials(deepcopy=False) if counts(t) and OUTCOME_ATTR in t.user_attrs]
         check_trials_kept(settings.out_dir, finished, where)
     else:
         check_trials_kept(settings.out_dir, (), where)
@@ -179,12 +177,12 @@ def run_search(
     stopped = "trial budget reached"
     try:
         study = open_study(resolved, space, settings)
-        cache = _requeue_interrupted(study, resolved.kind)
+        cache = requeue_interrupted(study, resolved.kind)
         loop = _Loop(study, resolved, Evaluator(space), executor, shared, cache, on_trial)
         prior = [
             outcome_from_attrs(t.user_attrs[OUTCOME_ATTR], t.constraints)
             for t in study.get_trials(deepcopy=False)
-            if _counts(t) and OUTCOME_ATTR in t.user_attrs
+            if counts(t) and OUTCOME_ATTR in t.user_attrs
         ]
         loop.finished = len(prior)
         if on_start:
@@ -377,51 +375,9 @@ def _past(deadline: float | None) -> bool:
     return deadline is not None and _now() >= deadline
 
 
-def _counts(trial: optuna.trial.FrozenTrial) -> bool:
-    """Whether a stored trial is a finished evaluation (not one an interruption cut short)."""
-    return trial.state in (TrialState.COMPLETE, TrialState.FAIL) and not trial.user_attrs.get(INTERRUPTED_ATTR)
-
-
-def _requeue_interrupted(study: optuna.Study, kind: StudyKind) -> dict[tuple, tuple[int, Outcome]]:
-    """Fail trials an interruption left running and ask their candidates again (a trial whose
-    driver was killed while it was being asked holds only some knobs: it was never a candidate).
-
-    Returns the cache of finished evaluations, so a resumed study does not repeat them.
-    """
-    cache: dict[tuple, tuple[int, Outcome]] = {}
-    for trial in study.get_trials(deepcopy=False):
-        if trial.state == TrialState.RUNNING:
-            optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
-            study.tell(trial.number, state=TrialState.FAIL)
-            if set(kind.knobs) <= set(trial.params):
-                study.enqueue_trial(trial.params, skip_if_exists=False)
-        elif _counts(trial) and OUTCOME_ATTR in trial.user_attrs:
-            key = kind.params_key(trial.params)
-            if key not in cache and "duplicate_of" not in trial.user_attrs[OUTCOME_ATTR]:
-                cache[key] = (trial.number, outcome_from_attrs(trial.user_attrs[OUTCOME_ATTR], trial.constraints))
-    return cache
-
-
 def _objective_values(study: optuna.Study, objectives: tuple[str, ...], metrics: Mapping[str, float]) -> list[float]:
     """Objective values in study order. A plan that could not be simulated has no metrics: it
     is told the worst value of each direction, which the samplers never compare because its
     violated `plan_valid` constraint already ranks it below every feasible trial."""
     worst = [float("inf") if d == optuna.study.StudyDirection.MINIMIZE else float("-inf") for d in study.directions]
     return [metrics.get(name, w) for name, w in zip(objectives, worst)]
-
-
-def outcome_attrs(outcome: Outcome, duplicate_of: int | None = None) -> dict[str, Any]:
-    """What a trial stores of its outcome besides values and constraints (`outcome_from_attrs` reads it)."""
-    record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
-    if duplicate_of is not None:
-        record["duplicate_of"] = duplicate_of
-    return record
-
-
-def outcome_from_attrs(record: Mapping[str, Any], constraints: Mapping[str, float]) -> Outcome:
-    return Outcome(
-        metrics=record.get("metrics", {}),
-        constraints=dict(constraints),
-        reason=record.get("reason"),
-        error=record.get("error"),
-    )

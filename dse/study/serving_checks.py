@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from dse.errors import SpecError
+from dse.spec.fields import knob_values
 from dse.spec.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, regular_file
-from dse.spec.study import Study, knob_values
+from dse.spec.study import Study
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 from simulators.serving import load_trace, load_vidur_profile

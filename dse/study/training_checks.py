@@ -7,7 +7,8 @@ from __future__ import annotations
 import itertools
 
 from dse.errors import SpecError
-from dse.spec.study import Study, TokenBounds, knob_values
+from dse.spec.fields import TokenBounds, knob_values
+from dse.spec.study import Study
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 from simulators.workload import RECOMPUTE_MODULES, ep_problem, etp_problem, pp_problem, precision_problem, tp_problem

@@ -1,0 +1,117 @@
+"""The `dse` argument parser: its commands, their flags (checked by dse.cli.flags) and handlers."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from dse.cli import flags, listings
+from dse.cli.results import report_command, validate_command
+from dse.cli.simulate import simulate_command
+from dse.cli.studies import batch_command, search_command
+from dse.cli.workload import workload_export_command, workload_import_command, workload_ops_command
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = flags.OneLineParser(prog="dse", description="Design-space exploration for distributed AI systems.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    search = commands.add_parser("search", help="run a study: sweep the space, write the Pareto front")
+    search.add_argument("spec", type=Path, help="study spec (YAML), e.g. search_spaces/llama70b.yaml")
+    search.add_argument("--trials", type=flags.TRIALS, help="trial budget (total, counting a resumed study's trials)")
+    search.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop after S seconds")
+    search.add_argument("--seed", type=flags.SEED, help="sampler seed")
+    search.add_argument("--out", type=Path, metavar="DIR", help="output directory (default reports/<name>)")
+    search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in DIR)")
+    search.add_argument(
+        "--ray-address",
+        default="local",
+        metavar="ADDR",
+        help="'local' (default: start a private Ray for this run, loopback only), an address to join a cluster, "
+        "'auto' to join the one RAY_ADDRESS names, 'off' to evaluate in this process",
+    )
+    search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
+    search.add_argument(
+        "--cache", type=Path, metavar="FILE", help="content-addressed outcome cache shared with other runs (JSON lines)"
+    )
+    search.set_defaults(handler=search_command)
+
+    batch = commands.add_parser(
+        "batch", help="run many studies at once on one Ray cluster, sharing one cache; write a combined report"
+    )
+    batch.add_argument("specs", type=Path, nargs="+", metavar="SPEC", help="study specs, e.g. search_spaces/*.yaml")
+    batch.add_argument("--trials", type=flags.TRIALS, help="trial budget of every study")
+    batch.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop every study after S seconds")
+    batch.add_argument("--seed", type=flags.SEED, help="sampler seed of every study")
+    batch.add_argument(
+        "--out", type=Path, metavar="DIR", default=Path("reports/batch"), help="batch directory (default reports/batch)"
+    )
+    batch.add_argument("--ray-address", default="local", metavar="ADDR", help="as for dse search")
+    batch.add_argument("--resume", action="store_true", help="continue every study of the batch in DIR")
+    batch.set_defaults(handler=batch_command)
+
+    report = commands.add_parser(
+        "report", help="re-render a study's reports (HTML, PNG, summary, tables) from its directory"
+    )
+    report.add_argument("dir", type=Path, metavar="DIR", help="the study's output directory, e.g. reports/llama70b")
+    report.set_defaults(handler=report_command)
+
+    candidate = flags.OneLineParser(add_help=False)  # how simulate and export name one candidate
+    candidate.add_argument("spec", type=Path, help="study spec (YAML)")
+    candidate.add_argument("--set", action="append", default=[], metavar="KNOB=VALUE", help="choose a knob value")
+    candidate.add_argument("--config", metavar="best", help="'best': the first row of the study's pareto.csv")
+    candidate.add_argument("--study", type=Path, metavar="DIR", help="the study's output directory (for --config)")
+
+    simulate = commands.add_parser(
+        "simulate", parents=[candidate], help="evaluate one candidate and show its full breakdown"
+    )
+    simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.set_defaults(handler=simulate_command)
+
+    workload = commands.add_parser("workload", help="SimAI/AICB workload files")
+    workload_commands = workload.add_subparsers(dest="workload_command", required=True, metavar="ACTION")
+    imported = workload_commands.add_parser("import", help="time a SimAI/AICB workload file with dse's network model")
+    imported.add_argument("file", type=Path, help="a SimAI workload text file")
+    imported.add_argument("--gpu", required=True, help="GPU type of the cluster (see dse gpus)")
+    imported.add_argument("--json", action="store_true", help="print one JSON object")
+    imported.set_defaults(handler=workload_import_command)
+
+    exported = workload_commands.add_parser(
+        "export", parents=[candidate], help="write one candidate as a SimAI/AICB workload file"
+    )
+    exported.add_argument("--format", choices=["simai"], default="simai", help="file format (simai)")
+    exported.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the workload")
+    exported.set_defaults(handler=workload_export_command)
+
+    listed = workload_commands.add_parser(
+        "ops", parents=[candidate], help="list one candidate's operations per layer and phase (FLOPs, bytes)"
+    )
+    listed.add_argument("--csv", type=Path, metavar="FILE", help="write every operation to FILE")
+    listed.set_defaults(handler=workload_ops_command)
+
+    models = commands.add_parser("models", help="list the model zoo")
+    models.set_defaults(handler=listings.models)
+    gpus = commands.add_parser("gpus", help="list the GPU catalogue")
+    gpus.set_defaults(handler=listings.gpus)
+    validate = commands.add_parser("validate", help="replay the best candidates' collectives on real NICs or TCP")
+    validate.add_argument("dir", type=Path, nargs="?", help="a study's output directory (reports/<study>)")
+    validate.add_argument("--top", type=flags.TOP, default=3, help="Pareto candidates to replay (default 3)")
+    validate.add_argument("--transport", choices=("tcp", "rdma"), default="tcp")
+    validate.add_argument("--ray-address", default=None, help="run one rank per node of this Ray cluster")
+    validate.add_argument(
+        "--max-ranks", type=flags.MAX_RANKS, default=8, help="ranks per replayed collective (default 8)"
+    )
+    validate.add_argument(
+        "--max-mb", type=flags.MAX_MB, default=64, help="bytes per replayed collective, MiB (default 64)"
+    )
+    validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
+    validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
+    validate.set_defaults(handler=validate_command)
+    topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
+    topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
+    topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --simai)")
+    topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --simai)")
+    topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --simai)")
+    topologies.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --simai)")
+    topologies.set_defaults(handler=listings.topologies)
+    return parser

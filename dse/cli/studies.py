@@ -1,0 +1,219 @@
+"""`dse search` and `dse batch`: run studies with a live progress table, then print the front."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from dse import paths
+from dse._text import short
+from dse.cli.exits import EXIT_INTERRUPTED
+from dse.cli.listings import new_table
+
+
+def search_command(args: argparse.Namespace, console: Console) -> int:
+    from dse.cli.progress import SearchProgress
+    from dse.evaluation.space import SearchSpace
+    from dse.report.files import write_reports
+    from dse.search.engine import RunSettings, run_search
+    from dse.search.studylock import study_lock
+    from dse.spec import load_study
+    from dse.study import resolve_study
+
+    study = load_study(
+        args.spec,
+        **{
+            "budget.trials": args.trials,
+            "budget.timeout_s": args.timeout,
+            "seed": args.seed,
+            "output": str(args.out) if args.out else None,
+            "storage": args.storage,
+        },
+    )
+    paths.spec_paths(None if args.out else study.output, None if args.storage else study.storage, study.output_dir)
+    resolved = resolve_study(study)
+    _check_outputs(args, study)
+    SearchSpace.from_study(resolved).check_runnable()  # refused before the header, as other bad specs
+    settings = RunSettings(study.output_dir, study.storage, args.ray_address, args.resume)
+    console.print(_header(resolved, settings))
+    with study_lock(settings.out_dir):  # one hold from the first trial to the last report
+        with SearchProgress(console) as progress:
+            row = progress.row(resolved)
+            start = _on_open(resolved, row)
+            summary = run_search(resolved, settings, on_trial=row.trial, on_start=start, shared=_cache(args.cache))
+        trials, front = write_reports(summary.study, resolved, settings.out_dir)
+    console.print(_front_table(front, resolved))
+    console.print(
+        f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run"
+        + (f", asked {summary.batch_size} at a time" if summary.batch_size else "")
+        + "), "
+        f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front"
+        + (f"; {summary.shared_hits} outcomes from the shared cache" if args.cache else "")
+        + f"\n{summary.usage.describe(summary.wall_s)}\nwrote {written(settings.out_dir)}"
+    )
+    if summary.stopped_because == "interrupted":
+        console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _check_outputs(args: argparse.Namespace, study) -> None:
+    """Every place the search writes, checked before it starts (dse.paths)."""
+    from dse.report.files import JOURNAL_FILE
+
+    paths.output_dir(study.output_dir, "--out" if args.out else "output")
+    if study.storage:
+        paths.storage(study.storage, "--storage" if args.storage else "storage")
+    else:
+        paths.journal(study.output_dir / JOURNAL_FILE, "--out" if args.out else "output")
+    if args.cache is not None:
+        paths.output_file(args.cache, "--cache")
+
+
+def _on_open(resolved, row, total=None):
+    """What happens when a study is open: its spec is saved (so even a killed run can be
+    reported) and its progress row starts (and, in a batch, the total row grows)."""
+    from dse.report.files import save_spec
+
+    def start(trials: int, prior: list) -> None:
+        save_spec(resolved.study, resolved.study.output_dir)
+        row.start(trials, prior)
+        if total is not None:
+            total.add_total(trials, len(prior))
+
+    return start
+
+
+def _cache(path: Path | None):
+    """The shared outcome cache a run reads and extends, when one is named."""
+    from dse.search.cache import SharedCache
+
+    return SharedCache(path) if path is not None else None
+
+
+def batch_command(args: argparse.Namespace, console: Console) -> int:
+    from dse.cli.progress import SearchProgress
+    from dse.report.batch import write_batch_dir
+    from dse.search.batch import CACHE_FILE, load_batch, run_batch
+    from dse.search.engine import RunSettings
+
+    overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
+    paths.output_dir(args.out, "--out")
+    studies = load_batch(args.specs, args.out, overrides)
+    shared = f"shared cache {args.out / CACHE_FILE}"
+    console.print(Text.assemble(("batch", "bold"), f" of {len(studies)} studies; output {args.out}; {shared}"))
+    for _, resolved in studies:
+        console.print(_header(resolved, RunSettings(resolved.study.output_dir)))
+    with SearchProgress(console) as progress:
+        rows = {r.study.name: progress.row(r, short(r.study.name)) for _, r in studies}
+        total = progress.row(None, "total")
+
+        def on_study(resolved):
+            row = rows[resolved.study.name]
+            return _on_open(resolved, row, total), row.trial
+
+        result = run_batch(studies, args.out, args.ray_address, args.resume, on_study)
+    runs = {
+        run.resolved.study.name: {
+            "simulated": run.summary.evaluated,
+            "shared_hits": run.summary.shared_hits,
+            "wall_s": round(run.summary.wall_s, 2),
+            "trials_per_s": round(run.summary.finished / max(run.summary.wall_s, 1e-9), 1),
+            "stopped_because": run.summary.stopped_because,
+        }
+        for run in result.runs
+    }
+    reports = write_batch_dir(args.out, runs)
+    shown = new_table(
+        "Studies", ["study", "trials", "feasible", "front", "simulated", "from cache", "trials/s", "stopped"]
+    )
+    for report in reports:
+        run = runs[report.resolved.study.name]
+        shown.add_row(
+            short(report.resolved.study.name),
+            str(len(report.trials)),
+            str(int(report.trials["feasible"].sum())),
+            str(len(report.front)),
+            str(run["simulated"]),
+            str(run["shared_hits"]),
+            f"{run['trials_per_s']:g}",
+            run["stopped_because"],
+        )
+    console.print(shown)
+    simulated = sum(r["simulated"] for r in runs.values())
+    finished = sum(r.summary.finished for r in result.runs)
+    console.print(
+        f"{finished} trials in {result.wall_s:.1f} s ({finished / max(result.wall_s, 1e-9):,.0f} trials/s), "
+        f"{simulated} simulated, {sum(r['shared_hits'] for r in runs.values())} from the shared cache "
+        f"({result.cached_before} outcomes in it at the start)\n{result.usage.describe(result.wall_s)}\n"
+        f"wrote {args.out}/: batch.html, batch.md, fronts.csv, studies.csv, and each study's directory"
+    )
+    if any(r.summary.stopped_because == "interrupted" for r in result.runs):
+        again = " ".join(map(str, args.specs)) + (f" --trials {args.trials}" if args.trials else "")
+        console.print(f"resume with: dse batch {again} --out {args.out} --resume")
+        return EXIT_INTERRUPTED
+    return 0
+
+
+def _header(resolved, settings) -> Text:
+    from dse.evaluation.space import SearchSpace
+
+    study = resolved.study
+    space = SearchSpace.from_study(resolved)
+    objectives = ", ".join(f"{d[:3]} {m}" for m, d in zip(resolved.objectives, resolved.directions))
+    what = resolved.kind.describe(study)
+    return Text.assemble(
+        (short(study.name), "bold"),
+        f": {study.mode} of {short(resolved.model.name)}, {what}; "
+        f"{space.size} candidates; objectives: {objectives}\n"
+        f"budget {study.budget.trials} trials"
+        + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
+        + f", sampler {_mode(study.sampler, space, study.budget.trials)}, seed {study.seed}; "
+        f"output {settings.out_dir}\n"
+        f"kernels at {resolved.compute_fraction:.3g} of the modelled speed"
+        + (
+            " (hardware.compute_fraction)"
+            if study.hardware.compute_fraction
+            else " (measured kernel times)"
+            if study.hardware.calibration
+            else " (fitted: simulators/hardware/fitted.yaml)"
+        ),
+    )
+
+
+def _mode(sampler: str, space, trials: int) -> str:
+    """The sampler as the study will run it: `grid` is the exact front, evaluated in bulk."""
+    from dse.search.samplers import sampler_name
+
+    chosen = sampler_name(sampler, space, trials)
+    shown = "grid (exact front: every distinct plan, no sampler)" if chosen == "grid" else chosen
+    return shown if sampler == chosen else f"{sampler} -> {shown}"
+
+
+def _front_table(front, resolved) -> Table:
+    """The front with every knob the study varies (so no two rows look alike without reason)."""
+    from dse.evaluation.space import SearchSpace
+
+    space = SearchSpace.from_study(resolved)
+    shown = [k for k in space.knobs if len(space.values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]
+    if "dp" in front:
+        shown.insert(shown.index("pp") + 1, "dp")
+    extra = resolved.kind.shown_metrics
+    metrics = [*resolved.objectives, *(m for m in extra if m not in resolved.objectives)]
+    table = new_table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
+    for _, row in front.head(25).iterrows():
+        table.add_row(*(str(row[c]) for c in shown), *(f"{row[m]:.4g}" for m in metrics))
+    if len(front) > 25:
+        table.caption = f"{len(front) - 25} more rows in pareto.csv"
+    return table
+
+
+def written(out_dir: Path) -> str:
+    """The report files, as one line under the study's table."""
+    names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "fidelity.csv", "validation.csv")
+    names += ("trials.csv", "trials.parquet", "spec.yaml")
+    return f"{out_dir}/: {', '.join(n for n in names if (out_dir / n).exists())}"

@@ -1,0 +1,88 @@
+"""The spec's training sections: the settings of every candidate and the knobs searched."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+from pydantic import (
+    Field,
+    field_validator,
+)
+
+from dse.spec.fields import (
+    MAX_COUNT,
+    MAX_TOKENS,
+    Count,
+    Frozen,
+    IntKnob,
+    TokenBounds,
+    non_empty_unique,
+    one_of,
+    positive_knob,
+)
+from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
+
+
+class TrainingSettings(Frozen):
+    seq_len: int = Field(default=4096, ge=1, le=MAX_TOKENS)
+    precision: Literal["fp16", "bf16", "fp8", "fp4"] = "bf16"
+    train_tokens: float | None = Field(default=None, gt=0, le=1e18)
+    global_batch_tokens: TokenBounds | None = None
+    overlap_grad_reduce: bool = True
+    overlap_param_gather: bool = True
+    # Megatron's --decoder-first/last-pipeline-num-layers: transformer layers of the first and
+    # last pipeline stage (the middle stages share the rest equally); null: not set.
+    first_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    last_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
+    # Megatron's --pipeline-model-parallel-layout: transformer layers of each virtual stage, in
+    # model order (pp*vpp entries; the embedding goes on the first, the loss on the last).
+    pipeline_layout: list[Count] | None = Field(default=None, max_length=2**16)
+    # What recompute "selective" reruns (Megatron's --recompute-modules; default its default).
+    recompute_modules: list[str] = ["core_attn"]
+    # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel
+    # traffic) instead of fp32 main gradients.
+    grad_reduce_in_bf16: bool = False
+    # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration):
+    # no kernel waits for the host.
+    cuda_graphs: bool = False
+
+    @field_validator("recompute_modules")
+    @classmethod
+    def _modules(cls, values: list[str]) -> list[str]:
+        return one_of(values, RECOMPUTE_MODULES)
+
+
+class TrainingSearch(Frozen):
+    """Knobs of a training study; hardware.num_gpus and the fabric's families and NIC speeds are
+    searched too."""
+
+    DEFAULT_OBJECTIVES: ClassVar = ({"metric": "tokens_per_s_per_gpu"}, {"metric": "usd_per_mtok"})
+    SEARCHES_HARDWARE: ClassVar = True
+    kind: Literal["training"] = Field(default="training", exclude=True)  # set from the study's mode
+    tp: IntKnob = [1, 2, 4, 8]
+    pp: IntKnob = [1, 2, 4, 8]
+    cp: IntKnob = [1]
+    ep: IntKnob = [1]
+    etp: IntKnob = [1]
+    vpp: IntKnob = [1]
+    micro_batch: IntKnob = [1, 2]
+    global_batch: IntKnob = [1024]
+    recompute: list[str] = ["none", "full"]
+    pipeline_split: list[str] = ["even"]
+    schedule: list[str] = ["1f1b"]
+    sequence_parallel: list[bool] = [True]
+    zero_stage: list[int] = [1]
+
+    _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch")(positive_knob)
+    _unique = field_validator("sequence_parallel")(non_empty_unique)
+
+    @field_validator("recompute", "pipeline_split", "schedule", "zero_stage")
+    @classmethod
+    def _choices(cls, values: list, info) -> list:
+        allowed = {
+            "recompute": RECOMPUTE_MODES,
+            "pipeline_split": PIPELINE_SPLITS,
+            "schedule": SCHEDULES,
+            "zero_stage": ZERO_STAGES,
+        }
+        return one_of(values, allowed[info.field_name])
