@@ -32,6 +32,33 @@ seed: 7
 """
 
 
+# A small inference study: 2 tp x 2 replica counts x 2 schedulers, with and without disaggregation.
+SERVING_SPEC = """
+name: tiny-serving
+mode: inference
+model: llama3-8b
+serving:
+  requests: 300
+  prompt: {dist: uniform, low: 64, high: 1024}
+  output: {dist: uniform, low: 8, high: 128}
+  ttft_p90_s: 1.0
+  tbt_p99_s: 0.1
+hardware:
+  gpu: [H100-SXM]
+search:
+  tp: [1, 2]
+  replicas: [1, 2]
+  scheduler: [vllm, sarathi]
+  disaggregated: [false, true]
+  decode_tp: [1, 2]
+budget:
+  trials: 12
+  batch_size: 4
+sampler: tpe
+seed: 5
+"""
+
+
 # One candidate of TINY_SPEC: every knob set (8 H100s, tp=pp=1, 8 micro-batches of 1).
 TINY_PARAMS = {
     "gpu": "H100-SXM",

@@ -18,31 +18,7 @@ from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.serving import Deployment, Pool, Requests, capacity_search, simulate_deployment
 from simulators.serving._deployment import pool_costs
-
-SERVING_SPEC = """
-name: tiny-serving
-mode: inference
-model: llama3-8b
-serving:
-  requests: 300
-  prompt: {dist: uniform, low: 64, high: 1024}
-  output: {dist: uniform, low: 8, high: 128}
-  ttft_p90_s: 1.0
-  tbt_p99_s: 0.1
-hardware:
-  gpu: [H100-SXM]
-search:
-  tp: [1, 2]
-  replicas: [1, 2]
-  scheduler: [vllm, sarathi]
-  disaggregated: [false, true]
-  decode_tp: [1, 2]
-budget:
-  trials: 12
-  batch_size: 4
-sampler: tpe
-seed: 5
-"""
+from tests.conftest import SERVING_SPEC
 
 
 def candidate(**changes):
