@@ -179,6 +179,15 @@ def schedule_of(op: str, world: int, nbytes: int, algorithm: str | None = None) 
     )
 
 
+def replay_algorithm(op: str, world: int, algorithm: str) -> str:
+    """The algorithm a replay of `op` on `world` ranks runs for `algorithm`: itself (canonical
+    name) where ranks alone can run its schedule, else the op's default."""
+    try:
+        return _transfers(op, world, algorithm).algorithm
+    except SpecError:
+        return DEFAULT_ALGORITHMS[op]
+
+
 def check_op(op: str) -> None:
     if op not in OPS:
         raise SpecError(f"op: {op!r} cannot be replayed; allowed: {', '.join(OPS)}")

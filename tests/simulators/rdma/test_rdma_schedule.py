@@ -7,7 +7,17 @@ import numpy as np
 import pytest
 
 from simulators._errors import SpecError
-from simulators.rdma import OPS, Plan, Schedule, Step, Traffic, bucket_sizes, round_nbytes, schedule_of
+from simulators.rdma import (
+    OPS,
+    Plan,
+    Schedule,
+    Step,
+    Traffic,
+    bucket_sizes,
+    replay_algorithm,
+    round_nbytes,
+    schedule_of,
+)
 from simulators.rdma._executor import expected_message, expected_results, lockstep, pattern
 
 
@@ -140,3 +150,10 @@ def test_algorithms_the_ranks_cannot_run_are_one_line_naming_those_they_can():
         schedule_of("all_reduce", 4, 4 * 4 * 8, "nvls")
     with pytest.raises(SpecError, match=r"^algorithm: 'double_binary_tree' does not implement op 'all_gather'"):
         schedule_of("all_gather", 4, 4 * 8, "tree")
+
+
+def test_a_replay_runs_the_chosen_algorithm_where_ranks_alone_can():
+    assert replay_algorithm("all_reduce", 4, "tree") == "double_binary_tree"
+    assert replay_algorithm("all_to_all", 4, "direct") == "direct"
+    assert replay_algorithm("all_reduce", 4, "nvls") == "ring"  # the switch reduces: no rank can stand in
+    assert replay_algorithm("reduce_scatter", 4, "halving_doubling") == "ring"  # strided chunks
