@@ -32,7 +32,7 @@ def _all_reduce(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     inverse_bw = np.maximum(np.where(g > 1, 2 / bw[0], 0.0), np.where(N > 1, network_factor / (g * bw[top]), 0.0))
     levels = len(bw)
     return Recipe(
-        family="tree",
+        family="double_binary_tree",
         calls=(group.ranks > 1).astype(float),
         steps=at_level(2 * (g - 1), 0, levels) + at_level(2 * np.floor(np.log2(N)), top, levels),
         transfer_s=nbytes * inverse_bw,
