@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -71,11 +72,18 @@ class Algorithm:
         for field, value in (("ranks", ranks), ("per_domain", per_domain)):
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SpecError(f"{field}: {value!r} is not allowed; allowed: integers >= 1")
-        if ranks == 1:
-            return Schedule(op, self.name, 1, 1, 1, ())
-        chunks, transfers = self.schedules[op](ranks, per_domain)
-        nodes = 1 + max(max(t.src, t.dst) for t in transfers)
-        return Schedule(op, self.name, ranks, per_domain, chunks, tuple(transfers), max(0, nodes - ranks))
+        return _schedule(self.name, op, ranks, per_domain)
+
+
+@lru_cache(maxsize=1024)
+def _schedule(name: str, op: str, ranks: int, per_domain: int) -> Schedule:
+    """Memoised (schedules are immutable): every group of a packet run asks for the same one."""
+    algorithm = ALGORITHMS[name]
+    if ranks == 1:
+        return Schedule(op, algorithm.name, 1, 1, 1, ())
+    chunks, transfers = algorithm.schedules[op](ranks, per_domain)
+    nodes = 1 + max(max(t.src for t in transfers), max(t.dst for t in transfers))
+    return Schedule(op, algorithm.name, ranks, per_domain, chunks, tuple(transfers), max(0, nodes - ranks))
 
 
 ALGORITHMS: Registry[Algorithm] = Registry("collective algorithm")

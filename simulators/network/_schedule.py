@@ -23,16 +23,17 @@ domain d, with an out buffer of C chunks that starts empty.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from simulators._errors import SpecError
 
 
-@dataclass(frozen=True)
-class Transfer:
+class Transfer(NamedTuple):
     """`src` sends chunks `source` of its out buffer (of its in buffer when `from_input`) to
     `dst`, which stores them in its out buffer at `chunks` or, when `reduce`, adds them there.
     It starts once the transfers `after` (indices into the schedule, all earlier) have arrived.
-    `step` is the algorithm step it belongs to, the unit of the cost recipe's latency term."""
+    `step` is the algorithm step it belongs to, the unit of the cost recipe's latency term.
+    (A NamedTuple: a large ring lists tens of thousands.)"""
 
     src: int
     dst: int
@@ -63,13 +64,15 @@ class Schedule:
     switches: int = 0
 
     def __post_init__(self) -> None:
-        nodes = self.ranks + self.switches
-        for i, t in enumerate(self.transfers):
-            bad = [a for a in t.after if not 0 <= a < i]
-            if bad or not (0 <= t.src < nodes and 0 <= t.dst < nodes and t.src != t.dst):
+        nodes, transfers = self.ranks + self.switches, self.transfers
+        for i, t in enumerate(transfers):
+            if not (0 <= t.src < nodes and 0 <= t.dst < nodes and t.src != t.dst) or (
+                t.after and not (0 <= min(t.after) and max(t.after) < i)
+            ):
                 raise SpecError(f"schedule {self.algorithm} {self.op}: transfer {i} ({t}) is not allowed")
-            if any(self.transfers[a].step > t.step for a in t.after):
-                raise SpecError(f"schedule {self.algorithm} {self.op}: transfer {i} is in a step before its inputs")
+            for a in t.after:
+                if transfers[a].step > t.step:
+                    raise SpecError(f"schedule {self.algorithm} {self.op}: transfer {i} is in a step before its inputs")
 
     @property
     def steps(self) -> int:
@@ -120,14 +123,15 @@ def ring_pass(b: Builder, members, parts, shift: int, first_step: int, reduce: b
     the member's own data, which they made). With shift 0 a reducing pass leaves member i with
     part i + 1 fully reduced, with shift 1 with part i; a copying pass with shift 0 circulates
     part i of every member i. Returns, per member, every transfer it received, in order."""
-    n, entry = len(members), entry or {}
+    n, entry, transfers = len(members), entry or {}, b.transfers
+    own = {m: tuple(entry.get(m, ())) for m in members}
     got: dict = {m: [] for m in members}
     for k in range(n - 1):
-        before = {m: (got[m][-1:] if k else []) + (list(entry.get(m, ())) if reduce or not k else []) for m in members}
+        last = {m: (got[m][-1],) + (own[m] if reduce else ()) for m in members} if k else own
         for i, m in enumerate(members):
-            after = before[m]
             nxt = members[(i + 1) % n]
-            got[nxt].append(b.add(m, nxt, parts[(i - k - shift) % n], first_step + k, after, reduce=reduce))
+            got[nxt].append(len(transfers))
+            transfers.append(Transfer(m, nxt, parts[(i - k - shift) % n], first_step + k, last[m], reduce))
     return got
 
 

@@ -44,14 +44,14 @@ def collective_flows(
             f"switches: {len(switches)} given; allowed: {schedule.switches} (one per NVLink domain) for {algorithm}"
         )
     nodes = list(ranks) + list(switches)
-    chunks = schedule.chunks
+    sizes = {k: max(1, nbytes * k // schedule.chunks) for k in {len(t.chunks) for t in schedule.transfers}}
     return [
         Flow(
             route(nodes[t.src], nodes[t.dst]),
-            max(1, nbytes * len(t.chunks) // chunks),
+            sizes[len(t.chunks)],
             mtu_bytes,
             start_s,
-            tuple(offset + a for a in t.after),
+            tuple([offset + a for a in t.after]),
         )
         for t in schedule.transfers
     ]

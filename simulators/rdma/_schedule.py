@@ -17,7 +17,7 @@ checkable byte for byte; every chunk is therefore a whole number of int32s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 
 from simulators._errors import SpecError
@@ -157,15 +157,11 @@ def schedule_of(op: str, world: int, nbytes: int, algorithm: str | None = None) 
     rounds = _rounds(shared)
     steps = [[Step(None, "out", 0, 0, None, 0, 0, False) for _ in range(1 + max(rounds))] for _ in range(world)]
     for t, k in zip(shared.transfers, rounds):
-        send, recv = steps[t.src][k], steps[t.dst][k]
+        lo, hi = _span(t.sent, size)
         buf = "in" if t.from_input else "out"
-        steps[t.src][k] = Step(
-            t.dst, buf, *_span(t.sent, size), send.recv_peer, send.recv_lo, send.recv_hi, send.reduce
-        )
-        recv = steps[t.dst][k]
-        steps[t.dst][k] = Step(
-            recv.send_peer, recv.send_buf, recv.send_lo, recv.send_hi, t.src, *_span(t.chunks, size), t.reduce
-        )
+        steps[t.src][k] = replace(steps[t.src][k], send_peer=t.dst, send_buf=buf, send_lo=lo, send_hi=hi)
+        lo, hi = _span(t.chunks, size)
+        steps[t.dst][k] = replace(steps[t.dst][k], recv_peer=t.src, recv_lo=lo, recv_hi=hi, reduce=t.reduce)
     return Schedule(
         op,
         world,
