@@ -75,7 +75,7 @@ class Algorithm:
         return _schedule(self.name, op, ranks, per_domain)
 
 
-@lru_cache(maxsize=1024)
+@lru_cache(maxsize=64)  # a 128-rank ring all-reduce lists 32,512 transfers
 def _schedule(name: str, op: str, ranks: int, per_domain: int) -> Schedule:
     """Memoised (schedules are immutable): every group of a packet run asks for the same one."""
     algorithm = ALGORITHMS[name]
