@@ -2,9 +2,10 @@
 
 The first `top` candidates of the Pareto front (in the order of the first objective) have their
 collectives run on their fabric by the packet simulator, every group of the step at once
-(simulators.packet congestion factors); the training timeline is re-run with those collectives
-slowed by their factors, and both evaluations are reported side by side with each candidate's
-rank under either (`fidelity.csv`, and a section of report.html)."""
+(simulators.packet congestion factors), each by the algorithm the analytical model chose for it
+(named in the `factors` column); the training timeline is re-run with those collectives slowed
+by their factors, and both evaluations are reported side by side with each candidate's rank
+under either (`fidelity.csv`, and a section of report.html)."""
 
 from __future__ import annotations
 
@@ -43,7 +44,9 @@ def packet_fidelity(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFram
             record[f"{metric}_analytical"] = row[metric]
             record[f"{metric}_packet"] = packet.metrics.get(metric)
         record["largest_factor"] = max((f.factor for f in factors), default=1.0)
-        record["factors"] = "; ".join(f"{f.op} {f.ranks}x{f.stride}: {f.factor:.3g}" for f in factors) or "none"
+        record["factors"] = (
+            "; ".join(f"{f.op} {f.ranks}x{f.stride} {f.algorithm}: {f.factor:.3g}" for f in factors) or "none"
+        )
         rows.append(record)
     table = pd.DataFrame(rows)
     first, direction = resolved.objectives[0], resolved.directions[0]

@@ -6,7 +6,9 @@ that the replay knows (all-reduce, all-gather, reduce-scatter, all-to-all; simul
 on this machine's ranks (local processes, or Ray actors one per node with `--ray-address`) over
 TCP or RDMA. A machine rarely has a job's GPU count or its gigabytes of gradients, so a
 collective replays on at most `max_ranks` ranks and `message_cap_bytes` bytes, and the model's
-prediction is for that same size and rank count on the candidate's network: the comparison is of
+prediction is for that same size and rank count on the candidate's network, by the algorithm the
+analytical model chose for the collective where ranks alone can run it (not NVLS, which reduces in
+the switch; otherwise ring, pairwise for all-to-all; column `algorithm`): the comparison is of
 the network model against the transport it runs on. `validation.csv` holds predicted and
 measured times, the error and both bus bandwidths (nccl-tests conventions).
 
@@ -29,7 +31,7 @@ from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from simulators.analytical import plan_collectives
 from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
-from simulators.rdma import OPS, TRANSPORTS, Traffic, replay_many, round_nbytes
+from simulators.rdma import OPS, TRANSPORTS, Traffic, replay_algorithm, replay_many, round_nbytes
 
 VALIDATION_FILE = "validation.csv"
 
@@ -72,12 +74,14 @@ def validate_study(
             if use.op not in OPS or use.ranks < 2:
                 continue
             ranks = min(use.ranks, max_ranks)
-            nbytes = round_nbytes(use.op, ranks, int(min(use.nbytes, message_cap_bytes)))
-            predicted_s = float(collective_time_s(use.op, nbytes, ranks, use.stride, network))
+            algorithm = replay_algorithm(use.op, ranks, use.algorithm)
+            nbytes = round_nbytes(use.op, ranks, int(min(use.nbytes, message_cap_bytes)), algorithm)
+            predicted_s = float(collective_time_s(use.op, nbytes, ranks, use.stride, network, algorithm))
             record = {
                 "trial": int(row["trial"]),
                 "collective": use.name,
                 "op": use.op,
+                "algorithm": algorithm,
                 "ranks": ranks,
                 "stride": use.stride,
                 "nbytes": nbytes,
@@ -85,7 +89,7 @@ def validate_study(
                 "nic_efficiency": network.nic_efficiency,
                 "predicted_busbw_gbytes_per_s": float(bus_bandwidth_gbytes_per_s(use.op, nbytes, ranks, predicted_s)),
             }
-            wanted[ranks].append((record, Traffic(use.op, nbytes)))
+            wanted[ranks].append((record, Traffic(use.op, nbytes, algorithm=algorithm)))
     if not wanted:
         raise SpecError(
             f"validate: the first {top} candidates of {front_path} run no collective over 2 or more ranks that "

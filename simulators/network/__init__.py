@@ -16,12 +16,14 @@ from simulators.network._algorithm import (
     algorithm_bandwidth_gbytes_per_s,
     bus_bandwidth_gbytes_per_s,
     choose_algorithm,
+    collective_schedule,
     collective_time_s,
 )
 from simulators.network._fabric import BillOfMaterials, Fabric, bill_of_materials
 from simulators.network._families import TopologyFamily, family_names, get_family, register_family
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
+from simulators.network._schedule import Schedule, Transfer
 
 __all__ = [
     "ALGORITHMS",
@@ -40,10 +42,13 @@ __all__ = [
     "Choice",
     "Group",
     "Network",
+    "Schedule",
+    "Transfer",
     "Tier",
     "algorithm_bandwidth_gbytes_per_s",
     "bus_bandwidth_gbytes_per_s",
     "choose_algorithm",
+    "collective_schedule",
     "collective_time_s",
     "ecmp_hops",
     "ecmp_path",

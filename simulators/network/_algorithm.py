@@ -15,8 +15,9 @@ that cannot run for that candidate (NVLS outside an NVLS domain); a one-rank gro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import NamedTuple
 
 import numpy as np
@@ -26,11 +27,13 @@ from simulators._registry import Registry
 from simulators.network._network import Network
 from simulators.network._placement import Group
 from simulators.network._protocols import Recipe, recipe_time_s
+from simulators.network._schedule import Schedule, Transfer
 
 OPS = ("all_reduce", "reduce_scatter", "all_gather", "all_to_all", "broadcast", "send_recv")
 AUTO = "auto"
 
 CostFn = Callable[[np.ndarray, Group, Network], Recipe]
+ScheduleFn = Callable[[int, int], tuple[int, Sequence[Transfer]]]  # (ranks >= 2, per_domain) -> (chunks, transfers)
 
 
 @dataclass(frozen=True)
@@ -40,11 +43,15 @@ class Algorithm:
     Contract for every cost function: takes nbytes (float array, nccl-tests convention), a
     placed `Group` of the same shape and the `Network`; returns a `Recipe` of that shape with no
     Python branching on values; zero calls, steps and transfer for a one-rank group.
-    `in_nccl` marks what NCCL itself runs, the set NCCL's tuner (`auto`) chooses from.
+    Every op also has a schedule (`schedules`, see simulators/network/_schedule.py): for a group
+    of n >= 2 members, g to an NVLink domain, the chunk count and the transfers of the steps the
+    recipe prices, as many steps as its latency term counts; the packet simulator and the RDMA
+    replay run it. `in_nccl` marks what NCCL itself runs, the set NCCL's tuner (`auto`) chooses from.
     """
 
     name: str
     costs: Mapping[str, CostFn]
+    schedules: Mapping[str, ScheduleFn]
     in_nccl: bool
     aliases: tuple[str, ...] = ()
 
@@ -55,6 +62,29 @@ class Algorithm:
             )
         return self.costs[op](nbytes, group, network)
 
+    def schedule(self, op: str, ranks: int, per_domain: int = 1) -> Schedule:
+        """The transfers of `op` over `ranks` members, `per_domain` of them to an NVLink domain
+        (`Group.per_domain` of the placed group; 1: every member in a domain of its own)."""
+        if op not in self.schedules:
+            raise SpecError(
+                f"algorithm: {self.name!r} does not implement op {op!r}; allowed ops: {', '.join(self.schedules)}"
+            )
+        for field, value in (("ranks", ranks), ("per_domain", per_domain)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SpecError(f"{field}: {value!r} is not allowed; allowed: integers >= 1")
+        return _schedule(self.name, op, ranks, per_domain)
+
+
+@lru_cache(maxsize=64)  # a 128-rank ring all-reduce lists 32,512 transfers
+def _schedule(name: str, op: str, ranks: int, per_domain: int) -> Schedule:
+    """Memoised (schedules are immutable): every group of a packet run asks for the same one."""
+    algorithm = ALGORITHMS[name]
+    if ranks == 1:
+        return Schedule(op, algorithm.name, 1, 1, 1, ())
+    chunks, transfers = algorithm.schedules[op](ranks, per_domain)
+    nodes = 1 + max(max(t.src for t in transfers), max(t.dst for t in transfers))
+    return Schedule(op, algorithm.name, ranks, per_domain, chunks, tuple(transfers), max(0, nodes - ranks))
+
 
 ALGORITHMS: Registry[Algorithm] = Registry("collective algorithm")
 
@@ -64,6 +94,11 @@ def register(algorithm: Algorithm) -> None:
     unknown = [op for op in algorithm.costs if op not in OPS]
     if unknown:
         raise SpecError(f"algorithm {algorithm.name!r}: op {unknown[0]!r} is unknown; allowed: {', '.join(OPS)}")
+    if set(algorithm.schedules) != set(algorithm.costs):
+        raise SpecError(
+            f"algorithm {algorithm.name!r}: schedules for {sorted(algorithm.schedules)}, costs for "
+            f"{sorted(algorithm.costs)}; allowed: a schedule for every op it prices"
+        )
     ALGORITHMS.register(algorithm.name, algorithm, algorithm.aliases)
 
 
@@ -105,6 +140,13 @@ def _candidates(op: str, among: tuple[str, ...] | None = None) -> tuple[str, ...
     _check_op(op)
     pool = [_lookup(name) for name in among] if among is not None else [a for a in ALGORITHMS.values() if a.in_nccl]
     return tuple(a.name for a in pool if op in a.costs)
+
+
+def collective_schedule(op: str, ranks: int, algorithm: str, per_domain: int = 1) -> Schedule:
+    """The schedule of `op` by `algorithm` (a name or alias) on `ranks` members, `per_domain` to
+    an NVLink domain: what the packet simulator and the RDMA replay run."""
+    _check_op(op)
+    return ALGORITHMS.lookup(algorithm, "algorithm").schedule(op, ranks, per_domain)
 
 
 def collective_time_s(

@@ -8,6 +8,9 @@ another. Latency: n - 1 point-to-point steps, each on the level of its peer (Tha
 
 Send/recv: every member sends S to the next member (`stride` GPUs away), as pipeline stages do;
 one step on the level joining neighbours.
+
+Schedules: all-to-all has no dependencies (every send is posted at once); the send to the member
+k ahead is labelled step k - 1, the latency term's n - 1 steps. Send/recv: member i to i + 1.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from simulators.network._algorithm import Algorithm, register
 from simulators.network._network import Network
 from simulators.network._placement import Group
 from simulators.network._protocols import Recipe, at_level
+from simulators.network._schedule import Builder
 
 
 def _bw(group: Group, network: Network) -> np.ndarray:
@@ -47,10 +51,27 @@ def _send_recv(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     )
 
 
+def _all_to_all_schedule(n: int, per_domain: int):
+    b = Builder()
+    for src in range(n):
+        for dst in range(n):
+            if src != dst:  # block dst of src's input lands in block src of dst's output
+                b.add(src, dst, range(src, src + 1), (dst - src) % n - 1, source=range(dst, dst + 1), from_input=True)
+    return n, b.transfers
+
+
+def _send_recv_schedule(n: int, per_domain: int):
+    b = Builder()
+    for i in range(n - 1):
+        b.add(i, i + 1, range(1), 0, from_input=True)
+    return 1, b.transfers
+
+
 register(
     Algorithm(
         name="direct",
         costs={"all_to_all": _all_to_all, "send_recv": _send_recv},
+        schedules={"all_to_all": _all_to_all_schedule, "send_recv": _send_recv_schedule},
         in_nccl=True,
     )
 )

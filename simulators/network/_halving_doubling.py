@@ -13,6 +13,11 @@ For n that is not a power of two the standard extra-step treatment applies (Thak
 2005, section 4): the r = n - p extra members first hand their data to a partner p away and
 get their result back at the end. Penalty: all-reduce two steps moving S each; reduce-scatter
 one step of S before and one of S/n after; all-gather one of S/n before and one of S after.
+
+Schedule, on n chunks (chunk c belongs to core member c mod p, who hands chunk c >= p to its
+extra partner): in halving step j member q keeps the chunks whose owner agrees with q in bits
+0..j and sends the others to q xor 2^j, every 2^(j+1)-th chunk: strided, not contiguous, which
+keeps the partners nearest first and every member's own chunk at its nccl offset.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from simulators.network._algorithm import Algorithm, register
 from simulators.network._network import Network
 from simulators.network._placement import Group
 from simulators.network._protocols import Recipe, at_level
+from simulators.network._schedule import Builder
 
 
 def _halving(nbytes: np.ndarray, group: Group, network: Network, passes: int, extra_bytes: np.ndarray) -> Recipe:
@@ -56,10 +62,43 @@ def _reduce_scatter(nbytes: np.ndarray, group: Group, network: Network) -> Recip
     return _halving(nbytes, group, network, passes=1, extra_bytes=nbytes + nbytes / group.ranks)
 
 
+def _schedule(halve: bool, double: bool):
+    """Recursive halving (reduce-scatter), doubling (all-gather) or both, with the extra steps."""
+
+    def schedule(n: int, per_domain: int):
+        b, p = Builder(), 1 << (n.bit_length() - 1)
+        levels, extra, step = p.bit_length() - 1, n - p, 0
+        got: dict[int, list[int]] = {q: [] for q in range(p)}  # what each core member received so far
+        if extra:  # the extra members hand over their data (all of it, or their own chunk)
+            for q in range(extra):
+                got[q].append(b.add(p + q, q, range(n) if halve else range(p + q, p + q + 1), 0, reduce=halve))
+            step = 1
+        rounds = [(j, True) for j in range(levels)] * halve + [(j, False) for j in reversed(range(levels))] * double
+        for j, reducing in rounds:
+            sent = {}
+            for q in range(p):
+                partner = q ^ (1 << j)
+                first = (partner if reducing else q) % (2 << j)  # halving: the partner's half; doubling: all q holds
+                sent[partner] = b.add(q, partner, range(first, n, 2 << j), step, got[q], reduce=reducing)
+            for q in range(p):
+                got[q].append(sent[q])
+            step += 1
+        for q in range(extra):  # and get their result back
+            b.add(q, p + q, range(n) if double else range(p + q, p + q + 1), step, got[q])
+        return n, b.transfers
+
+    return schedule
+
+
 register(
     Algorithm(
         name="halving_doubling",
         costs={"all_reduce": _all_reduce, "reduce_scatter": _reduce_scatter, "all_gather": _reduce_scatter},
+        schedules={
+            "all_reduce": _schedule(halve=True, double=True),
+            "reduce_scatter": _schedule(halve=True, double=False),
+            "all_gather": _schedule(halve=False, double=True),
+        },
         in_nccl=False,
         aliases=("rabenseifner",),
     )

@@ -7,6 +7,9 @@ waits for its own slowest pair. Bandwidth and latency terms are Thakur et al. 20
 (n - 1) alpha + (n - 1)/n S beta, each round priced on its own level. For other n, MPI pairs
 rank + d with rank - d, and some pairs of a round cross a domain boundary earlier than this
 counts: a lower bound there.
+
+Schedule: round d waits for the member's send and receive of round d - 1 (the rounds are
+synchronised); each transfer carries input block `peer` into output block `member`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from simulators.network._algorithm import Algorithm, register
 from simulators.network._network import Network
 from simulators.network._placement import Group
 from simulators.network._protocols import Recipe
+from simulators.network._schedule import Builder
 
 
 def _all_to_all(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
@@ -30,10 +34,27 @@ def _all_to_all(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     )
 
 
+def _all_to_all_schedule(n: int, per_domain: int):
+    b, power_of_two = Builder(), n & (n - 1) == 0
+    sent: dict[int, int] = {}
+    got: dict[int, int] = {}
+    for d in range(1, n):
+        now_sent, now_got = {}, {}
+        for i in range(n):
+            peer = i ^ d if power_of_two else (i + d) % n
+            after = [x[i] for x in (sent, got) if i in x]
+            now_sent[i] = now_got[peer] = b.add(
+                i, peer, range(i, i + 1), d - 1, after, source=range(peer, peer + 1), from_input=True
+            )
+        sent, got = now_sent, now_got
+    return n, b.transfers
+
+
 register(
     Algorithm(
         name="pairwise",
         costs={"all_to_all": _all_to_all},
+        schedules={"all_to_all": _all_to_all_schedule},
         in_nccl=False,
     )
 )

@@ -34,7 +34,7 @@ class Protocol(NamedTuple):
 # family -> protocols. "ring" also prices the point-to-point steps of non-NCCL algorithms
 # (halving-doubling, pairwise, hierarchical phases, direct sends), which are ring-like sends.
 # Ring LL: busBw/4 (NCCL: 1/3 for single-node RS/AG, not modelled); LL128: x0.92 (tuning.cc).
-# Tree: x0.92 for every protocol, LL a further /3.8, LL128 x120/128 (multi-node; 7/9 on one node
+# Double binary tree: x0.92 for every protocol, LL a further /3.8, LL128 x120/128 (multi-node; 7/9 on one node
 # is not modelled). NVLS: NVLink 25 us (no base); across domains NCCL's NVLSTree step 20.9 us.
 PROTOCOLS: dict[str, tuple[Protocol, ...]] = {
     "ring": (
@@ -42,7 +42,7 @@ PROTOCOLS: dict[str, tuple[Protocol, ...]] = {
         Protocol("LL128", 14.0 * US, 1.9 * US, 4.0 * US, 0.92),
         Protocol("Simple", 8.4 * US, 3.4 * US, 14.0 * US, 1.0),
     ),
-    "tree": (
+    "double_binary_tree": (
         Protocol("LL", 6.8 * US, 0.6 * US, 5.0 * US, 0.92 / 3.8),
         Protocol("LL128", 14.0 * US, 1.25 * US, 8.5 * US, 0.92 * 120 / 128),
         Protocol("Simple", 8.4 * US, 4.0 * US, 14.0 * US, 0.92),

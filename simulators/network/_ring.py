@@ -12,6 +12,10 @@ a multi-node ring all-reduce ~370-385 GB/s busbw, nccl-tests issue #290).
 Step latencies follow NCCL's tuning model: a ring of nsteps has nInter = 2*nNodes network steps
 for all-reduce and nNodes - 1 for reduce-scatter / all-gather (tuning.cc), the rest on NVLink.
 A broadcast is a pipelined chain: n - 1 hops, S through each.
+
+Schedules (the transfers of those steps, one chunk of S / n each; a broadcast's chain moves S
+per hop, without the chunk pipelining): all-reduce is a reduce-scatter pass that leaves member i
+with chunk i + 1 fully reduced, then an all-gather pass circulating it.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from simulators.network._algorithm import Algorithm, register
 from simulators.network._network import Network
 from simulators.network._placement import Group
 from simulators.network._protocols import Recipe, at_level
+from simulators.network._schedule import Builder, ring_pass
 
 
 def ring_recipe(wire_bytes: np.ndarray, steps: np.ndarray, inter: np.ndarray, group: Group, network: Network) -> Recipe:
@@ -57,6 +62,26 @@ def _broadcast(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     return ring_recipe(nbytes, n - 1, N - 1, group, network)
 
 
+def _ring_schedule(passes: tuple[tuple[int, bool], ...]):
+    """Ring passes (shift, reduce) over the members in rank order, chunk i = S / n each."""
+
+    def schedule(n: int, per_domain: int):
+        b, members, parts = Builder(), list(range(n)), [range(c, c + 1) for c in range(n)]
+        last: dict = {}
+        for k, (shift, reduce) in enumerate(passes):  # the first chunk a pass sends is the last one received
+            last = {m: got[-1:] for m, got in ring_pass(b, members, parts, shift, k * (n - 1), reduce, last).items()}
+        return n, b.transfers
+
+    return schedule
+
+
+def _broadcast_schedule(n: int, per_domain: int):
+    b = Builder()
+    for i in range(n - 1):
+        b.add(i, i + 1, range(1), i, [i - 1] if i else ())
+    return 1, b.transfers
+
+
 register(
     Algorithm(
         name="ring",
@@ -65,6 +90,12 @@ register(
             "reduce_scatter": _reduce_scatter,
             "all_gather": _reduce_scatter,
             "broadcast": _broadcast,
+        },
+        schedules={
+            "all_reduce": _ring_schedule(((0, True), (-1, False))),
+            "reduce_scatter": _ring_schedule(((1, True),)),
+            "all_gather": _ring_schedule(((0, False),)),
+            "broadcast": _broadcast_schedule,
         },
         in_nccl=True,
     )

@@ -6,9 +6,10 @@ For each distinct collective of the step that leaves a server (simulators.analyt
 data-parallel rings of the iteration together, say), with ECMP routes; the same collective of one
 group alone on the same fabric is the baseline. The factor is their ratio of completion times: 1
 where groups never meet, above 1 where their flows share links (ECMP collisions,
-oversubscription). Messages are capped (the factor is a property of the routes, not of the size,
-once transfers are bandwidth-bound) so the packet runs stay short; line-rate senders, as in the
-ns-3 reference runs.
+oversubscription). Each collective runs the algorithm the analytical model chose for it (its
+`CollectiveUse.algorithm`), as that algorithm's schedule on the group's placement. Messages are
+capped (the factor is a property of the routes, not of the size, once transfers are
+bandwidth-bound) so the packet runs stay short; line-rate senders, as in the ns-3 reference runs.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from simulators.analytical import plan_collectives
-from simulators.network import Fabric, Router, fabric_graph
+from simulators.network import Fabric, Group, Router, fabric_graph
 from simulators.packet._collectives import collective_flows
 from simulators.packet._run import Flow, Link, RoceSettings, simulate
 from simulators.workload import TrainingCandidate
@@ -28,12 +29,15 @@ MTU_BYTES = 4096
 
 @dataclass(frozen=True)
 class CongestionFactor:
+    """One collective's packet runs: `groups` groups together against one alone, by `algorithm`."""
+
     op: str
     ranks: int
     stride: int
     groups: int
     alone_s: float
     together_s: float
+    algorithm: str
 
     @property
     def factor(self) -> float:
@@ -67,6 +71,8 @@ def fabric_links(graph: nx.Graph):
     flow_ids = iter(range(1 << 62))
 
     def route(src: int, dst: int) -> tuple[int, ...]:
+        if src in switches or dst in switches:  # a GPU and its NVSwitch (in-switch reduction): one link
+            return (index[src, dst, 0],)
         return tuple(index[hop] for hop in router.hops(src, dst, next(flow_ids)))
 
     return links, switches, route
@@ -83,21 +89,31 @@ def congestion_factors(
     for use in plan_collectives(candidate):
         if use.ranks < 2 or use.ranks * use.stride <= fabric.gpus_per_server:
             continue  # inside one server: the fabric plays no part
-        op = use.op
         nbytes = int(min(use.nbytes, message_cap_bytes))
+        per_domain = int(Group.place(use.ranks, use.stride, system.fabric_network).per_domain)
         groups = groups_of(system.num_gpus, use.ranks, use.stride)
-        if op == "send_recv":
-            pairs = [(a, b) for group in groups for a, b in zip(group[::2], group[1::2])]
-            together = [Flow(route(a, b), nbytes, MTU_BYTES) for a, b in pairs]
-            alone = together[:1]
-        else:
-            together = []
-            for group in groups:
-                together += collective_flows(op, group, nbytes, route, mtu_bytes=MTU_BYTES, offset=len(together))
-                if group is groups[0]:  # the first group alone, on the very paths it takes with the others
-                    alone = list(together)
+        together: list[Flow] = []
+        alone: list[Flow] = []
+        for group in groups:
+            together += collective_flows(
+                use.op,
+                group,
+                nbytes,
+                route,
+                algorithm=use.algorithm,
+                per_domain=per_domain,
+                switches=[_nvswitch(graph, gpu) for gpu in group[::per_domain]],
+                mtu_bytes=MTU_BYTES,
+                offset=len(together),
+            )
+            alone = alone or list(together)  # the first group alone, on the very paths it takes with the others
         line = RoceSettings.line_rate()
         alone_s = float(simulate(links, alone, line, switches).finish_s.max())
         together_s = float(simulate(links, together, line, switches).finish_s.max())
-        out.append(CongestionFactor(use.op, use.ranks, use.stride, len(groups), alone_s, together_s))
+        out.append(CongestionFactor(use.op, use.ranks, use.stride, len(groups), alone_s, together_s, use.algorithm))
     return out
+
+
+def _nvswitch(graph: nx.Graph, gpu: int) -> int | None:
+    """The NVSwitch node of `gpu`'s NVLink domain (None for a domain of one GPU, which has none)."""
+    return next((v for v in sorted(graph.adj[gpu]) if graph.nodes[v]["kind"] == "nvswitch"), None)

@@ -2,7 +2,8 @@
 
 Transports behind one interface (`Transport`): TCP sockets everywhere, RDMA through pyverbs
 where a device exists (`devices()` reports what this machine has). Schedules are data
-(`schedule_of`), run by one transport-agnostic executor on local processes (`replay`,
+(`schedule_of`: the algorithm's shared schedule, simulators.network.collective_schedule, as
+per-rank steps), run by one transport-agnostic executor on local processes (`replay`,
 `replay_many`); dse.physical.replay_ray runs the same executor as Ray actors. pyverbs is imported only
 when used.
 """
@@ -13,7 +14,7 @@ from simulators.rdma._executor import CHECKSUMS, Plan, RankResult, Traffic, run_
 from simulators.rdma._handshake import new_secret
 from simulators.rdma._pyverbs import RdmaTransport
 from simulators.rdma._replay import Replay, replay, replay_many
-from simulators.rdma._schedule import OPS, Schedule, Step, bucket_sizes, round_nbytes, schedule_of
+from simulators.rdma._schedule import OPS, Schedule, Step, bucket_sizes, replay_algorithm, round_nbytes, schedule_of
 from simulators.rdma._transport import Request, TcpTransport, Transport
 from simulators.rdma._transports import TRANSPORTS, transport_of
 
@@ -38,6 +39,7 @@ __all__ = [
     "devices",
     "new_secret",
     "replay",
+    "replay_algorithm",
     "replay_many",
     "round_nbytes",
     "run_rank",

@@ -26,11 +26,13 @@ from simulators.rdma._transport import Transport
 @dataclass(frozen=True)
 class Traffic:
     """One collective to replay: `op` over `nbytes` (nccl-tests sizes), issued in buckets of
-    `bucket_bytes` back to back (None: one bucket)."""
+    `bucket_bytes` back to back (None: one bucket), by `algorithm` (a registered collective
+    algorithm; None: ring, pairwise for all_to_all)."""
 
     op: str
     nbytes: int
     bucket_bytes: int | None = None
+    algorithm: str | None = None
 
     def __post_init__(self) -> None:
         check_op(self.op)
@@ -66,19 +68,20 @@ class Plan:
         if self.checksum not in CHECKSUMS:
             raise SpecError(f"checksum: {self.checksum!r} is not allowed; allowed: {', '.join(CHECKSUMS)}")
         for t in self.traffic:
-            bucket_sizes(t.op, self.world, t.nbytes, t.bucket_bytes)  # validates sizes and ranks
+            bucket_sizes(t.op, self.world, t.nbytes, t.bucket_bytes, t.algorithm)  # validates sizes and ranks
 
     def buckets(self, t: int) -> tuple[int, ...]:
         item = self.traffic[t]
-        return bucket_sizes(item.op, self.world, item.nbytes, item.bucket_bytes)
+        return bucket_sizes(item.op, self.world, item.nbytes, item.bucket_bytes, item.algorithm)
 
     def schedules(self, t: int) -> list[Schedule]:
-        return [self._schedules[(self.traffic[t].op, size)] for size in self.buckets(t)]
+        item = self.traffic[t]
+        return [self._schedules[(item.op, item.algorithm, size)] for size in self.buckets(t)]
 
     @cached_property
-    def _schedules(self) -> dict[tuple[str, int], Schedule]:
-        return {(t.op, size): schedule_of(t.op, self.world, size) for i, t in enumerate(self.traffic)
-                for size in self.buckets(i)}  # fmt: skip
+    def _schedules(self) -> dict[tuple[str, str | None, int], Schedule]:
+        return {(t.op, t.algorithm, size): schedule_of(t.op, self.world, size, t.algorithm)
+                for i, t in enumerate(self.traffic) for size in self.buckets(i)}  # fmt: skip
 
     @property
     def rounds(self) -> int:
@@ -86,8 +89,11 @@ class Plan:
         return 1 + len(self.traffic) * (self.iters + self.warmup)
 
     def step_bytes(self, t: int) -> np.ndarray:
-        """Bytes each rank sends in each step of traffic item t, buckets concatenated."""
-        return np.array([st.send_bytes for s in self.schedules(t) for st in s.steps[0]], dtype=np.int64)
+        """Bytes the busiest rank sends in each step of traffic item t, buckets concatenated."""
+        return np.array(
+            [max(steps[k].send_bytes for steps in s.steps) for s in self.schedules(t) for k in range(s.num_steps)],
+            dtype=np.int64,
+        )
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,7 +150,8 @@ def lockstep(plan: Plan, t: int, bucket: int, steps: int | None = None) -> tuple
         sent = [sch.steps[r][k].source(ins[r], outs[r]).copy() for r in range(plan.world)]
         for r in range(plan.world):
             st = sch.steps[r][k]
-            _land(outs[r], st, sent[st.recv_peer])
+            if st.recv_peer is not None:
+                _land(outs[r], st, sent[st.recv_peer])
     return ins, outs
 
 
@@ -219,9 +226,10 @@ def _step(rank, transport, plan, t, b, k, g, st, bufs, scratch, check) -> float:
     crc = zlib.crc32(src) if check else 0
     start = time.perf_counter()
     try:
-        rreq = transport.irecv(st.recv_peer, dst)
-        transport.isend(st.send_peer, src, crc).wait()
-        got = rreq.wait()
+        rreq = None if st.recv_peer is None else transport.irecv(st.recv_peer, dst)
+        if st.send_peer is not None:
+            transport.isend(st.send_peer, src, crc).wait()
+        got = None if rreq is None else rreq.wait()
     except ReplayError as exc:
         raise ReplayError(f"rank {rank}: {plan.traffic[t].op} step {g}: {exc}") from None
     if plan.corrupt is not None and t == 0 and plan.corrupt[:2] == (rank, g):
@@ -234,7 +242,7 @@ def _step(rank, transport, plan, t, b, k, g, st, bufs, scratch, check) -> float:
     if st.reduce:
         _land(bout, st, dst)
     elapsed = time.perf_counter() - start
-    if check and zlib.crc32(dst) != got:
+    if check and got is not None and zlib.crc32(dst) != got:
         _blame_chunk(rank, plan, t, b, k, g, st, dst)
     return elapsed
 

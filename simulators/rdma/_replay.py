@@ -1,7 +1,7 @@
 """Replay collectives with real bytes between ranks run as local processes, and measure them.
 
 `replay("all_reduce", "tcp", ranks=4, nbytes=8 << 20)` spawns one process per rank, exchanges
-their addresses through a queue, runs the ring schedule over the transport, verifies every
+their addresses through a queue, runs the algorithm's schedule (ring by default) over the transport, verifies every
 byte of every rank's result in this process against numpy, and returns the timings with
 nccl-tests bandwidths. `replay_many` runs several collectives over the same processes and
 connections (process start-up is most of a small replay's cost). Ray actors instead of
@@ -53,6 +53,7 @@ class Replay:
     busbw_gbytes_per_s: float
     verified: bool
     placement: str = "processes"
+    algorithm: str = "ring"  # the collective algorithm whose schedule ran
 
     @property
     def buckets(self) -> int:
@@ -66,11 +67,14 @@ def replay(
     nbytes: int = 1 << 20,
     *,
     bucket_bytes: int | None = None,
+    algorithm: str | None = None,
     runner: str = "processes",
     **options: Any,
 ) -> Replay:
-    """Replay one collective of `nbytes` (nccl-tests sizes) on `ranks` ranks; see `replay_many`."""
-    return replay_many([Traffic(op, nbytes, bucket_bytes)], transport, ranks, runner=runner, **options)[0]
+    """Replay one collective of `nbytes` (nccl-tests sizes) on `ranks` ranks by `algorithm`
+    (default: ring, pairwise for all_to_all); see `replay_many`."""
+    traffic = [Traffic(op, nbytes, bucket_bytes, algorithm)]
+    return replay_many(traffic, transport, ranks, runner=runner, **options)[0]
 
 
 def replay_many(
@@ -144,6 +148,7 @@ def assemble(plan: Plan, transport: str, results: list[list[RankResult]], verify
                 busbw_gbytes_per_s=float(bus_bandwidth_gbytes_per_s(item.op, item.nbytes, plan.world, time_s)),
                 verified=verify,
                 placement=placement,
+                algorithm=plan.schedules(t)[0].algorithm,
             )
         )
     return out

@@ -2,8 +2,12 @@
 
 A schedule is data, not code: per rank, a prologue of local copies (input to output buffer) and a
 list of steps, each "send bytes [lo, hi) of one buffer to a peer while receiving bytes [lo, hi) of
-the output buffer from a peer, then add or copy". Any executor (processes over TCP, pyverbs, an
-in-memory fake) runs the same lists, so the algorithms are tested once.
+the output buffer from a peer, then add or copy" (either half may be absent). Any executor
+(processes over TCP, pyverbs, an in-memory fake) runs the same lists, so the algorithms are
+tested once. The steps are those of the algorithm's shared schedule (simulators.network
+.collective_schedule, what the analytical model prices and the packet simulator runs): each
+transfer is put in the first step after the transfers it depends on where its sender has no other
+send and its receiver no other receive.
 
 Size conventions are nccl-tests' (`nbytes` is what its `size` column reports): all_reduce the
 per-rank buffer; all_gather the gathered output; reduce_scatter the per-rank input; all_to_all the
@@ -13,12 +17,16 @@ checkable byte for byte; every chunk is therefore a whole number of int32s.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import cache
 
 from simulators._errors import SpecError
+from simulators.network import ALGORITHMS, collective_schedule
+from simulators.network import Schedule as Transfers
 
 OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 REDUCE_OPS = ("all_reduce", "reduce_scatter")
+DEFAULT_ALGORITHMS = {"all_reduce": "ring", "all_gather": "ring", "reduce_scatter": "ring", "all_to_all": "pairwise"}
 ELEMENT_BYTES = 4  # int32, the reduction's element
 
 
@@ -26,13 +34,13 @@ ELEMENT_BYTES = 4  # int32, the reduction's element
 class Step:
     """One step of one rank: send `send_buf`[send_lo:send_hi] to `send_peer` while receiving
     `recv_hi - recv_lo` bytes from `recv_peer` into out[recv_lo:recv_hi] (added as int32 when
-    `reduce`, else copied)."""
+    `reduce`, else copied). A peer of None: nothing to send (or receive) in this step."""
 
-    send_peer: int
+    send_peer: int | None
     send_buf: str  # "in" or "out"
     send_lo: int
     send_hi: int
-    recv_peer: int
+    recv_peer: int | None
     recv_lo: int
     recv_hi: int
     reduce: bool
@@ -52,7 +60,7 @@ class Step:
 
 @dataclass(frozen=True)
 class Schedule:
-    """The steps of one collective of `nbytes` over `world` ranks (one bucket).
+    """The steps of one collective of `nbytes` over `world` ranks (one bucket), by `algorithm`.
 
     Buffers per rank: `in` (in_bytes, the rank's input) and `out` (out_bytes); `prologue[r]` lists
     local copies (in_lo, in_hi, out_lo, out_hi) done before the first step; the result of rank r is
@@ -67,6 +75,7 @@ class Schedule:
     prologue: tuple[tuple[tuple[int, int, int, int], ...], ...]
     steps: tuple[tuple[Step, ...], ...]
     result: tuple[tuple[int, int], ...]
+    algorithm: str = "ring"
 
     def __post_init__(self) -> None:
         if len(self.steps) != self.world or len(self.prologue) != self.world or len(self.result) != self.world:
@@ -76,12 +85,16 @@ class Schedule:
             raise SpecError(f"schedule {self.op}: ranks have different step counts {sorted(counts)}")
         for rank, steps in enumerate(self.steps):
             for k, st in enumerate(steps):
+                if st.send_peer is None:
+                    continue
                 partner = self.steps[st.send_peer][k]
                 if partner.recv_peer != rank or partner.recv_bytes != st.send_bytes:
                     raise SpecError(
                         f"schedule {self.op}: step {k}: rank {rank} sends {st.send_bytes} B to rank "
                         f"{st.send_peer}, which expects {partner.recv_bytes} B from rank {partner.recv_peer}"
                     )
+                if any(self.steps[r][k].recv_peer == rank for r in range(self.world) if r != st.send_peer):
+                    raise SpecError(f"schedule {self.op}: step {k}: rank {rank} sends to more than one rank")
 
     @property
     def num_steps(self) -> int:
@@ -96,25 +109,25 @@ class Schedule:
         """The last step that wrote out[offset] on `rank`, or None when only the prologue did."""
         for k in range(self.num_steps - 1, -1, -1):
             st = self.steps[rank][k]
-            if st.recv_lo <= offset < st.recv_hi:
+            if st.recv_peer is not None and st.recv_lo <= offset < st.recv_hi:
                 return k
         return None
 
 
-def unit_bytes(op: str, world: int) -> int:
+def unit_bytes(op: str, world: int, algorithm: str | None = None) -> int:
     """The granule of `nbytes` for `op` over `world` ranks: every chunk holds whole elements."""
     _check(op, world)
-    return world * (ELEMENT_BYTES if op in REDUCE_OPS else 1)
+    return _transfers(op, world, algorithm).chunks * (ELEMENT_BYTES if op in REDUCE_OPS else 1)
 
 
-def round_nbytes(op: str, world: int, nbytes: int) -> int:
+def round_nbytes(op: str, world: int, nbytes: int, algorithm: str | None = None) -> int:
     """`nbytes` rounded down to a size `schedule_of` accepts (at least one granule)."""
-    unit = unit_bytes(op, world)
+    unit = unit_bytes(op, world, algorithm)
     return max(unit, int(nbytes) // unit * unit)
 
 
-def check_nbytes(op: str, world: int, nbytes: int, field: str = "nbytes") -> None:
-    unit = unit_bytes(op, world)
+def check_nbytes(op: str, world: int, nbytes: int, field: str = "nbytes", algorithm: str | None = None) -> None:
+    unit = unit_bytes(op, world, algorithm)
     if isinstance(nbytes, bool) or not isinstance(nbytes, int) or nbytes <= 0 or nbytes % unit:
         why = f"{ELEMENT_BYTES}-byte int32 elements split" if op in REDUCE_OPS else "bytes split"
         raise SpecError(
@@ -123,20 +136,52 @@ def check_nbytes(op: str, world: int, nbytes: int, field: str = "nbytes") -> Non
         )
 
 
-def bucket_sizes(op: str, world: int, nbytes: int, bucket_bytes: int | None = None) -> tuple[int, ...]:
+def bucket_sizes(
+    op: str, world: int, nbytes: int, bucket_bytes: int | None = None, algorithm: str | None = None
+) -> tuple[int, ...]:
     """A collective of `nbytes` issued in buckets of `bucket_bytes` (the last one smaller)."""
-    check_nbytes(op, world, nbytes)
+    check_nbytes(op, world, nbytes, algorithm=algorithm)
     if bucket_bytes is None or bucket_bytes >= nbytes:
         return (nbytes,)
-    check_nbytes(op, world, bucket_bytes, "bucket_bytes")
+    check_nbytes(op, world, bucket_bytes, "bucket_bytes", algorithm)
     full, rest = divmod(nbytes, bucket_bytes)
     return (bucket_bytes,) * full + ((rest,) if rest else ())
 
 
-def schedule_of(op: str, world: int, nbytes: int) -> Schedule:
-    """The schedule of one bucket: ring all_reduce / all_gather / reduce_scatter, pairwise all_to_all."""
-    check_nbytes(op, world, nbytes)
-    return _BUILDERS[op](world, nbytes)
+def schedule_of(op: str, world: int, nbytes: int, algorithm: str | None = None) -> Schedule:
+    """The schedule of one bucket of `op` by `algorithm` (a registered name or alias; default:
+    ring, pairwise for all_to_all), every rank in an NVLink domain of its own."""
+    check_nbytes(op, world, nbytes, algorithm=algorithm)
+    shared = _transfers(op, world, algorithm)
+    size = nbytes // shared.chunks
+    rounds = _rounds(shared)
+    steps = [[Step(None, "out", 0, 0, None, 0, 0, False) for _ in range(1 + max(rounds))] for _ in range(world)]
+    for t, k in zip(shared.transfers, rounds):
+        lo, hi = _span(t.sent, size)
+        buf = "in" if t.from_input else "out"
+        steps[t.src][k] = replace(steps[t.src][k], send_peer=t.dst, send_buf=buf, send_lo=lo, send_hi=hi)
+        lo, hi = _span(t.chunks, size)
+        steps[t.dst][k] = replace(steps[t.dst][k], recv_peer=t.src, recv_lo=lo, recv_hi=hi, reduce=t.reduce)
+    return Schedule(
+        op,
+        world,
+        nbytes,
+        shared.in_chunks * size,
+        shared.chunks * size,
+        tuple(tuple(_span(a, size) + _span(b, size) for a, b in shared.prologue(r)) for r in range(world)),
+        tuple(tuple(row) for row in steps),
+        tuple(_span(shared.result(r), size) for r in range(world)),
+        shared.algorithm,
+    )
+
+
+def replay_algorithm(op: str, world: int, algorithm: str) -> str:
+    """The algorithm a replay of `op` on `world` ranks runs for `algorithm`: itself (canonical
+    name) where ranks alone can run its schedule, else the op's default."""
+    try:
+        return _transfers(op, world, algorithm).algorithm
+    except SpecError:
+        return DEFAULT_ALGORITHMS[op]
 
 
 def check_op(op: str) -> None:
@@ -150,79 +195,59 @@ def _check(op: str, world: int) -> None:
         raise SpecError(f"ranks: {world!r} is not allowed; allowed: integers >= 2")
 
 
-def _chunk(world: int, nbytes: int, c: int) -> tuple[int, int]:
-    size = nbytes // world
-    c %= world
-    return c * size, (c + 1) * size
+def _span(chunks: range, size: int) -> tuple[int, int]:
+    """Bytes [lo, hi) of contiguous `chunks` of `size` bytes."""
+    return (chunks[0] * size, (chunks[-1] + 1) * size) if chunks else (0, 0)
 
 
-def _ring_reduce_scatter_steps(rank: int, world: int, nbytes: int, shift: int) -> list[Step]:
-    """n - 1 steps; in step k rank i sends chunk (i - k - shift) to i + 1 and adds chunk
-    (i - k - 1 - shift) from i - 1, so afterwards it holds chunk (i + 1 - shift) fully reduced."""
-    nxt, prv = (rank + 1) % world, (rank - 1) % world
-    steps = []
-    for k in range(world - 1):
-        slo, shi = _chunk(world, nbytes, rank - k - shift)
-        rlo, rhi = _chunk(world, nbytes, rank - k - 1 - shift)
-        steps.append(Step(nxt, "out", slo, shi, prv, rlo, rhi, True))
-    return steps
+def _replayable(shared: Transfers) -> str | None:
+    """Why ranks alone cannot run `shared` (None: they can)."""
+    if shared.switches:
+        return "it reduces inside the switch"
+    if any(len(r) > 1 and r.step != 1 for t in shared.transfers for r in (t.chunks, t.sent)):
+        return "its transfers carry strided chunks"
+    return None
 
 
-def _ring_all_gather_steps(rank: int, world: int, nbytes: int, owned: int) -> list[Step]:
-    """n - 1 steps starting from chunk `owned` (relative to the rank): in step k rank i forwards
-    chunk (i + owned - k) to i + 1 and stores chunk (i + owned - k - 1) from i - 1."""
-    nxt, prv = (rank + 1) % world, (rank - 1) % world
-    steps = []
-    for k in range(world - 1):
-        slo, shi = _chunk(world, nbytes, rank + owned - k)
-        rlo, rhi = _chunk(world, nbytes, rank + owned - k - 1)
-        steps.append(Step(nxt, "out", slo, shi, prv, rlo, rhi, False))
-    return steps
+@cache
+def _transfers(op: str, world: int, algorithm: str | None) -> Transfers:
+    _check(op, world)
+    shared = collective_schedule(op, world, algorithm or DEFAULT_ALGORITHMS[op])
+    why = _replayable(shared)
+    if why:
+        allowed = [name for name, entry in ALGORITHMS.items() if op in entry.schedules and _runs(entry, op, world)]
+        raise SpecError(f"algorithm: {shared.algorithm!r} cannot be replayed ({why}); allowed: {', '.join(allowed)}")
+    return shared
 
 
-def _all_reduce(world: int, nbytes: int) -> Schedule:
-    # Reduce-scatter with step k sending chunk (i - k) leaves rank i owning chunk i + 1; the
-    # all-gather then circulates the owned chunks: 2(n - 1) steps of nbytes / n.
-    steps = tuple(
-        tuple(_ring_reduce_scatter_steps(r, world, nbytes, 0) + _ring_all_gather_steps(r, world, nbytes, 1))
-        for r in range(world)
-    )
-    whole = ((0, nbytes, 0, nbytes),)
-    return Schedule("all_reduce", world, nbytes, nbytes, nbytes, (whole,) * world, steps, ((0, nbytes),) * world)
+def _runs(entry, op: str, world: int) -> bool:
+    try:
+        return _replayable(entry.schedule(op, world)) is None
+    except SpecError:  # e.g. NVLS, which needs NVLink domains of two or more
+        return False
 
 
-def _reduce_scatter(world: int, nbytes: int) -> Schedule:
-    # Shifted by one so rank i ends with chunk i, as NCCL's reduce_scatter does.
-    steps = tuple(tuple(_ring_reduce_scatter_steps(r, world, nbytes, 1)) for r in range(world))
-    whole = ((0, nbytes, 0, nbytes),)
-    result = tuple(_chunk(world, nbytes, r) for r in range(world))
-    return Schedule("reduce_scatter", world, nbytes, nbytes, nbytes, (whole,) * world, steps, result)
+def _rounds(shared: Transfers) -> list[int]:
+    """The step of each transfer: the first after those it depends on where its sender sends
+    nothing else, its receiver receives nothing else, and what a rank receives does not land on
+    what it sends in that step."""
+    rounds: list[int] = []
+    sends: dict[tuple[int, int], range] = {}  # (step, rank) -> chunks of out it sends (empty: from in)
+    recvs: dict[tuple[int, int], range] = {}  # (step, rank) -> chunks of out it receives
+    for t in shared.transfers:
+        k = 1 + max((rounds[a] for a in t.after), default=-1)
+        reads = range(0) if t.from_input else t.sent
+        while (
+            (k, t.src) in sends
+            or (k, t.dst) in recvs
+            or _overlap(sends.get((k, t.dst), range(0)), t.chunks)
+            or _overlap(recvs.get((k, t.src), range(0)), reads)
+        ):
+            k += 1
+        sends[k, t.src], recvs[k, t.dst] = reads, t.chunks
+        rounds.append(k)
+    return rounds
 
 
-def _all_gather(world: int, nbytes: int) -> Schedule:
-    share = nbytes // world
-    steps = tuple(tuple(_ring_all_gather_steps(r, world, nbytes, 0)) for r in range(world))
-    prologue = tuple(((0, share) + _chunk(world, nbytes, r),) for r in range(world))
-    return Schedule("all_gather", world, nbytes, share, nbytes, prologue, steps, ((0, nbytes),) * world)
-
-
-def _all_to_all(world: int, nbytes: int) -> Schedule:
-    # Pairwise exchange: in step k (1..n-1) rank i sends block i + k to rank i + k and receives
-    # block i - k of its output from rank i - k; its own block is a local copy.
-    steps = []
-    for r in range(world):
-        row = []
-        for k in range(1, world):
-            to, frm = (r + k) % world, (r - k) % world
-            row.append(Step(to, "in", *_chunk(world, nbytes, to), frm, *_chunk(world, nbytes, frm), False))
-        steps.append(tuple(row))
-    prologue = tuple((_chunk(world, nbytes, r) + _chunk(world, nbytes, r),) for r in range(world))
-    return Schedule("all_to_all", world, nbytes, nbytes, nbytes, prologue, tuple(steps), ((0, nbytes),) * world)
-
-
-_BUILDERS = {
-    "all_reduce": _all_reduce,
-    "all_gather": _all_gather,
-    "reduce_scatter": _reduce_scatter,
-    "all_to_all": _all_to_all,
-}
+def _overlap(a: range, b: range) -> bool:
+    return not set(a).isdisjoint(b)

@@ -87,3 +87,55 @@ def test_contention_never_speeds_a_collective_up(write_spec, family):
     factors = congestion_factors(space.candidate(params), space.fabric(family, params["nic_gbps"]), 2 << 20)
     assert len(factors) >= 2 and all(f.groups > 1 for f in factors)
     assert all(f.together_s >= f.alone_s * (1 - 1e-12) for f in factors), [(f.op, f.factor) for f in factors]
+
+
+TP_SPEC = FIDELITY_SPEC.replace(
+    "fabric: {family: [rail-optimized, leaf-spine]}", "fabric: {family: [leaf-spine], gpus_per_server: 4}"
+).replace("tp: [1, 2]", "tp: [8]\n  sequence_parallel: [false]")
+
+
+@pytest.mark.parametrize(
+    "seq_len,algorithm,flows",
+    [
+        (128, "double_binary_tree", 2 * (2 * 2 * 3 + 2)),  # 2 trees: 3 chain hops up and down per server, 1 across
+        (2048, "nvls", 8 + 8 + 4 * 2 * 2 + 8 + 8 * 3),  # loads, shards back, 4 rails' trees, stores, multicasts
+    ],
+)
+def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
+    write_spec, monkeypatch, seq_len, algorithm, flows
+):
+    """Tensor parallelism over two 4-GPU servers: NCCL's tuner (auto) picks the double binary
+    tree for 1 MiB all-reduces and NVLS (in-switch reduction, trees across servers) for 16 MiB,
+    so the packet run is that algorithm's schedule on the group (4 members to an NVLink domain),
+    not a ring, and the fidelity table names it."""
+    from dse.evaluation.fidelity import packet_fidelity
+    from simulators.network import collective_schedule
+    from simulators.packet import _fidelity
+
+    resolved = resolve_study(load_study(write_spec(TP_SPEC.replace("seq_len: 2048", f"seq_len: {seq_len}"))))
+    space = SearchSpace.from_study(resolved)
+    params = {**TINY_PARAMS, "num_gpus": 64, "tp": 8, "global_batch": 128, "fabric": "leaf-spine"}
+    params["sequence_parallel"] = False
+    runs = []
+
+    def recording(op, group, nbytes, route, **kw):
+        out = collective_flows(op, group, nbytes, route, **kw)
+        runs.append((op, nbytes, kw, out))
+        return out
+
+    collective_flows = _fidelity.collective_flows
+    monkeypatch.setattr(_fidelity, "collective_flows", recording)
+    fabric = space.fabric("leaf-spine", params["nic_gbps"])
+    factors = _fidelity.congestion_factors(space.candidate(params), fabric, 16 << 20)
+    chosen = [(f.ranks, f.stride, f.algorithm) for f in factors if f.op == "all_reduce"]
+    assert chosen == [(8, 1, algorithm)]
+    schedule = collective_schedule("all_reduce", 8, algorithm, per_domain=4)
+    assert len(schedule.transfers) == flows != len(collective_schedule("all_reduce", 8, "ring").transfers)
+    replayed = [r for r in runs if r[0] == "all_reduce"]
+    assert len(replayed) == 8  # the 8 tensor-parallel groups
+    for _, nbytes, kw, out in replayed:
+        assert (kw["algorithm"], kw["per_domain"]) == (algorithm, 4)
+        assert [f.after for f in out] == [tuple(kw["offset"] + a for a in t.after) for t in schedule.transfers]
+        assert [f.nbytes for f in out] == [nbytes * len(t.chunks) // schedule.chunks for t in schedule.transfers]
+    front = pd.DataFrame([{"trial": 0, **params, "iteration_time_s": 1.0, "usd_per_mtok": 1.0}])
+    assert f"all_reduce 8x1 {algorithm}:" in packet_fidelity(front, resolved)["factors"][0]

@@ -30,6 +30,7 @@ def test_validate_replays_and_reports_every_collective_it_knows(finished_study, 
     assert main(["validate", str(finished_study), "--top", "1", "--max-ranks", "2", "--max-mb", "0.25"]) == 0
     table = pd.read_csv(finished_study / "validation.csv")
     assert len(table) and table["verified"].all()
+    assert table["algorithm"].isin(["ring", "double_binary_tree", "direct", "pairwise"]).all()
     assert (table["measured_s"] > 0).all() and (table["ranks"] == 2).all()
     assert (table["nbytes"] <= 0.25 * 2**20).all()
     assert "Physical validation" in (finished_study / "report.html").read_text()

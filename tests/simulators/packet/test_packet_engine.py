@@ -157,12 +157,14 @@ def test_a_path_through_a_link_that_does_not_exist_is_named():
 
 
 def test_collectives_name_the_allowed_ops_and_algorithms_even_for_one_rank():
-    from simulators import SpecError
+    from simulators import CatalogError, SpecError
     from simulators.packet import collective_flows
     from simulators.packet._scenarios import star
 
     route = star(4)[2]
-    with pytest.raises(SpecError, match="^op: 'broadcast' is not allowed; allowed: all_reduce, "):
-        collective_flows("broadcast", [0], 1024, route)
-    with pytest.raises(SpecError, match="^algorithm: 'rings' is not allowed; allowed: ring, halving_doubling, tree$"):
+    with pytest.raises(SpecError, match="^op: 'gather' is not a collective; allowed: all_reduce, "):
+        collective_flows("gather", [0], 1024, route)
+    with pytest.raises(SpecError, match="^algorithm: 'double_binary_tree' does not implement op 'broadcast'"):
+        collective_flows("broadcast", [0], 1024, route, algorithm="tree")
+    with pytest.raises(CatalogError, match=r"^algorithm: 'rings' is not a known collective algorithm \(did you mean"):
         collective_flows("all_reduce", [0, 1], 1024, route, algorithm="rings")

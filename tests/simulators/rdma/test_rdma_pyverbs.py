@@ -35,7 +35,7 @@ from simulators.rdma import (
     run_rank,
     transport_of,
 )
-from simulators.rdma._executor import check_results
+from simulators.rdma._executor import check_results, pattern
 from tests.simulators.rdma.conftest import run_threads
 
 # ---------------------------------------------------------------- detection without pyverbs
@@ -163,6 +163,23 @@ def test_executor_runs_every_op_over_an_in_memory_transport(world):
     for t in range(len(OPS)):
         check_results(plan, t, [results[r][t].result for r in range(world)])
     assert all(t.sent > 0 for t in transports)
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree"])
+@pytest.mark.parametrize("world", [2, 3, 4, 7])
+def test_ring_and_tree_all_reduce_give_every_rank_the_sum_of_all_inputs(algorithm, world):
+    """Each rank's input is its own pattern; every rank must end with their int32 sum (numpy,
+    wrapping like the replay), whichever algorithm's schedule moved the bytes."""
+    hub, nbytes = memory_hub(world), world * 8 * 16
+    plan = Plan(world, (Traffic("all_reduce", nbytes, algorithm=algorithm),), checksum="all", seed=9)
+    results, transports, errors = run_plan(world, lambda r: MemoryTransport(hub), plan)
+    assert not errors
+    total = sum(pattern(9, 0, r, 0, nbytes).view(np.int32).astype(np.int64) for r in range(world))
+    for r in range(world):
+        np.testing.assert_array_equal(results[r][0].result.view(np.int32), total.astype(np.int32))
+    # per run (a warm-up and a timed one; barriers send nothing): the ring's n ranks send 2(n-1)/n S
+    # each, the two trees S/2 up and down each of their n - 1 edges: 2(n-1) S both
+    assert sum(t.sent for t in transports) == 2 * 2 * (world - 1) * nbytes
 
 
 def test_executor_catches_a_corruption_in_flight_through_the_checksum():

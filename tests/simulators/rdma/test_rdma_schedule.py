@@ -7,7 +7,17 @@ import numpy as np
 import pytest
 
 from simulators._errors import SpecError
-from simulators.rdma import OPS, Plan, Schedule, Step, Traffic, bucket_sizes, round_nbytes, schedule_of
+from simulators.rdma import (
+    OPS,
+    Plan,
+    Schedule,
+    Step,
+    Traffic,
+    bucket_sizes,
+    replay_algorithm,
+    round_nbytes,
+    schedule_of,
+)
 from simulators.rdma._executor import expected_message, expected_results, lockstep, pattern
 
 
@@ -97,3 +107,53 @@ def test_expected_message_is_what_the_sender_holds():
     first = expected_message(plan, 0, 0, 1, 0)  # step 0: rank 0 sends its own chunk 0
     np.testing.assert_array_equal(first, pattern(1, 0, 0, 0, sch.in_bytes)[0:20])
     assert sch.writer_step(1, 0) == 3 and sch.writer_step(1, 20) == 2  # all-gather steps 2 and 3
+
+
+# What ranks alone can run (no in-switch reduction, contiguous chunks), named independently of the code.
+REPLAYABLE = [("ring", op) for op in ("all_reduce", "all_gather", "reduce_scatter")] + [
+    ("double_binary_tree", "all_reduce"),
+    ("direct", "all_to_all"),
+    ("pairwise", "all_to_all"),
+]
+
+
+@pytest.mark.parametrize("algorithm,op", REPLAYABLE)
+@pytest.mark.parametrize("world", [2, 3, 4, 7, 8])
+def test_every_replayable_algorithm_computes_the_numpy_result(algorithm, op, world):
+    nbytes = round_nbytes(op, world, 3000, algorithm)
+    plan = Plan(world, (Traffic(op, nbytes, round_nbytes(op, world, 1000, algorithm), algorithm),), seed=5)
+    got, want = run_all_steps(plan), expected_results(plan, 0)
+    for r in range(world):
+        np.testing.assert_array_equal(got[r], want[r], err_msg=f"{algorithm} {op} rank {r}")
+    assert all(s.algorithm == algorithm for s in plan.schedules(0))
+
+
+@pytest.mark.parametrize("world", [2, 3, 7, 8])
+def test_the_tree_moves_each_half_up_and_down_every_edge_once(world):
+    """Two trees over `world` ranks, S/2 each: every one of their 2 (n - 1) edges carries S/2 up
+    and S/2 down, one send and one receive per rank and step."""
+    nbytes = 64 * world
+    sch = schedule_of("all_reduce", world, nbytes, "tree")
+    sends = [st for steps in sch.steps for st in steps if st.send_peer is not None]
+    assert sum(st.send_bytes for st in sends) == 2 * 2 * (world - 1) * nbytes // 2
+    assert all(st.send_bytes == nbytes // 2 for st in sends)
+    depth = (world).bit_length() - 1  # of the binary tree over positions 0..n-1
+    assert sch.num_steps >= 2 * depth and sch.algorithm == "double_binary_tree"
+
+
+def test_algorithms_the_ranks_cannot_run_are_one_line_naming_those_they_can():
+    # hierarchical, every rank in a domain of its own, is one ring across the domains
+    why = r"\(its transfers carry strided chunks\); allowed: hierarchical, ring, double_binary_tree$"
+    with pytest.raises(SpecError, match=r"^algorithm: 'halving_doubling' cannot be replayed " + why):
+        schedule_of("all_reduce", 4, 4 * 4 * 8, "rabenseifner")
+    with pytest.raises(SpecError, match=r"^nvls: 4 ranks, 1 per NVLink domain; allowed: domains of 2 or more"):
+        schedule_of("all_reduce", 4, 4 * 4 * 8, "nvls")
+    with pytest.raises(SpecError, match=r"^algorithm: 'double_binary_tree' does not implement op 'all_gather'"):
+        schedule_of("all_gather", 4, 4 * 8, "tree")
+
+
+def test_a_replay_runs_the_chosen_algorithm_where_ranks_alone_can():
+    assert replay_algorithm("all_reduce", 4, "tree") == "double_binary_tree"
+    assert replay_algorithm("all_to_all", 4, "direct") == "direct"
+    assert replay_algorithm("all_reduce", 4, "nvls") == "ring"  # the switch reduces: no rank can stand in
+    assert replay_algorithm("reduce_scatter", 4, "halving_doubling") == "ring"  # strided chunks

@@ -166,3 +166,16 @@ def test_tcp_size_disagreement_is_an_error_not_a_hang():
 
     _, _, errors = _pair(send, recv, timeout_s=5)
     assert any(isinstance(e, ReplayError) and "sent 10 B" in str(e) and "12 B were posted" in str(e) for e in errors)
+
+
+@pytest.mark.parametrize("world", [3, 4])
+def test_tcp_replays_the_tree_and_the_ring_all_reduce_byte_for_byte(world):
+    """The double binary tree's schedule over real sockets: every rank's result is checked against
+    the numpy sum of all ranks' inputs (verified), as the ring's is; both move 2(n-1) S in all."""
+    nbytes = world * 8 * 1024
+    traffic = [Traffic("all_reduce", nbytes, algorithm=name) for name in ("tree", "ring")]
+    tree, ring = replay_many(traffic, "tcp", world, checksum="all")
+    assert (tree.algorithm, ring.algorithm) == ("double_binary_tree", "ring")
+    assert tree.verified and ring.verified
+    assert ring.step_bytes.sum() == 2 * (world - 1) * nbytes // world
+    assert tree.step_s.shape[2] == len(tree.step_bytes) and (tree.step_bytes == nbytes // 2).all()
