@@ -209,7 +209,7 @@ def test_moving_layers_off_the_first_stage_moves_their_cost():
     """Per-stage costs are linear in the layers a stage holds: with first_stage_layers=5 on 4
     stages of llama3-8b (32 layers), stage 0 loses 3 layers of the even split (8) and each middle
     stage gains one (9), so stage 0's forward drops by exactly three middle-stage increments."""
-    from simulators.analytical._training import _stage_costs
+    from simulators.analytical._stage_costs import stage_costs as _stage_costs
 
     def stages(**split):
         plan = ParallelPlan(tp=1, pp=4, dp=2, micro_batch=1, global_batch=8, seq_len=4096, **split)

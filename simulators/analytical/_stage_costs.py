@@ -1,0 +1,295 @@
+"""The costs of one pipeline stage: a micro-batch's forward, input- and weight-gradient
+seconds through one model chunk (GEMMs, attention, exposed tensor/context/expert-parallel
+communication, host launch waits), and what the step adds around it (gradient reduction,
+parameter gather, optimizer). Memoised per distinct stage: candidates share most of them."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from functools import cache, cached_property
+from typing import ClassVar
+
+from simulators.analytical._layer import adam_step_s, layer_blocks, output_layer, per_layer_plan
+from simulators.hardware import GpuSpec
+from simulators.models import ModelSpec
+from simulators.network import Network, collective_time_s
+from simulators.workload import (
+    Collective,
+    ParallelPlan,
+    TrainingCandidate,
+    layer_collectives,
+    pipeline_send_bytes,
+    stage_layer_kinds,
+    stage_params,
+    step_collectives,
+)
+from simulators.workload._memory import WEIGHT_BYTES
+
+
+@dataclass(frozen=True)
+class StageCosts:
+    """Seconds per micro-batch and model chunk on one stage, and what the step adds around it."""
+
+    forward_s: float
+    backward_s: float
+    weight_s: float
+    gemm_s: float  # the GEMM part of forward + backward + weight
+    comm_s: Mapping[str, float]  # exposed communication in the three by group; "host": launch waits
+    grad_sync_s: float  # data-parallel gradient reduction of the stage, whole step
+    param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
+    optimizer_s: float
+
+    TIMES: ClassVar[tuple[str, ...]] = (
+        "forward_s",
+        "backward_s",
+        "weight_s",
+        "grad_sync_s",
+        "param_gather_s",
+        "optimizer_s",
+    )
+
+    @cached_property
+    def times(self) -> tuple[float, ...]:
+        """The TIMES fields in order (stage costs are memoised, so this is built once)."""
+        return tuple(getattr(self, name) for name in self.TIMES)
+
+
+@cache
+def _collective_s(network: Network, op: str, nbytes: float, ranks: int, stride: int) -> float:
+    """The fastest NCCL algorithm's time for `op` on `ranks` members `stride` apart (0 for one).
+
+    Memoised: candidates of one study repeat the same few thousand collectives, and one scalar
+    call of the algorithm chooser costs ~0.2 ms."""
+    if ranks == 1 or nbytes == 0:
+        return 0.0
+    factor = dict(network.slowdown).get((op, ranks, stride), 1.0) if network.slowdown else 1.0
+    return factor * float(collective_time_s(op, nbytes, ranks, stride, network))
+
+
+# ZeRO-3 moves parameters and gradients in buckets, each collective paying its latency: DeepSpeed's
+# defaults are stage3_prefetch_bucket_size = 5e7 and reduce_bucket_size = 5e8 elements
+# (deepspeed.ai/docs/config-json; recalled, not re-read here).
+ZERO3_GATHER_BUCKET = 50_000_000
+ZERO3_REDUCE_BUCKET = 500_000_000
+
+
+def _priced(network: Network, c: Collective) -> float:
+    """Seconds for one collective of the inventory; per-layer data-parallel traffic (ZeRO-3)
+    moves in DeepSpeed's buckets, each paying the collective's latency."""
+    if c.group != "dp" or c.per != "micro-batch":
+        return _collective_s(network, c.op, c.nbytes, c.ranks, c.stride)
+    gather = c.op == "all_gather"
+    bucket_bytes = ZERO3_GATHER_BUCKET * WEIGHT_BYTES if gather else ZERO3_REDUCE_BUCKET * 4  # fp32 gradients
+    full, rest = divmod(c.nbytes, bucket_bytes)
+    return full * _collective_s(network, c.op, bucket_bytes, c.ranks, c.stride) + _collective_s(
+        network, c.op, rest, c.ranks, c.stride
+    )
+
+
+@dataclass(frozen=True)
+class _LayerCosts:
+    """Seconds of one layer for one micro-batch: F, B (input gradient), W (weight gradient),
+    with the exposed communication each includes, and the recomputed forward B carries."""
+
+    forward_s: float
+    backward_s: float
+    weight_s: float
+    gemm_s: float
+    comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers); host: launch waits
+
+
+@cache
+def _layer_costs_of(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    network: Network,
+    plan: ParallelPlan,
+    layer_index: int,
+    calibration: str | None,
+    fraction: float,
+    host_s: float = 0.0,
+) -> _LayerCosts:
+    blocks = layer_blocks(model, gpu, plan, layer_index, calibration, fraction)
+    fwd = sum(block.forward_s for block in blocks)
+    input_grad = sum(block.input_grad_s for block in blocks)
+    weight_grad = sum(block.weight_grad_s for block in blocks)
+    attention_fwd, attention_bwd = blocks[0].attention_fwd_s, blocks[0].attention_bwd_s
+    gemm = sum(block.gemm_s for block in blocks)
+    gemm_fwd = sum(block.forward_s - block.memory_fwd_s - block.attention_fwd_s for block in blocks)
+
+    # The layer's collectives (simulators.workload.layer_collectives) priced per phase and group.
+    spent: dict[tuple[str, str], float] = defaultdict(float)
+    launches = {"fwd": sum(b.kernels_fwd for b in blocks), "bwd": sum(b.kernels_bwd for b in blocks)}
+    for c in layer_collectives(model, plan, layer_index):
+        spent[c.phase, c.group] += _priced(network, c)
+        launches["fwd" if c.phase == "fwd" else "bwd"] += 1
+    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed. The
+    # context-parallel ring runs step by step under the attention kernel (`_ring_exposed`);
+    # ZeRO-3 gathers are prefetched under the previous layer's compute.
+    fwd_comm = {
+        "tp": spent["fwd", "tp"],
+        "cp": _ring_exposed(spent["fwd", "cp"], attention_fwd, plan.cp),
+        "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
+        "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
+    }
+    bwd_comm = {
+        "tp": spent["bwd_input", "tp"],
+        "cp": _ring_exposed(spent["bwd_input", "cp"], attention_bwd, plan.cp),
+        "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
+        "dp": _exposed_together(
+            (
+                (spent["bwd_input", "dp"], plan.overlap_param_gather),
+                (spent["bwd_weight", "dp"], plan.overlap_grad_reduce),
+            ),
+            input_grad + weight_grad,
+        ),
+    }
+    # Full recomputation reruns the forward (and its communication) before the backward;
+    # selective (Megatron's) reruns the modules it names, the MoE block with its all-to-alls.
+    full = plan.recompute == "full"
+    selective = sum(block.rerun_s(plan) for block in blocks) + (fwd_comm["ep"] if plan.recomputes("moe") else 0.0)
+    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": selective, "none": 0.0}[plan.recompute]
+    forward_s = fwd + sum(fwd_comm.values())
+    backward_s = input_grad + sum(bwd_comm.values()) + recompute
+    # The host issues every kernel (and collective) in order; where the GPU runs them faster
+    # than the host launches them, the phase takes the host's time (the rerun forward of full
+    # recomputation launches the forward's kernels again).
+    host_fwd = max(0.0, host_s * launches["fwd"] - forward_s)
+    host_bwd = max(0.0, host_s * (launches["bwd"] + (launches["fwd"] if full else 0)) - backward_s - weight_grad)
+    comm = {k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm}
+    if plan.recomputes("moe"):
+        comm["ep"] += fwd_comm["ep"]
+    return _LayerCosts(
+        forward_s=forward_s + host_fwd,
+        backward_s=backward_s + host_bwd,
+        weight_s=weight_grad,
+        gemm_s=gemm + (gemm_fwd if full else 0.0),
+        comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
+    )
+
+
+def _ring_exposed(ring_s: float, attention_s: float, cp: int) -> float:
+    """Exposed time of a context-parallel ring of `cp` ranks moving `ring_s` in all.
+
+    Ring attention (Transformer Engine's `AttnFuncWithCPAndKVP2P`, used by Megatron-Core for
+    cp > 1) runs cp steps: step i computes attention on one 1/cp x 1/cp block of the sequence
+    (causal load balancing gives every step the same work) while the K/V block for step i + 1
+    is sent and received, and waits for both before the next step. So each of the cp - 1
+    overlapped steps costs the slower of its kernel and its exchange: the ring is exposed where
+    one exchange outlasts one step's kernel, not where all of it outlasts all of attention."""
+    if cp == 1 or ring_s == 0:
+        return 0.0
+    exchange_s = ring_s / (cp - 1)
+    return (cp - 1) * max(0.0, exchange_s - attention_s / cp)
+
+
+def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:
+    """Communication time left on the critical path: what `compute_s` does not hide, or all of
+    it where the framework does not overlap it."""
+    return max(0.0, comm_s - compute_s) if overlapped else comm_s
+
+
+def _exposed_together(parts: Sequence[tuple[float, bool]], compute_s: float) -> float:
+    """Several transfers under one stretch of compute: the overlapped ones share what it hides."""
+    serial = sum(comm_s for comm_s, overlapped in parts if not overlapped)
+    hidden = sum(comm_s for comm_s, overlapped in parts if overlapped)
+    return serial + _exposed(hidden, compute_s, True)
+
+
+def stage_costs(candidate: TrainingCandidate) -> tuple[StageCosts, ...]:
+    """Per-stage costs of one micro-batch through one model chunk (the stage's layers averaged
+    over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
+    system = candidate.system
+    plan = _per_stage_plan(candidate.plan)
+    return _all_stages(
+        candidate.model,
+        system.gpu,
+        system.fabric_network,
+        plan,
+        system.calibration,
+        system.compute_fraction,
+        0.0 if plan.cuda_graphs else system.kernel_host_s,
+    )
+
+
+@cache
+def _all_stages(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    network: Network,
+    plan: ParallelPlan,
+    calibration: str | None,
+    fraction: float,
+    host_s: float = 0.0,
+) -> tuple[StageCosts, ...]:
+    return tuple(
+        _one_stage(model, gpu, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s)
+        for stage in range(plan.pp)
+    )
+
+
+@cache
+def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
+    """Costs per micro-batch do not depend on how many there are, nor on the schedule: one key
+    for every global batch and schedule."""
+    return dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule="1f1b")
+
+
+@cache
+def _one_stage(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    network: Network,
+    plan: ParallelPlan,
+    calibration: str | None,
+    fraction: float,
+    stage: int,
+    last: bool,
+    host_s: float = 0.0,
+) -> StageCosts:
+    layer_plan = per_layer_plan(plan)
+    costs = {}
+    for kind, count in stage_layer_kinds(model, plan, stage).items():
+        # One layer of each kind prices them all: dense layers come first, then MoE ones.
+        index = model.layers - 1 if kind else 0
+        layer = _layer_costs_of(model, gpu, network, layer_plan, index, calibration, fraction, host_s)
+        costs[kind] = (layer, count)
+    per_chunk = 1 / plan.vpp
+    fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
+    bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
+    wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
+    gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
+    if last:  # the output layer, spread over the chunks
+        output = output_layer(model, gpu, layer_plan, calibration, fraction)
+        fwd += per_chunk * output.forward_s
+        bwd += per_chunk * output.input_grad_s
+        wgt += per_chunk * output.weight_grad_s
+        gemm += per_chunk * output.gemm_s
+    step = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
+    grad_sync = sum(_priced(network, c) for c in step if c.phase == "bwd_weight")
+    gather = sum(_priced(network, c) for c in step if c.phase == "optimizer")
+    dense, expert = stage_params(model, plan, stage)
+    return StageCosts(
+        forward_s=fwd,
+        backward_s=bwd,
+        weight_s=wgt,
+        gemm_s=gemm,
+        comm_s={
+            k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")
+        },
+        grad_sync_s=grad_sync,
+        param_gather_s=gather,
+        optimizer_s=adam_step_s(gpu, plan, dense, expert),
+    )
+
+
+def send_s(candidate: TrainingCandidate) -> float:
+    """One activation (or its gradient) crossing a pipeline-stage boundary."""
+    model, plan = candidate.model, candidate.plan
+    stride = plan.tp * plan.cp * plan.dp
+    return _collective_s(
+        candidate.system.fabric_network, "send_recv", pipeline_send_bytes(model, plan), 2 if plan.pp > 1 else 1, stride
+    )
