@@ -320,7 +320,7 @@ class ServingSearch(_Frozen):
     @field_validator("scheduler", "router", "disaggregated")
     @classmethod
     def _choices(cls, values: list, info) -> list:
-        allowed = {"scheduler": SCHEDULERS, "router": ROUTERS, "disaggregated": (False, True)}
+        allowed = {"scheduler": tuple(SCHEDULERS), "router": tuple(ROUTERS), "disaggregated": (False, True)}
         return _one_of(values, allowed[info.field_name])
 
 

@@ -3,7 +3,6 @@
 from simulators.serving._capacity import Capacity, capacity_search
 from simulators.serving._cost import ReplicaCost, replica_cost
 from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
-from simulators.serving._engine import ROUTERS, SCHEDULERS
 from simulators.serving._profile import VidurProfile, apply_profile, load_vidur_profile
 from simulators.serving._requests import (
     ARRIVALS,
@@ -16,6 +15,8 @@ from simulators.serving._requests import (
     uniform,
     zipf,
 )
+from simulators.serving._routers import ROUTERS, Router, get_router, register_router
+from simulators.serving._schedulers import SCHEDULERS, Scheduler, get_scheduler, register_scheduler
 
 __all__ = [
     "ARRIVALS",
@@ -27,6 +28,8 @@ __all__ = [
     "Pool",
     "ReplicaCost",
     "Requests",
+    "Router",
+    "Scheduler",
     "ServingResult",
     "TraceData",
     "VidurProfile",
@@ -34,10 +37,14 @@ __all__ = [
     "capacity_search",
     "empirical",
     "fixed",
+    "get_router",
+    "get_scheduler",
     "kv_transfer_s",
     "load_trace",
     "load_vidur_profile",
     "make_requests",
+    "register_router",
+    "register_scheduler",
     "replica_cost",
     "simulate_deployment",
     "uniform",
