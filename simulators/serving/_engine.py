@@ -258,7 +258,8 @@ def simulate_serving(
                         leaves = True
                         state[i] = MOVING
                         heap_n = heap_push(heap_t, heap_i, heap_n, t + transfer_ns[i], i)
-                    if leaves and not replica_traits[r, STATIC_BATCH]:
+                    # a static batch keeps its finished requests as padding, not those sent on
+                    if leaves and (state[i] == MOVING or not replica_traits[r, STATIC_BATCH]):
                         if state[i] != MOVING:  # a request being sent keeps its KV until it arrives
                             free_blocks[r] += blocks[i]
                             blocks[i] = 0
