@@ -25,13 +25,14 @@ Its scheduler is a row of `replica_traits` (columns below; the registered combin
   (Sarathi-Serve); without it a prompt that does not fit the budget left waits.
 Roles: a replica serves whole requests, only prefills (its requests leave after the first token,
 their KV sent to the decode pool, which costs `transfer_ns`), or only decodes. The router is a
-starting rule and a balancing flag (`_routers.route`).
+starting rule and a balancing flag (`_route`; the registered ones are in `_routers.py`).
 
-Why one loop: the event handlers share some thirty arrays; moved into @njit functions of their
-own (the batch-end handler, the batch forming), the kernel ran 1.7x to 2.2x slower, and as
-much with inline="always", so they stay in this function; the queue, heap and routing helpers
-are small functions (`_queues.py`, `_routers.py`). Numba's on-disk cache stamps a kernel by its
-own file only: after editing those two, touch this file (or clear __pycache__).
+Why one loop and one file: the event handlers share some thirty arrays; moved into @njit
+functions of their own (the batch-end handler, the batch forming) the kernel ran 1.7x to 2.2x
+slower, and about as slow with inline="always", so they stay in this function. The small
+helpers (queue, running list, heap, routing) and the codes the kernel reads live in this file
+too: Numba's on-disk cache keys a kernel on the content of its own file only, so a helper
+edited in another file would leave the cached kernel running the old one.
 """
 
 from __future__ import annotations
@@ -41,26 +42,16 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from simulators.serving._queues import (
-    DONE,
-    MOVING,
-    NEVER,
-    ROLE_DECODE,
-    ROLE_PREFILL,
-    WAITING,
-    admit,
-    blocks_for,
-    heap_pop,
-    heap_push,
-    in_batch,
-    join,
-    remove_running,
-)
-from simulators.serving._routers import route
-
+ROLE_BOTH, ROLE_PREFILL, ROLE_DECODE = 0, 1, 2
+NEVER = np.iinfo(np.int64).max
+# Request states
+UNSEEN, WAITING, RUNNING, MOVING, DONE = 0, 1, 2, 3, 4
+# Columns of replica_traits (see above; named by `_schedulers.Scheduler`)
 STATIC_BATCH, PAGED, PREFILL_PRIORITY, MIXED, TOKEN_BUDGET, CHUNKED_PREFILL = range(6)
 N_TRAITS = 6
 UNLIMITED = 1 << 40  # tokens left in an iteration without a budget
+# Where a router's scan of its pool starts (`_routers.Router.start`)
+START_FIRST, START_ROTATE, START_RANDOM = 0, 1, 2
 
 
 @numba.njit(cache=True)
@@ -257,14 +248,14 @@ def simulate_serving(
                     elif replica_role[r] == ROLE_PREFILL:
                         leaves = True
                         state[i] = MOVING
-                        heap_n = heap_push(heap_t, heap_i, heap_n, t + transfer_ns[i], i)
+                        heap_n = _heap_push(heap_t, heap_i, heap_n, t + transfer_ns[i], i)
                     # a static batch keeps its finished requests as padding, not those sent on
                     if leaves and (state[i] == MOVING or not replica_traits[r, STATIC_BATCH]):
                         if state[i] != MOVING:  # a request being sent keeps its KV until it arrives
                             free_blocks[r] += blocks[i]
                             blocks[i] = 0
                             outstanding[r] -= 1
-                        remove_running(r, i, running, n_running)
+                        _remove_running(r, i, running, n_running)
             batch_len[r, s] = 0
             if replica_traits[r, STATIC_BATCH] and static_open[r]:
                 over = True
@@ -281,20 +272,20 @@ def simulate_serving(
                     static_open[r] = False
             wake[r] = min(wake[r], t)
         elif t_move == t:
-            i, heap_n = heap_pop(heap_t, heap_i, heap_n)
+            i, heap_n = _heap_pop(heap_t, heap_i, heap_n)
             # the prefill replica frees the KV once it is sent
             src = replica_of[i]
             free_blocks[src] += blocks[i]
             blocks[i] = 0
             outstanding[src] -= 1
             wake[src] = min(wake[src], t)  # the source may now admit more
-            r = route(router_start, router_balances, pool1, outstanding, rr1, rng)
-            join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
+            r = _route(router_start, router_balances, pool1, outstanding, rr1, rng)
+            _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
         elif t_arr == t:
             i = next_arrival
             next_arrival += 1
-            r = route(router_start, router_balances, pool0, outstanding, rr0, rng)
-            join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
+            r = _route(router_start, router_balances, pool0, outstanding, rr0, rng)
+            _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
         if t_batch == t or t_move == t or t_arr == t:
             continue  # a replica schedules once every event of this instant is in (its wake)
 
@@ -331,10 +322,10 @@ def simulate_serving(
                 # admit a new static batch
                 while head[r] >= 0 and n_running[r] < per_batch:
                     i = head[r]
-                    want = blocks_for(prompt[i] + output[i], bt)
+                    want = _blocks_for(prompt[i] + output[i], bt)
                     if want > free_blocks[r]:
                         break
-                    admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
+                    _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                 if n_running[r] > 0:
                     static_open[r] = True
             if static_open[r]:
@@ -362,9 +353,9 @@ def simulate_serving(
             if prio and role != ROLE_DECODE and head[r] >= 0:
                 # vLLM prefers admitting prefills when the head of the queue fits
                 i = head[r]
-                if n_running[r] < max_req and need[i] <= budget and blocks_for(need[i], bt) <= free_blocks[r]:
+                if n_running[r] < max_req and need[i] <= budget and _blocks_for(need[i], bt) <= free_blocks[r]:
                     prefill_turn = True
-                elif n_running[r] == 0 and blocks_for(need[i], bt) <= free_blocks[r]:
+                elif n_running[r] == 0 and _blocks_for(need[i], bt) <= free_blocks[r]:
                     prefill_turn = True  # an oversized prompt runs alone
             if not prefill_turn:
                 q = 0
@@ -379,14 +370,14 @@ def simulate_serving(
                     if nb >= per_batch or (chunked and nb >= budget):
                         break
                     if paged:
-                        want = blocks_for(prompt[i] + generated[i], bt)
+                        want = _blocks_for(prompt[i] + generated[i], bt)
                         preempted_self = False
                         while blocks[i] < want and free_blocks[r] == 0:
                             # preempt the most recently admitted request not in flight
                             victim = -1
                             for q2 in range(n_running[r] - 1, -1, -1):
                                 cand = running[r, q2]
-                                if not in_flight[cand] and not (cand != i and in_batch(batch_req, r, slot, nb, cand)):
+                                if not in_flight[cand] and not (cand != i and _in_batch(batch_req, r, slot, nb, cand)):
                                     victim = q2
                                     break
                             if victim < 0:
@@ -446,14 +437,14 @@ def simulate_serving(
                 while head[r] >= 0 and n_running[r] < max_req and left > 0 and nb < per_batch:
                     i = head[r]
                     if not paged:
-                        want = blocks_for(prompt[i] + output[i], bt)
+                        want = _blocks_for(prompt[i] + output[i], bt)
                     else:
-                        want = blocks_for(need[i], bt)
+                        want = _blocks_for(need[i], bt)
                     if want > free_blocks[r]:
                         break
                     if not chunked and need[i] > left and nb > 0:
                         break
-                    admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
+                    _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                     c = min(need[i], left) if chunked else need[i]
                     chunk_len[n_ch] = c
                     chunk_past[n_ch] = 0
@@ -467,10 +458,10 @@ def simulate_serving(
                 # decode-only replicas admit arrivals whose cache fits, then decode them next time
                 while head[r] >= 0 and n_running[r] < max_req and nb < per_batch:
                     i = head[r]
-                    want = blocks_for(prompt[i] + generated[i], bt)
+                    want = _blocks_for(prompt[i] + generated[i], bt)
                     if want > free_blocks[r]:
                         break
-                    admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
+                    _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                     prefilled[i] = need[i]
                     batch_req[r, slot, nb] = i
                     batch_tok[r, slot, nb] = 1
@@ -532,3 +523,128 @@ def simulate_serving(
         flops,
         kv_read_tokens,
     )
+
+
+@numba.njit(cache=True)
+def _blocks_for(tokens, block_tokens):
+    """KV blocks holding `tokens` tokens."""
+    return (tokens + block_tokens - 1) // block_tokens
+
+
+@numba.njit(cache=True)
+def _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue):
+    """Request i, routed to replica r at time t, joins the back of its queue and wakes it."""
+    replica_of[i] = r
+    state[i] = WAITING
+    outstanding[r] += 1
+    if tail[r] < 0:
+        head[r] = i
+    else:
+        next_in_queue[tail[r]] = i
+    tail[r] = i
+    next_in_queue[i] = -1
+    wake[r] = min(wake[r], t)
+
+
+@numba.njit(cache=True)
+def _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running):
+    """The head of replica r's queue becomes a running request holding `want` KV blocks."""
+    i = head[r]
+    head[r] = next_in_queue[i]
+    if head[r] < 0:
+        tail[r] = -1
+    free_blocks[r] -= want
+    blocks[i] = want
+    state[i] = RUNNING
+    running[r, n_running[r]] = i
+    n_running[r] += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _remove_running(r, i, running, n_running):
+    """Request i leaves replica r's running list (the others keep their admission order)."""
+    for q in range(n_running[r]):
+        if running[r, q] == i:
+            for q2 in range(q, n_running[r] - 1):
+                running[r, q2] = running[r, q2 + 1]
+            n_running[r] -= 1
+            return
+
+
+@numba.njit(cache=True)
+def _in_batch(batch_req, r, slot, nb, i):
+    """Whether request i is among the first nb of the batch being formed in slot."""
+    for j in range(nb):
+        if batch_req[r, slot, j] == i:
+            return True
+    return False
+
+
+@numba.njit(cache=True)
+def _heap_before(heap_t, heap_i, a, b):
+    """Whether heap entry a comes before b: by time, then by request index."""
+    return heap_t[a] < heap_t[b] or (heap_t[a] == heap_t[b] and heap_i[a] < heap_i[b])
+
+
+@numba.njit(cache=True)
+def _heap_push(heap_t, heap_i, heap_n, t, i):
+    """Add (t, i) to the binary heap of heap_n entries; returns the new size."""
+    k = heap_n
+    heap_t[k] = t
+    heap_i[k] = i
+    while k > 0:
+        parent = (k - 1) // 2
+        if _heap_before(heap_t, heap_i, parent, k):
+            break
+        heap_t[parent], heap_t[k] = heap_t[k], heap_t[parent]
+        heap_i[parent], heap_i[k] = heap_i[k], heap_i[parent]
+        k = parent
+    return heap_n + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(heap_t, heap_i, heap_n):
+    """Remove the first entry of the heap of heap_n entries; returns (its request, the new size)."""
+    i = heap_i[0]
+    heap_n -= 1
+    heap_t[0] = heap_t[heap_n]
+    heap_i[0] = heap_i[heap_n]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= heap_n:
+            break
+        if child + 1 < heap_n and _heap_before(heap_t, heap_i, child + 1, child):
+            child += 1
+        if _heap_before(heap_t, heap_i, k, child):
+            break
+        heap_t[k], heap_t[child] = heap_t[child], heap_t[k]
+        heap_i[k], heap_i[child] = heap_i[child], heap_i[k]
+        k = child
+    return i, heap_n
+
+
+@numba.njit(cache=True)
+def _route(start, balances, pool_replicas, outstanding, rr_state, rng_state):
+    """Index of the replica that takes the next request, among `pool_replicas`."""
+    k = len(pool_replicas)
+    if start == START_ROTATE:
+        first = rr_state[0] % k
+        rr_state[0] += 1
+    elif start == START_RANDOM:  # xorshift64*, a seeded, platform-independent stream
+        x = rng_state[0]
+        x ^= x >> np.uint64(12)
+        x ^= x << np.uint64(25)
+        x ^= x >> np.uint64(27)
+        rng_state[0] = x
+        first = int((x * np.uint64(2685821657736338717)) >> np.uint64(33)) % k
+    else:
+        first = 0
+    best = pool_replicas[first]
+    if balances:
+        for m in range(1, k):
+            r = pool_replicas[(first + m) % k]
+            if outstanding[r] < outstanding[best]:
+                best = r
+    return best
