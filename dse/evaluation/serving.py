@@ -21,6 +21,7 @@ from simulators.serving import (
     VidurProfile,
     capacity_search,
     fixed,
+    get_scheduler,
     load_trace,
     load_vidur_profile,
     make_requests,
@@ -45,9 +46,8 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
     )
     decode = None
     if params["disaggregated"]:
-        decode_scheduler = "vllm" if params["scheduler"] in ("static", "orca") else params["scheduler"]
         decode = Pool(
-            decode_scheduler,
+            get_scheduler(params["scheduler"]).decode_pool,
             tp=params["decode_tp"],
             count=params["decode_replicas"],
             max_batch_requests=params["max_batch_requests"],

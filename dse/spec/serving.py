@@ -39,7 +39,7 @@ class ServingSearch(Frozen):
     @field_validator("scheduler", "router", "disaggregated")
     @classmethod
     def _choices(cls, values: list, info) -> list:
-        allowed = {"scheduler": SCHEDULERS, "router": ROUTERS, "disaggregated": (False, True)}
+        allowed = {"scheduler": tuple(SCHEDULERS), "router": tuple(ROUTERS), "disaggregated": (False, True)}
         return one_of(values, allowed[info.field_name])
 
 

@@ -3,19 +3,11 @@
 from simulators.serving._capacity import Capacity, capacity_search
 from simulators.serving._cost import ReplicaCost, replica_cost
 from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
-from simulators.serving._engine import ROUTERS, SCHEDULERS
+from simulators.serving._lengths import empirical, fixed, uniform, zipf
 from simulators.serving._profile import VidurProfile, apply_profile, load_vidur_profile
-from simulators.serving._requests import (
-    ARRIVALS,
-    Requests,
-    TraceData,
-    empirical,
-    fixed,
-    load_trace,
-    make_requests,
-    uniform,
-    zipf,
-)
+from simulators.serving._requests import ARRIVALS, Requests, TraceData, load_trace, make_requests
+from simulators.serving._routers import ROUTERS, Router, get_router, register_router
+from simulators.serving._schedulers import SCHEDULERS, Scheduler, get_scheduler, register_scheduler
 
 __all__ = [
     "ARRIVALS",
@@ -27,6 +19,8 @@ __all__ = [
     "Pool",
     "ReplicaCost",
     "Requests",
+    "Router",
+    "Scheduler",
     "ServingResult",
     "TraceData",
     "VidurProfile",
@@ -34,10 +28,14 @@ __all__ = [
     "capacity_search",
     "empirical",
     "fixed",
+    "get_router",
+    "get_scheduler",
     "kv_transfer_s",
     "load_trace",
     "load_vidur_profile",
     "make_requests",
+    "register_router",
+    "register_scheduler",
     "replica_cost",
     "simulate_deployment",
     "uniform",

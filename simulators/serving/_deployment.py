@@ -25,17 +25,11 @@ from simulators.hardware import PRECISIONS, GpuSpec
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.serving._cost import KV_BYTES, ReplicaCost, replica_cost
-from simulators.serving._engine import (
-    ROLE_BOTH,
-    ROLE_DECODE,
-    ROLE_PREFILL,
-    ROUTERS,
-    SCHEDULERS,
-    EngineOutput,
-    simulate_serving,
-)
+from simulators.serving._engine import ROLE_BOTH, ROLE_DECODE, ROLE_PREFILL, EngineOutput, simulate_serving
 from simulators.serving._profile import VidurProfile, apply_profile
 from simulators.serving._requests import Requests
+from simulators.serving._routers import get_router
+from simulators.serving._schedulers import decoders, get_scheduler
 
 PERCENTILES = (50, 90, 99)
 
@@ -58,8 +52,7 @@ class Pool:
     max_batch_tokens: int = 512
 
     def __post_init__(self) -> None:
-        if self.scheduler not in SCHEDULERS:
-            raise SpecError(f"scheduler: {self.scheduler!r} is not allowed; allowed: {', '.join(SCHEDULERS)}")
+        object.__setattr__(self, "scheduler", get_scheduler(self.scheduler).name)
         for name in ("tp", "pp", "count", "max_batch_requests", "max_batch_tokens"):
             _positive_int(name, getattr(self, name))
 
@@ -87,10 +80,10 @@ class Deployment:
     profile: VidurProfile | None = None  # measured operation times replacing the analytical ones
 
     def __post_init__(self) -> None:
-        if self.router not in ROUTERS:
-            raise SpecError(f"router: {self.router!r} is not allowed; allowed: {', '.join(ROUTERS)}")
-        if self.decode is not None and self.decode.scheduler not in ("vllm", "sarathi"):
-            raise SpecError(f"decode.scheduler: {self.decode.scheduler!r} is not allowed; allowed: vllm, sarathi")
+        object.__setattr__(self, "router", get_router(self.router).name)
+        if self.decode is not None and not get_scheduler(self.decode.scheduler).can_decode:
+            allowed = ", ".join(decoders())
+            raise SpecError(f"decode.scheduler: {self.decode.scheduler!r} is not allowed; allowed: {allowed}")
         for name, allowed in (("precision", PRECISIONS), ("kv_precision", tuple(KV_BYTES))):
             if getattr(self, name) not in allowed:
                 raise SpecError(f"{name}: {getattr(self, name)!r} is not allowed; allowed: {', '.join(allowed)}")
@@ -149,7 +142,9 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
     larger than 32k tokens."""
     pools = [p for p in (deployment.pool, deployment.decode) if p is not None]
     tokens = max(
-        p.max_batch_requests * max_prompt if p.scheduler in ("static", "orca") else max(p.max_batch_tokens, max_prompt)
+        max(p.max_batch_tokens, max_prompt)
+        if get_scheduler(p.scheduler).token_budget
+        else p.max_batch_requests * max_prompt  # whole prompts of a full batch
         for p in pools
     )
     width = max(min(tokens, 1 << 15), max(p.max_batch_requests for p in pools))
@@ -218,7 +213,7 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
             output,
             np.round(transfer * 1e9).astype(np.int64),
             np.array([role for *_, role in replicas], np.int64),
-            np.array([SCHEDULERS[pool.scheduler] for _, pool, _, _ in replicas], np.int64),
+            np.array([get_scheduler(pool.scheduler).row() for _, pool, _, _ in replicas]),
             np.array([k for k, *_ in replicas], np.int64),
             np.array([pool.pp for _, pool, _, _ in replicas], np.int64),
             np.array([cost.layers_per_stage for *_, cost, _ in replicas], np.float64),
@@ -227,7 +222,7 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
             np.array([cost.kv_blocks for *_, cost, _ in replicas], np.int64),
             deployment.block_tokens,
             tables,
-            ROUTERS[deployment.router],
+            *get_router(deployment.router).codes,
             seed,
             main.flops_per_token,
             main.attention_flops_per_pair,

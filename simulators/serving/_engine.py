@@ -8,25 +8,31 @@ batch together), and a run is a pure function of its inputs.
 
 A replica runs batches of (request, tokens) pairs; with pp pipeline stages up to pp batches are
 in flight, a new one entering when the first stage is free, and a request is in at most one.
-Schedulers (`SCHEDULERS`):
-- static: FasterTransformer-style. Takes up to the batch cap from the queue when the replica is
-  empty (memory reserved for prompt + output), prefills them together, then decodes the whole
-  batch until its longest request ends; finished requests stay as padding; arrivals wait.
-- orca: iteration-level scheduling. Admits a request at any iteration when memory for its
-  prompt + output can be reserved; a new request's whole prompt runs in one iteration beside
-  the decodes. Never preempts.
-- vllm: continuous batching on a paged KV cache (blocks of `block_tokens`, allocated as the
-  sequence grows). An iteration is either prefill-only (new requests admitted while their prompt
-  fits the token budget and free blocks) or a decode of every running request; when a decode
-  needs a block and none is free, the most recently admitted request is preempted (its blocks
-  freed; it is recomputed from its prompt and the tokens it had produced when readmitted, at the
-  front of the queue).
-- sarathi: chunked prefill (Sarathi-Serve). Every iteration carries the running decodes, then
-  chunks of prompts up to a token budget; admission allocates the prompt's blocks; preemption as
-  vllm.
+Its scheduler is a row of `replica_traits` (columns below; the registered combinations are in
+`_schedulers.py`), never a name, so a scheduler that combines them anew needs no kernel edit:
+- STATIC_BATCH: a batch is admitted only into an empty replica (memory for prompt + output
+  reserved), prefilled together, then decoded as a whole until its longest request ends;
+  finished requests stay as padding, arrivals wait.
+- PAGED: KV blocks (of `block_tokens`) are allocated as a sequence grows; when a decode needs a
+  block and none is free, the most recently admitted request not in flight is preempted (its
+  blocks freed; recomputed from its prompt and the tokens it had produced when readmitted, at
+  the front of the queue). Otherwise admission reserves prompt + output and nothing is preempted.
+- PREFILL_PRIORITY: an iteration is prefill-only when the head of the queue fits (vLLM).
+- MIXED: prompts join the running decodes in every iteration (Orca, Sarathi-Serve).
+- TOKEN_BUDGET: an iteration carries at most max_batch_tokens tokens (an oversized prompt runs
+  alone); without it a batch is bounded by its request cap only.
+- CHUNKED_PREFILL: prompts are cut into chunks that fill the budget and decodes count against it
+  (Sarathi-Serve); without it a prompt that does not fit the budget left waits.
 Roles: a replica serves whole requests, only prefills (its requests leave after the first token,
-their KV sent to the decode pool, which costs `transfer_ns`), or only decodes.
-Routers (`ROUTERS`): round robin, least outstanding requests, uniform random (seeded).
+their KV sent to the decode pool, which costs `transfer_ns`), or only decodes. The router is a
+starting rule and a balancing flag (`_route`; the registered ones are in `_routers.py`).
+
+Why one loop and one file: the event handlers share some thirty arrays; moved into @njit
+functions of their own (the batch-end handler, the batch forming) the kernel ran 1.7x to 2.2x
+slower, and about as slow with inline="always", so they stay in this function. The small
+helpers (queue, running list, heap, routing) and the codes the kernel reads live in this file
+too: Numba's on-disk cache keys a kernel on the content of its own file only, so a helper
+edited in another file would leave the cached kernel running the old one.
 """
 
 from __future__ import annotations
@@ -36,15 +42,16 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-STATIC, ORCA, VLLM, SARATHI = 0, 1, 2, 3
-ROUND_ROBIN, LEAST_OUTSTANDING, RANDOM = 0, 1, 2
-SCHEDULERS = {"static": STATIC, "orca": ORCA, "vllm": VLLM, "sarathi": SARATHI}
-ROUTERS = {"round_robin": ROUND_ROBIN, "least_outstanding": LEAST_OUTSTANDING, "random": RANDOM}
 ROLE_BOTH, ROLE_PREFILL, ROLE_DECODE = 0, 1, 2
 NEVER = np.iinfo(np.int64).max
-
 # Request states
-_UNSEEN, _WAITING, _RUNNING, _MOVING, _DONE = 0, 1, 2, 3, 4
+UNSEEN, WAITING, RUNNING, MOVING, DONE = 0, 1, 2, 3, 4
+# Columns of replica_traits (see above; named by `_schedulers.Scheduler`)
+STATIC_BATCH, PAGED, PREFILL_PRIORITY, MIXED, TOKEN_BUDGET, CHUNKED_PREFILL = range(6)
+N_TRAITS = 6
+UNLIMITED = 1 << 40  # tokens left in an iteration without a budget
+# Where a router's scan of its pool starts (`_routers.Router.start`)
+START_FIRST, START_ROTATE, START_RANDOM = 0, 1, 2
 
 
 @numba.njit(cache=True)
@@ -79,118 +86,6 @@ def _lookup(row, x, power):
     return row[last] * (x / last) ** power
 
 
-@numba.njit(cache=True)
-def _route(policy, pool_replicas, outstanding, rr_state, rng_state):
-    """Index of the replica that takes the next request, among `pool_replicas`."""
-    k = len(pool_replicas)
-    if policy == ROUND_ROBIN:
-        choice = pool_replicas[rr_state[0] % k]
-        rr_state[0] += 1
-        return choice
-    if policy == LEAST_OUTSTANDING:
-        best = pool_replicas[0]
-        for r in pool_replicas:
-            if outstanding[r] < outstanding[best]:
-                best = r
-        return best
-    # RANDOM: xorshift64*, a seeded, platform-independent stream
-    x = rng_state[0]
-    x ^= x >> np.uint64(12)
-    x ^= x << np.uint64(25)
-    x ^= x >> np.uint64(27)
-    rng_state[0] = x
-    return pool_replicas[int((x * np.uint64(2685821657736338717)) >> np.uint64(33)) % k]
-
-
-@numba.njit(cache=True)
-def _blocks_for(tokens, block_tokens):
-    return (tokens + block_tokens - 1) // block_tokens
-
-
-@numba.njit(cache=True)
-def _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue):
-    """Request i, routed to replica r at time t, joins the back of its queue and wakes it."""
-    replica_of[i] = r
-    state[i] = _WAITING
-    outstanding[r] += 1
-    if tail[r] < 0:
-        head[r] = i
-    else:
-        next_in_queue[tail[r]] = i
-    tail[r] = i
-    next_in_queue[i] = -1
-    wake[r] = min(wake[r], t)
-
-
-@numba.njit(cache=True)
-def _heap_before(heap_t, heap_i, a, b):
-    """Whether heap entry a comes before b: by time, then by request index."""
-    return heap_t[a] < heap_t[b] or (heap_t[a] == heap_t[b] and heap_i[a] < heap_i[b])
-
-
-@numba.njit(cache=True)
-def _heap_push(heap_t, heap_i, heap_n, t, i):
-    """Add (t, i) to the binary heap of heap_n entries; returns the new size."""
-    k = heap_n
-    heap_t[k] = t
-    heap_i[k] = i
-    while k > 0:
-        parent = (k - 1) // 2
-        if _heap_before(heap_t, heap_i, parent, k):
-            break
-        heap_t[parent], heap_t[k] = heap_t[k], heap_t[parent]
-        heap_i[parent], heap_i[k] = heap_i[k], heap_i[parent]
-        k = parent
-    return heap_n + 1
-
-
-@numba.njit(cache=True)
-def _heap_pop(heap_t, heap_i, heap_n):
-    """Remove the first entry of the heap of heap_n entries; returns (its request, the new size)."""
-    i = heap_i[0]
-    heap_n -= 1
-    heap_t[0] = heap_t[heap_n]
-    heap_i[0] = heap_i[heap_n]
-    k = 0
-    while True:
-        child = 2 * k + 1
-        if child >= heap_n:
-            break
-        if child + 1 < heap_n and _heap_before(heap_t, heap_i, child + 1, child):
-            child += 1
-        if _heap_before(heap_t, heap_i, k, child):
-            break
-        heap_t[k], heap_t[child] = heap_t[child], heap_t[k]
-        heap_i[k], heap_i[child] = heap_i[child], heap_i[k]
-        k = child
-    return i, heap_n
-
-
-@numba.njit(cache=True)
-def _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running):
-    """The head of replica r's queue becomes a running request holding `want` KV blocks."""
-    i = head[r]
-    head[r] = next_in_queue[i]
-    if head[r] < 0:
-        tail[r] = -1
-    free_blocks[r] -= want
-    blocks[i] = want
-    state[i] = _RUNNING
-    running[r, n_running[r]] = i
-    n_running[r] += 1
-    return i
-
-
-@numba.njit(cache=True)
-def _remove_running(r, i, running, n_running):
-    for q in range(n_running[r]):
-        if running[r, q] == i:
-            for q2 in range(q, n_running[r] - 1):
-                running[r, q2] = running[r, q2 + 1]
-            n_running[r] -= 1
-            return
-
-
 class EngineOutput(NamedTuple):
     """What `simulate_serving` returns: per request, then per replica, then totals."""
 
@@ -217,7 +112,7 @@ def simulate_serving(
     output,
     transfer_ns,
     replica_role,
-    replica_scheduler,
+    replica_traits,
     replica_cost_index,
     replica_pp,
     replica_layers,
@@ -226,7 +121,8 @@ def simulate_serving(
     replica_blocks,
     block_tokens,
     costs,
-    router,
+    router_start,
+    router_balances,
     seed,
     flops_per_token,
     attention_flops_per_pair,
@@ -329,7 +225,7 @@ def simulate_serving(
                 i = batch_req[r, s, j]
                 tok = batch_tok[r, s, j]
                 in_flight[i] = False
-                if state[i] == _DONE:  # static padding
+                if state[i] == DONE:  # static padding
                     continue
                 produced = False
                 if prefilled[i] < need[i]:
@@ -346,24 +242,25 @@ def simulate_serving(
                     last_ns[i] = t
                     leaves = generated[i] == output[i]
                     if leaves:
-                        state[i] = _DONE
+                        state[i] = DONE
                         done_ns[i] = t
                         finished += 1
                     elif replica_role[r] == ROLE_PREFILL:
                         leaves = True
-                        state[i] = _MOVING
+                        state[i] = MOVING
                         heap_n = _heap_push(heap_t, heap_i, heap_n, t + transfer_ns[i], i)
-                    if leaves and replica_scheduler[r] != STATIC:
-                        if state[i] != _MOVING:  # a request being sent keeps its KV until it arrives
+                    # a static batch keeps its finished requests as padding, not those sent on
+                    if leaves and (state[i] == MOVING or not replica_traits[r, STATIC_BATCH]):
+                        if state[i] != MOVING:  # a request being sent keeps its KV until it arrives
                             free_blocks[r] += blocks[i]
                             blocks[i] = 0
                             outstanding[r] -= 1
                         _remove_running(r, i, running, n_running)
             batch_len[r, s] = 0
-            if replica_scheduler[r] == STATIC and static_open[r]:
+            if replica_traits[r, STATIC_BATCH] and static_open[r]:
                 over = True
                 for q in range(n_running[r]):
-                    if state[running[r, q]] != _DONE:
+                    if state[running[r, q]] != DONE:
                         over = False
                 if over:
                     for q in range(n_running[r]):
@@ -382,12 +279,12 @@ def simulate_serving(
             blocks[i] = 0
             outstanding[src] -= 1
             wake[src] = min(wake[src], t)  # the source may now admit more
-            r = _route(router, pool1, outstanding, rr1, rng)
+            r = _route(router_start, router_balances, pool1, outstanding, rr1, rng)
             _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
         elif t_arr == t:
             i = next_arrival
             next_arrival += 1
-            r = _route(router, pool0, outstanding, rr0, rng)
+            r = _route(router_start, router_balances, pool0, outstanding, rr0, rng)
             _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue)
         if t_batch == t or t_move == t or t_arr == t:
             continue  # a replica schedules once every event of this instant is in (its wake)
@@ -405,7 +302,9 @@ def simulate_serving(
                 break
         if slot < 0:
             continue
-        sched = replica_scheduler[r]
+        paged, prio = replica_traits[r, PAGED], replica_traits[r, PREFILL_PRIORITY]
+        mixed, budgeted = replica_traits[r, MIXED], replica_traits[r, TOKEN_BUDGET]
+        chunked = replica_traits[r, CHUNKED_PREFILL]
         role = replica_role[r]
         bt = block_tokens
         nb = 0  # requests in the new batch
@@ -418,7 +317,7 @@ def simulate_serving(
         per_batch = replica_max_requests[r]
         max_req = per_batch * replica_pp[r]  # requests admitted: a batch's worth per stage
 
-        if sched == STATIC:
+        if replica_traits[r, STATIC_BATCH]:
             if not static_open[r]:
                 # admit a new static batch
                 while head[r] >= 0 and n_running[r] < per_batch:
@@ -451,7 +350,7 @@ def simulate_serving(
         else:
             # 1. running requests: decodes (all but a vLLM prefill iteration) and chunk continuations
             prefill_turn = False
-            if sched == VLLM and role != ROLE_DECODE and head[r] >= 0:
+            if prio and role != ROLE_DECODE and head[r] >= 0:
                 # vLLM prefers admitting prefills when the head of the queue fits
                 i = head[r]
                 if n_running[r] < max_req and need[i] <= budget and _blocks_for(need[i], bt) <= free_blocks[r]:
@@ -468,9 +367,9 @@ def simulate_serving(
                     if prefilled[i] < need[i]:
                         q += 1
                         continue  # chunk continuations come after the decodes
-                    if nb >= per_batch or (sched == SARATHI and nb >= budget):
+                    if nb >= per_batch or (chunked and nb >= budget):
                         break
-                    if sched == VLLM or sched == SARATHI:
+                    if paged:
                         want = _blocks_for(prompt[i] + generated[i], bt)
                         preempted_self = False
                         while blocks[i] < want and free_blocks[r] == 0:
@@ -492,7 +391,7 @@ def simulate_serving(
                             need[v] = prompt[v] + generated[v]
                             prefilled[v] = 0
                             preemptions[v] += 1
-                            state[v] = _WAITING
+                            state[v] = WAITING
                             next_in_queue[v] = head[r]
                             head[r] = v
                             if tail[r] < 0:
@@ -517,8 +416,8 @@ def simulate_serving(
                     n_dec += 1
                     dec_ctx += prompt[i] + generated[i]
                     q += 1
-                if sched == SARATHI or sched == ORCA:
-                    left = budget - tokens if sched == SARATHI else 1 << 40
+                if mixed:
+                    left = budget - tokens if budgeted else UNLIMITED
                     for q in range(n_running[r]):
                         i = running[r, q]
                         if in_flight[i] or prefilled[i] >= need[i] or left <= 0 or nb >= per_batch:
@@ -533,20 +432,20 @@ def simulate_serving(
                         tokens += c
                         left -= c
             # 2. admissions
-            if role != ROLE_DECODE and (prefill_turn or sched == SARATHI or sched == ORCA):
-                left = budget - tokens if sched != ORCA else 1 << 40
+            if role != ROLE_DECODE and (prefill_turn or mixed):
+                left = budget - tokens if budgeted else UNLIMITED
                 while head[r] >= 0 and n_running[r] < max_req and left > 0 and nb < per_batch:
                     i = head[r]
-                    if sched == ORCA:
+                    if not paged:
                         want = _blocks_for(prompt[i] + output[i], bt)
                     else:
                         want = _blocks_for(need[i], bt)
                     if want > free_blocks[r]:
                         break
-                    if sched == VLLM and need[i] > left and nb > 0:
+                    if not chunked and need[i] > left and nb > 0:
                         break
                     _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
-                    c = need[i] if sched != SARATHI else min(need[i], left)
+                    c = min(need[i], left) if chunked else need[i]
                     chunk_len[n_ch] = c
                     chunk_past[n_ch] = 0
                     n_ch += 1
@@ -627,8 +526,125 @@ def simulate_serving(
 
 
 @numba.njit(cache=True)
+def _blocks_for(tokens, block_tokens):
+    """KV blocks holding `tokens` tokens."""
+    return (tokens + block_tokens - 1) // block_tokens
+
+
+@numba.njit(cache=True)
+def _join(r, i, t, replica_of, state, outstanding, wake, head, tail, next_in_queue):
+    """Request i, routed to replica r at time t, joins the back of its queue and wakes it."""
+    replica_of[i] = r
+    state[i] = WAITING
+    outstanding[r] += 1
+    if tail[r] < 0:
+        head[r] = i
+    else:
+        next_in_queue[tail[r]] = i
+    tail[r] = i
+    next_in_queue[i] = -1
+    wake[r] = min(wake[r], t)
+
+
+@numba.njit(cache=True)
+def _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running):
+    """The head of replica r's queue becomes a running request holding `want` KV blocks."""
+    i = head[r]
+    head[r] = next_in_queue[i]
+    if head[r] < 0:
+        tail[r] = -1
+    free_blocks[r] -= want
+    blocks[i] = want
+    state[i] = RUNNING
+    running[r, n_running[r]] = i
+    n_running[r] += 1
+    return i
+
+
+@numba.njit(cache=True)
+def _remove_running(r, i, running, n_running):
+    """Request i leaves replica r's running list (the others keep their admission order)."""
+    for q in range(n_running[r]):
+        if running[r, q] == i:
+            for q2 in range(q, n_running[r] - 1):
+                running[r, q2] = running[r, q2 + 1]
+            n_running[r] -= 1
+            return
+
+
+@numba.njit(cache=True)
 def _in_batch(batch_req, r, slot, nb, i):
+    """Whether request i is among the first nb of the batch being formed in slot."""
     for j in range(nb):
         if batch_req[r, slot, j] == i:
             return True
     return False
+
+
+@numba.njit(cache=True)
+def _heap_before(heap_t, heap_i, a, b):
+    """Whether heap entry a comes before b: by time, then by request index."""
+    return heap_t[a] < heap_t[b] or (heap_t[a] == heap_t[b] and heap_i[a] < heap_i[b])
+
+
+@numba.njit(cache=True)
+def _heap_push(heap_t, heap_i, heap_n, t, i):
+    """Add (t, i) to the binary heap of heap_n entries; returns the new size."""
+    k = heap_n
+    heap_t[k] = t
+    heap_i[k] = i
+    while k > 0:
+        parent = (k - 1) // 2
+        if _heap_before(heap_t, heap_i, parent, k):
+            break
+        heap_t[parent], heap_t[k] = heap_t[k], heap_t[parent]
+        heap_i[parent], heap_i[k] = heap_i[k], heap_i[parent]
+        k = parent
+    return heap_n + 1
+
+
+@numba.njit(cache=True)
+def _heap_pop(heap_t, heap_i, heap_n):
+    """Remove the first entry of the heap of heap_n entries; returns (its request, the new size)."""
+    i = heap_i[0]
+    heap_n -= 1
+    heap_t[0] = heap_t[heap_n]
+    heap_i[0] = heap_i[heap_n]
+    k = 0
+    while True:
+        child = 2 * k + 1
+        if child >= heap_n:
+            break
+        if child + 1 < heap_n and _heap_before(heap_t, heap_i, child + 1, child):
+            child += 1
+        if _heap_before(heap_t, heap_i, k, child):
+            break
+        heap_t[k], heap_t[child] = heap_t[child], heap_t[k]
+        heap_i[k], heap_i[child] = heap_i[child], heap_i[k]
+        k = child
+    return i, heap_n
+
+
+@numba.njit(cache=True)
+def _route(start, balances, pool_replicas, outstanding, rr_state, rng_state):
+    """Index of the replica that takes the next request, among `pool_replicas`."""
+    k = len(pool_replicas)
+    if start == START_ROTATE:
+        first = rr_state[0] % k
+        rr_state[0] += 1
+    elif start == START_RANDOM:  # xorshift64*, a seeded, platform-independent stream
+        x = rng_state[0]
+        x ^= x >> np.uint64(12)
+        x ^= x << np.uint64(25)
+        x ^= x >> np.uint64(27)
+        rng_state[0] = x
+        first = int((x * np.uint64(2685821657736338717)) >> np.uint64(33)) % k
+    else:
+        first = 0
+    best = pool_replicas[first]
+    if balances:
+        for m in range(1, k):
+            r = pool_replicas[(first + m) % k]
+            if outstanding[r] < outstanding[best]:
+                best = r
+    return best

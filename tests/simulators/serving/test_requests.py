@@ -13,18 +13,15 @@ import numpy as np
 import pytest
 
 from simulators._errors import SpecError
+from simulators.serving._lengths import empirical, fixed, uniform, zipf
 from simulators.serving._requests import (
     Requests,
     TraceData,
-    empirical,
-    fixed,
     gamma_arrivals,
     load_trace,
     make_requests,
     poisson_arrivals,
     static_arrivals,
-    uniform,
-    zipf,
 )
 
 TRACES = Path(__file__).resolve().parents[3].parent / "shared" / "reference" / "traces"

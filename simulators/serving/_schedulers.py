@@ -1,0 +1,137 @@
+"""Replica schedulers as data: the traits the compiled batch forming reads, one entry a scheduler.
+
+Why: the engine (`_engine.py`, which says what each trait does) forms a batch from a
+replica's row of traits, never from a name, and the deployment's checks, its cost tables and
+the study read the same traits; so a scheduler that is a new combination of them is one
+`register_scheduler` call (here, or at run time) and nothing compares scheduler names. The
+entries are a few booleans each, so they share this file as the topology families share theirs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from simulators._errors import CatalogError, SpecError
+from simulators._registry import Registry
+from simulators.serving._engine import (
+    CHUNKED_PREFILL,
+    MIXED,
+    N_TRAITS,
+    PAGED,
+    PREFILL_PRIORITY,
+    STATIC_BATCH,
+    TOKEN_BUDGET,
+)
+
+
+@dataclass(frozen=True)
+class Scheduler:
+    """A replica scheduler by its traits (their meaning: `simulators/serving/_engine.py`).
+
+    `decode_scheduler` names what a decode pool runs when this one prefills in a disaggregated
+    deployment and cannot decode itself (only a paged, iteration-level scheduler can: a decode
+    pool's requests arrive with a cache that grows)."""
+
+    name: str
+    help: str  # one line: what it does and where it comes from
+    static_batch: bool = False
+    paged: bool = False
+    prefill_priority: bool = False
+    mixed: bool = False
+    token_budget: bool = False
+    chunked_prefill: bool = False
+    decode_scheduler: str | None = None
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        where = f"scheduler {self.name!r}"
+        iteration = (self.paged, self.prefill_priority, self.mixed, self.token_budget, self.chunked_prefill)
+        if self.static_batch and any(iteration):
+            raise SpecError(f"{where}: static_batch takes no other trait (it batches whole requests)")
+        if not (self.static_batch or self.prefill_priority or self.mixed):
+            raise SpecError(f"{where}: needs static_batch, prefill_priority or mixed (else it admits nothing)")
+        if self.chunked_prefill and not (self.mixed and self.token_budget):
+            raise SpecError(f"{where}: chunked_prefill needs mixed and token_budget (chunks fill the budget)")
+        if self.can_decode == (self.decode_scheduler is not None):
+            raise SpecError(f"{where}: decode_scheduler is for a scheduler that cannot decode, and needed by one")
+
+    @property
+    def can_decode(self) -> bool:
+        """Whether it can run a decode pool."""
+        return self.paged and not self.static_batch
+
+    @property
+    def decode_pool(self) -> str:
+        """The scheduler of the decode pool when this one prefills."""
+        return self.decode_scheduler or self.name
+
+    def row(self) -> np.ndarray:
+        """The engine's trait row (columns of `_engine.py`)."""
+        row = np.zeros(N_TRAITS, np.bool_)
+        for column, value in (
+            (STATIC_BATCH, self.static_batch),
+            (PAGED, self.paged),
+            (PREFILL_PRIORITY, self.prefill_priority),
+            (MIXED, self.mixed),
+            (TOKEN_BUDGET, self.token_budget),
+            (CHUNKED_PREFILL, self.chunked_prefill),
+        ):
+            row[column] = value
+        return row
+
+
+SCHEDULERS: Registry[Scheduler] = Registry("scheduler")
+
+
+def register_scheduler(scheduler: Scheduler) -> Scheduler:
+    """Add `scheduler` to SCHEDULERS; a second one of the same name or alias is refused (its
+    decode_scheduler is checked where a deployment uses it: it may be registered later)."""
+    SCHEDULERS.register(scheduler.name, scheduler, scheduler.aliases)
+    return scheduler
+
+
+def get_scheduler(name: str, field: str = "scheduler") -> Scheduler:
+    """The registered scheduler `name`; a one-line SpecError naming `field` and the schedulers otherwise."""
+    try:
+        return SCHEDULERS.lookup(name, field)
+    except CatalogError as err:
+        raise SpecError(str(err)) from None
+
+
+def decoders() -> tuple[str, ...]:
+    """The schedulers that can run a decode pool."""
+    return tuple(name for name, s in SCHEDULERS.items() if s.can_decode)
+
+
+for _scheduler in (
+    Scheduler(
+        "static",
+        "FasterTransformer: a batch admitted into an empty replica, decoded until its longest request ends",
+        static_batch=True,
+        decode_scheduler="vllm",
+    ),
+    Scheduler(
+        "orca",
+        "Orca: iteration-level, whole prompts beside the decodes, memory for prompt + output reserved",
+        mixed=True,
+        decode_scheduler="vllm",
+    ),
+    Scheduler(
+        "vllm",
+        "vLLM: continuous batching on a paged KV cache, prefill-only iterations first",
+        paged=True,
+        prefill_priority=True,
+        token_budget=True,
+    ),
+    Scheduler(
+        "sarathi",
+        "Sarathi-Serve: decodes plus prompt chunks filling the token budget, paged KV cache",
+        paged=True,
+        mixed=True,
+        token_budget=True,
+        chunked_prefill=True,
+    ),
+):
+    register_scheduler(_scheduler)

@@ -1,0 +1,171 @@
+"""The contract every registered serving scheduler keeps, and a toy scheduler added at run time."""
+
+import numpy as np
+import pytest
+
+from simulators._errors import SpecError
+from simulators.hardware import get_gpu
+from simulators.models import get_model
+from simulators.serving import (
+    SCHEDULERS,
+    Deployment,
+    Pool,
+    Requests,
+    Scheduler,
+    get_scheduler,
+    make_requests,
+    simulate_deployment,
+    uniform,
+)
+from simulators.serving._deployment import pool_costs
+
+H100, LLAMA8B = get_gpu("H100-SXM"), get_model("llama3-8b")
+# A combination no entry has: whole prompts beside the decodes (Orca) on a paged cache within a
+# token budget, never chunked: a prompt that does not fit what the decodes left waits.
+TOY = Scheduler(
+    "fcfs_no_chunk",
+    "whole prompts beside decodes within a budget (a test scheduler)",
+    paged=True,
+    mixed=True,
+    token_budget=True,
+)
+
+
+def registered(monkeypatch, registry, entry):
+    """`entry` in `registry` for one test only (monkeypatch undoes it)."""
+    monkeypatch.setitem(registry._entries, entry.name, entry)
+    monkeypatch.setitem(registry._keys, entry.name.lower(), entry.name)
+
+
+@pytest.fixture(params=[*SCHEDULERS, TOY.name])
+def scheduler(request, monkeypatch):
+    """Every registered scheduler, and the toy one registered for this test only."""
+    if request.param == TOY.name:
+        registered(monkeypatch, SCHEDULERS, TOY)
+    return get_scheduler(request.param)
+
+
+def trace(arrival_s, prompt, output):
+    return Requests(np.asarray(arrival_s, float), np.asarray(prompt), np.asarray(output))
+
+
+def mixed(n=300, rate=25.0, seed=3):
+    return make_requests(n, seed, rate_qps=rate, prompt=uniform(16, 1500), output=uniform(1, 300))
+
+
+def arrival_ns(requests):
+    return np.round((requests.arrival_s - requests.arrival_s[0]) * 1e9).astype(np.int64)
+
+
+def check_served(result, requests):
+    """Every request finishes with exactly its output tokens, its first token after its arrival,
+    and the gaps between its tokens tile its decode time."""
+    out = requests.output_tokens
+    assert (result.done_ns >= result.first_token_ns).all() and (result.first_token_ns > arrival_ns(requests)).all()
+    gaps = result.gaps_ns
+    assert len(gaps) == int((out - 1).sum()) and (gaps > 0).all()
+    per_request = np.add.reduceat(gaps, np.r_[0, np.cumsum(out - 1)[:-1]]) if len(gaps) else np.zeros(len(out))
+    decoding = out > 1
+    assert np.array_equal(per_request[decoding], (result.done_ns - result.first_token_ns)[decoding])
+    ttft, e2e = result.first_token_ns - arrival_ns(requests), result.done_ns - arrival_ns(requests)
+    assert (ttft <= e2e).all()
+
+
+@pytest.mark.parametrize("pp", [1, 2])
+def test_every_request_gets_its_tokens_within_the_batch_limits(scheduler, pp):
+    requests = mixed()
+    pool = Pool(scheduler.name, pp=pp, count=2, max_batch_requests=24, max_batch_tokens=1024)
+    result = simulate_deployment(Deployment(LLAMA8B, H100, pool), requests)
+    check_served(result, requests)
+    engine = result.engine
+    assert engine.batch_requests_sum.sum() <= engine.iterations.sum() * 24
+    longest = int((requests.prompt_tokens + requests.output_tokens).max())
+    if scheduler.chunked_prefill:
+        assert engine.batch_tokens_max.max() <= 1024
+    elif scheduler.token_budget:  # an oversized prompt runs alone, decodes are at most the request cap
+        assert engine.batch_tokens_max.max() <= max(1024, 24, longest)
+    assert (engine.replica >= 0).all() and (engine.replica < 2).all()
+
+
+def test_the_kv_cache_never_overflows_and_only_paging_preempts(scheduler):
+    tight = Deployment(
+        LLAMA8B, H100, Pool(scheduler.name, max_batch_requests=256, max_batch_tokens=4096), memory_fraction=0.23
+    )
+    requests = make_requests(200, 5, rate_qps=200.0, prompt=uniform(200, 1200), output=uniform(200, 600))
+    result = simulate_deployment(tight, requests)
+    check_served(result, requests)
+    blocks = pool_costs(tight, int(requests.prompt_tokens.max()))[0].kv_blocks
+    assert (result.engine.peak_blocks <= blocks).all() and result.metrics["kv_utilisation_peak"] <= 1.0
+    if not scheduler.paged:
+        assert result.metrics["preemptions"] == 0  # memory for prompt + output is reserved up front
+
+
+def test_a_run_is_a_pure_function_of_its_inputs(scheduler):
+    deployment = Deployment(LLAMA8B, H100, Pool(scheduler.name, count=3), router="random")
+    requests = mixed(n=150)
+    first, second = (simulate_deployment(deployment, requests, seed=9).engine for _ in range(2))
+    for a, b in zip(first, second):
+        assert np.array_equal(np.asarray(a), np.asarray(b))
+
+
+def test_disaggregated_pools_serve_every_request(scheduler):
+    """Each scheduler prefills for its decode pool; one that can decode also runs a decode pool."""
+    requests = mixed(n=150)
+    decode = Pool(scheduler.decode_pool, count=2, max_batch_requests=32, max_batch_tokens=1024)
+    split = Deployment(LLAMA8B, H100, Pool(scheduler.name, count=2, max_batch_tokens=1024), decode=decode)
+    result = simulate_deployment(split, requests)
+    check_served(result, requests)
+    assert set(result.replica[requests.output_tokens > 1]) <= {2, 3}  # decoded in the decode pool
+    if scheduler.can_decode:
+        behind = Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name, count=2))
+        check_served(simulate_deployment(behind, requests), requests)
+    else:
+        with pytest.raises(SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, sarathi"):
+            Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name))
+
+
+def test_the_toy_scheduler_admits_one_whole_prompt_an_iteration(monkeypatch):
+    """Six 600-token prompts at once, one output token each, a 900-token budget: the toy never
+    cuts a prompt, so iteration j prefills request j alone and its first token comes at exactly
+    (j + 1) times the first one's; Sarathi's chunks fill the budget and finish them sooner."""
+    registered(monkeypatch, SCHEDULERS, TOY)
+    requests = trace([0.0] * 6, [600] * 6, [1] * 6)
+    toy, sarathi = (
+        simulate_deployment(Deployment(LLAMA8B, H100, Pool(name, max_batch_tokens=900)), requests)
+        for name in (TOY.name, "sarathi")
+    )
+    step = toy.first_token_ns[0]
+    assert np.array_equal(toy.first_token_ns, step * np.arange(1, 7))
+    assert toy.engine.batch_tokens_max.max() == 600 and sarathi.engine.batch_tokens_max.max() == 900
+    assert sarathi.done_ns.max() < toy.done_ns.max()
+
+
+def test_an_unknown_scheduler_is_one_line_naming_the_registered_ones():
+    with pytest.raises(
+        SpecError, match="^scheduler: 'vlm' is not a known scheduler .*; allowed: static, orca, vllm, sarathi$"
+    ):
+        Pool("vlm")
+    with pytest.raises(SpecError, match="static_batch takes no other trait"):
+        Scheduler("broken", "a static batch that pages", static_batch=True, paged=True)
+    with pytest.raises(SpecError, match="chunked_prefill needs mixed and token_budget"):
+        Scheduler("broken", "chunks without a budget", paged=True, mixed=True, chunked_prefill=True)
+
+
+def test_a_scheduler_registered_at_run_time_reaches_the_spec(monkeypatch, write_spec):
+    from dse.evaluation.serving import deployment_of
+    from dse.evaluation.space import SearchSpace
+    from dse.spec import load_study
+    from dse.study import resolve_study
+    from tests.conftest import SERVING_SPEC
+    from tests.dse.evaluation.test_serving_study import candidate
+
+    text = SERVING_SPEC.replace("scheduler: [vllm, sarathi]", f"scheduler: [{TOY.name}, static]")
+    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: static, orca, vllm, sarathi"):
+        load_study(write_spec(text))
+    registered(monkeypatch, SCHEDULERS, TOY)
+    resolved = resolve_study(load_study(write_spec(text)))
+    assert SearchSpace.from_study(resolved).values["scheduler"] == (TOY.name, "static")
+    split = deployment_of(resolved, candidate(scheduler=TOY.name, disaggregated=True))
+    assert split.pool.scheduler == TOY.name and split.decode.scheduler == TOY.name  # it pages, so it decodes
+    static = deployment_of(resolved, candidate(scheduler="static", disaggregated=True))
+    assert static.decode.scheduler == get_scheduler("static").decode_pool == "vllm"
