@@ -103,15 +103,16 @@ def _varied_knobs(space: SearchSpace, feasible: pd.DataFrame) -> list[str]:
 
 
 def _fidelity_section(fidelity: pd.DataFrame, resolved: ResolvedStudy) -> str:
-    """The re-evaluated candidates: objectives analytically and at packet level, their ranks."""
+    """The re-evaluated candidates: objectives analytically and at the higher level, their ranks."""
+    level = fidelity["level"].iloc[0]
     columns = ["trial", "gpu", "num_gpus", "fabric", "nic_gbps"]
     for metric in resolved.objectives:
-        columns += [f"{metric}_analytical", f"{metric}_packet"]
-    columns += ["rank_analytical", "rank_packet", "largest_factor", "factors"]
-    moved = int((fidelity["rank_analytical"] != fidelity["rank_packet"]).sum())
+        columns += [f"{metric}_analytical", f"{metric}_{level}"]
+    columns += ["rank_analytical", f"rank_{level}", "largest_factor", "factors"]
+    moved = int((fidelity["rank_analytical"] != fidelity[f"rank_{level}"]).sum())
     note = (
-        f"<p>The top {len(fidelity)} candidates re-evaluated with collective times from the packet "
-        f"simulator (every group of the step at once on the fabric); {moved} changed rank.</p>"
+        f"<p>The top {len(fidelity)} candidates re-evaluated with collective times from the {html.escape(level)} "
+        f"level (every group of the step at once on the fabric); {moved} changed rank.</p>"
     )
     table = fidelity[[c for c in columns if c in fidelity.columns]]
     return note + table_html(table, float_format=FOUR_DIGITS)

@@ -46,6 +46,9 @@ class PacketFidelity(Frozen):
 
 
 class Fidelity(Frozen):
+    """Levels above the analytical model the front is re-evaluated at; each field names a level of
+    simulators.fidelity.LEVELS (tests/simulators/fidelity/test_level_contract.py checks it)."""
+
     packet: PacketFidelity | None = None
 
 

@@ -14,34 +14,16 @@ bandwidth-bound) so the packet runs stay short; line-rate senders, as in the ns-
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import networkx as nx
 
 from simulators.analytical import plan_collectives
+from simulators.fidelity._level import CongestionFactor
 from simulators.network import Fabric, Group, Router, fabric_graph
 from simulators.packet._collectives import collective_flows
 from simulators.packet._run import Flow, Link, RoceSettings, simulate
 from simulators.workload import TrainingCandidate
 
 MTU_BYTES = 4096
-
-
-@dataclass(frozen=True)
-class CongestionFactor:
-    """One collective's packet runs: `groups` groups together against one alone, by `algorithm`."""
-
-    op: str
-    ranks: int
-    stride: int
-    groups: int
-    alone_s: float
-    together_s: float
-    algorithm: str
-
-    @property
-    def factor(self) -> float:
-        return self.together_s / self.alone_s
 
 
 def groups_of(num_gpus: int, ranks: int, stride: int) -> list[list[int]]:

@@ -1,0 +1,7 @@
+"""Network fidelity levels (analytical, packet; the flow level plugs in the same way): each
+re-prices a training candidate's collectives on its fabric as congestion factors."""
+
+from simulators.fidelity import _analytical, _packet  # noqa: F401  (each registers its level)
+from simulators.fidelity._level import LEVELS, CongestionFactor, NetworkLevel, register
+
+__all__ = ["LEVELS", "CongestionFactor", "NetworkLevel", "register"]

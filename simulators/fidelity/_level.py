@@ -1,0 +1,59 @@
+"""Network fidelity levels: simulators that re-price a training candidate's collectives on its
+fabric, every group of the step at once, as factors by which contention slows each one.
+
+The analytical model prices each collective alone (bus bandwidth, no contention); a level above
+it runs the collectives together on the fabric graph and reports, per collective, its time with
+the other groups against its time alone. Each level is one entry of LEVELS, registered beside
+its definition (simulators/fidelity/_analytical.py, _packet.py); the contract suite
+tests/simulators/fidelity/test_level_contract.py runs every registered level.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import ClassVar
+
+from simulators._registry import Registry
+from simulators.network import Fabric
+from simulators.workload import TrainingCandidate
+
+
+@dataclass(frozen=True)
+class CongestionFactor:
+    """One collective's runs: `groups` groups together against one alone, by `algorithm`."""
+
+    op: str
+    ranks: int
+    stride: int
+    groups: int
+    alone_s: float
+    together_s: float
+    algorithm: str
+
+    @property
+    def factor(self) -> float:
+        return self.together_s / self.alone_s
+
+
+class NetworkLevel(ABC):
+    """One fidelity level. Contract: a factor per collective of the candidate that crosses
+    servers (none for one inside a server: the fabric plays no part), each at least 1 (running
+    with the other groups never speeds a collective up), named by the op and the algorithm the
+    analytical model chose for it; the same inputs give the same factors."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def congestion_factors(
+        self, candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int
+    ) -> list[CongestionFactor]:
+        """The factors of `candidate`'s collectives on `fabric`, messages capped at the cap."""
+
+
+LEVELS: Registry[NetworkLevel] = Registry("network fidelity level")
+
+
+def register(level: NetworkLevel) -> None:
+    """Add `level` to LEVELS (each level's module calls this beside its definition)."""
+    LEVELS.register(level.name, level)

@@ -1,0 +1,73 @@
+"""The contract every registered network fidelity level keeps (simulators/fidelity/_level.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from simulators.analytical import plan_collectives
+from simulators.fidelity import LEVELS
+from simulators.hardware import get_gpu
+from simulators.models import get_model
+from simulators.network import ALGORITHMS, OPS, Fabric
+from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
+
+# Two-GPU servers under 8-port leaves, 3:1 oversubscribed: 3 servers a leaf, 2 uplinks shared.
+FABRIC = Fabric(
+    family="leaf-spine", nic_gbps=400, gpus_per_server=2, nics_per_server=2, switch_radix=8, oversubscription=3.0
+)
+CAP_BYTES = 1 << 20
+
+
+def candidate(num_gpus: int, tp: int, pp: int = 1) -> TrainingCandidate:
+    """llama3-8b on H100s of FABRIC: tp inside a server, the dp gradient collectives across."""
+    gpu = get_gpu("H100-SXM")
+    dp = num_gpus // (tp * pp)
+    plan = ParallelPlan(tp=tp, pp=pp, dp=dp, micro_batch=1, global_batch=4 * dp, seq_len=2048)
+    system = TrainingSystem(gpu, num_gpus, network=FABRIC.network(gpu, num_gpus))
+    return TrainingCandidate(get_model("llama3-8b"), system, plan)
+
+
+def crossing(c: TrainingCandidate) -> set[tuple[str, int, int]]:
+    """The collectives of the step whose group spans more than one server."""
+    per_server = FABRIC.gpus_per_server
+    return {(u.op, u.ranks, u.stride) for u in plan_collectives(c) if u.ranks > 1 and u.ranks * u.stride > per_server}
+
+
+def test_the_spec_names_only_registered_levels():
+    from dse.spec.study import Fidelity
+
+    assert set(Fidelity.model_fields) <= set(LEVELS) and "analytical" in LEVELS
+
+
+@pytest.fixture(params=sorted(LEVELS))
+def level(request):
+    return LEVELS[request.param]
+
+
+def test_inside_one_server_the_fabric_plays_no_part(level):
+    assert level.congestion_factors(candidate(2, tp=1), FABRIC, CAP_BYTES) == []
+
+
+def test_factors_name_collectives_that_cross_servers_and_never_speed_one_up(level):
+    c = candidate(16, tp=1, pp=2)
+    factors = level.congestion_factors(c, FABRIC, CAP_BYTES)
+    keys = [(f.op, f.ranks, f.stride) for f in factors]
+    assert set(keys) <= crossing(c) and len(keys) == len(set(keys))
+    for f in factors:
+        assert f.op in OPS and f.algorithm in ALGORITHMS
+        assert f.groups == c.system.num_gpus // f.ranks  # every GPU is in one group of the collective
+        assert f.alone_s > 0 and f.factor >= 1.0 - 1e-9
+
+
+def test_the_same_inputs_give_the_same_factors(level):
+    c = candidate(16, tp=2)
+    assert level.congestion_factors(c, FABRIC, CAP_BYTES) == level.congestion_factors(c, FABRIC, CAP_BYTES)
+
+
+def test_the_packet_level_reports_every_collective_that_crosses_servers():
+    """Above the analytical floor a level sees the fabric: one factor per crossing collective,
+    and the two gradient rings that share a leaf's uplinks slow each other."""
+    c = candidate(16, tp=2)
+    factors = LEVELS["packet"].congestion_factors(c, FABRIC, CAP_BYTES)
+    assert {(f.op, f.ranks, f.stride) for f in factors} == crossing(c)
+    assert max(f.factor for f in factors) > 1.0
