@@ -10,7 +10,7 @@ from typing import Generic, TypeVar
 import yaml
 from pydantic import BaseModel, ValidationError
 
-from simulators._errors import CatalogError
+from simulators._errors import CatalogError, SpecError
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -44,6 +44,14 @@ class Registry(Mapping[str, T], Generic[T]):
 
     def lookup(self, name: str, field: str) -> T:
         return self._entries[self.canonical(name, field)]
+
+    def choice(self, name: str, field: str) -> T:
+        """`lookup` for a name a spec field chose among the entries: a SpecError (the field's
+        value is not allowed) rather than a CatalogError."""
+        try:
+            return self.lookup(name, field)
+        except CatalogError as err:
+            raise SpecError(str(err)) from None
 
     def unknown_message(self, name: str, field: str) -> str:
         close = difflib.get_close_matches(str(name).lower(), list(self._keys), n=1, cutoff=0.6)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from simulators._errors import CatalogError, SpecError
+from simulators._errors import SpecError
 from simulators._registry import Registry
 from simulators.serving._engine import START_FIRST, START_RANDOM, START_ROTATE
 
@@ -51,10 +51,7 @@ def register_router(router: Router) -> Router:
 
 def get_router(name: str, field: str = "router") -> Router:
     """The registered router `name`; a one-line SpecError naming `field` and the routers otherwise."""
-    try:
-        return ROUTERS.lookup(name, field)
-    except CatalogError as err:
-        raise SpecError(str(err)) from None
+    return ROUTERS.choice(name, field)
 
 
 for _router in (

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from simulators._errors import CatalogError, SpecError
+from simulators._errors import SpecError
 from simulators._registry import Registry
 from simulators.serving._engine import (
     CHUNKED_PREFILL,
@@ -94,10 +94,7 @@ def register_scheduler(scheduler: Scheduler) -> Scheduler:
 
 def get_scheduler(name: str, field: str = "scheduler") -> Scheduler:
     """The registered scheduler `name`; a one-line SpecError naming `field` and the schedulers otherwise."""
-    try:
-        return SCHEDULERS.lookup(name, field)
-    except CatalogError as err:
-        raise SpecError(str(err)) from None
+    return SCHEDULERS.choice(name, field)
 
 
 def decoders() -> tuple[str, ...]:

@@ -20,6 +20,7 @@ from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from dse.study import resolve_study
 from simulators.models import ModelSpec
+from tests.conftest import TINY_PARAMS
 
 CATALOGS = Path(__file__).parents[2] / "data" / "catalogs"
 PRICES = Path(__file__).parents[3] / "dse" / "cost" / "prices.yaml"
@@ -45,23 +46,7 @@ search:
   global_batch: [8]
   recompute: [none]
 """
-PARAMS = {
-    "num_gpus": 1,
-    "tp": 1,
-    "pp": 1,
-    "cp": 1,
-    "ep": 1,
-    "etp": 1,
-    "vpp": 1,
-    "micro_batch": 4,
-    "global_batch": 8,
-    "recompute": "none",
-    "schedule": "1f1b",
-    "sequence_parallel": True,
-    "zero_stage": 1,
-    "fabric": "rail-optimized",
-    "nic_gbps": 400,
-}
+PARAMS = {**TINY_PARAMS, "num_gpus": 1, "micro_batch": 4, "global_batch": 8}  # one GPU of the spec above
 
 
 @pytest.fixture
