@@ -91,7 +91,7 @@ class CongestionControl:
         allowed = [f.name for f in fields(self.params)]
         unknown = [k for k in given if k not in allowed]
         if unknown:
-            known = ", ".join(allowed) or "none"
+            known = ", ".join(allowed) or "(it has none)"
             raise SpecError(f"congestion_params.{unknown[0]}: not a parameter of {self.name!r}; allowed: {known}")
         return self.params(**given)
 

@@ -463,7 +463,7 @@ def _simulate(
             nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
             size = _push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
             seq += 1
-    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now
+    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now, state
 
 
 def _signature():

@@ -91,6 +91,7 @@ class PacketResult:
     events: int
     end_s: float
     link_gbps: np.ndarray = field(repr=False)
+    cc_state: np.ndarray = field(repr=False)  # each flow's congestion-control row at the end (_congestion.py)
 
     @property
     def fct_s(self) -> np.ndarray:
@@ -200,7 +201,7 @@ def simulate(
     cc = get(roce.congestion_control)
     params = np.ascontiguousarray(roce.congestion_params.vector(), np.float64)
     out = simulate_packets(engine_links, engine_flows, fabric, params, cc.columns, cc.hooks())
-    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end = out
+    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end, cc_state = out
     unfinished = int((finish < 0).sum())
     if unfinished and not drops.sum():
         raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
@@ -217,4 +218,5 @@ def simulate(
         int(events),
         end / to_ps,
         rates / 1e9,
+        cc_state,
     )
