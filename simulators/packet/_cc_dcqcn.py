@@ -146,7 +146,6 @@ def on_ack(state, params, flow, now_ps):  # pragma: no cover - compiled
 DCQCN = register(
     CongestionControl(
         name="dcqcn",
-        help="DCQCN: CNP-driven cuts, timer-driven recovery (Zhu et al., SIGCOMM'15)",
         params=Dcqcn,
         columns=6,
         on_start=on_start,

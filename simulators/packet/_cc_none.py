@@ -35,7 +35,6 @@ def _no_cnp(state, params, flow, now_ps):  # pragma: no cover - compiled
 NONE = register(
     CongestionControl(
         name="none",
-        help="line rate, no reaction to ECN marks",
         params=LineRate,
         columns=0,
         on_start=_nothing,

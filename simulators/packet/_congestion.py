@@ -63,7 +63,6 @@ class CongestionControl:
     own state columns and compiled hooks (module docstring)."""
 
     name: str
-    help: str  # one line: what it does, and its source
     params: type[Params]
     columns: int
     on_start: Any

@@ -50,7 +50,8 @@ class RoceSettings:
     (SimAI, HPCC). ECN from the DCQCN paper's column (SIGCOMM'15; marked unverified there): Kmin
     5 KB, Kmax 200 KB, Pmax 1 %. `congestion_control` names a registered algorithm
     (simulators.packet.CONGESTION_CONTROLS); `congestion_params` its parameters: None for its
-    defaults, a mapping of fields to override, or its parameter dataclass (held as the latter)."""
+    defaults, a mapping of fields to override, or its parameter dataclass (a mapping is held as
+    the latter)."""
 
     buffer_bytes: int = 32 * 2**20
     pfc: bool = True
@@ -68,7 +69,12 @@ class RoceSettings:
     def __post_init__(self) -> None:
         entry = get(self.congestion_control)
         object.__setattr__(self, "congestion_control", entry.name)
-        object.__setattr__(self, "congestion_params", entry.make_params(self.congestion_params))
+        if self.congestion_params is not None:  # None stays None: replace() may change the algorithm
+            object.__setattr__(self, "congestion_params", entry.make_params(self.congestion_params))
+
+    def control_params(self) -> Params:
+        """The congestion control's parameters: those given, or the algorithm's defaults."""
+        return get(self.congestion_control).make_params(self.congestion_params)
 
     @classmethod
     def line_rate(cls, buffer_bytes: int = 1 << 62) -> RoceSettings:
@@ -200,7 +206,7 @@ def simulate(
         round(window_s[1] * to_ps),
     )
     cc = get(roce.congestion_control)
-    params = np.ascontiguousarray(roce.congestion_params.vector(), np.float64)
+    params = np.ascontiguousarray(roce.control_params().vector(), np.float64)
     out = simulate_packets(engine_links, engine_flows, fabric, params, cc.columns, cc.hooks())
     begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end, cc_state = out
     unfinished = int((finish < 0).sum())

@@ -54,10 +54,8 @@ def _aimd_ack(state, params, flow, now_ps):
     state[flow, RATE] = min(state[flow, RATE] + params[0], state[flow, LINE])
 
 
-TOY = CongestionControl(
-    "toy-aimd", "halve on a CNP, +2 Gb/s an ACK (a test algorithm)", Aimd, 0,
-    _aimd_nothing, _aimd_nothing, _aimd_marked, _aimd_cnp, _aimd_ack,
-)  # fmt: skip
+# halve on a CNP, add 2 Gb/s an ACK
+TOY = CongestionControl("toy-aimd", Aimd, 0, _aimd_nothing, _aimd_nothing, _aimd_marked, _aimd_cnp, _aimd_ack)
 
 
 def registered_for_the_test(monkeypatch, entry):
@@ -190,7 +188,7 @@ def test_the_rate_stays_between_the_floor_and_the_line_rate(cc, acks, monkeypatc
     lowest, highest = result.cc_state[:, OWN + cc.columns], result.cc_state[:, OWN + cc.columns + 1]
     assert result.marked_packets.sum() > 0
     assert (highest <= 100e9).all()
-    assert (lowest >= RoceSettings(congestion_control=cc.name).congestion_params.floor_bps(100e9)).all()
+    assert (lowest >= RoceSettings(congestion_control=cc.name).control_params().floor_bps(100e9)).all()
 
 
 def test_a_run_is_the_same_for_the_same_seed(cc):
@@ -214,6 +212,7 @@ def test_the_toy_reaches_the_settings_by_name_and_reacts_where_none_does_not(mon
     assert toy.congestion_control == "toy-aimd" and toy.congestion_params == Aimd(step_gbps=0.5)
     reacting = simulate(links, flows, toy, switches)
     plain = simulate(links, flows, replace(toy, congestion_control="none", congestion_params=None), switches)
+    assert replace(RoceSettings(), congestion_control="toy-aimd").control_params() == Aimd()
     assert reacting.cnps.sum() > 0 and plain.cnps.sum() == 0
     assert reacting.fct_s.tolist() != plain.fct_s.tolist()
 
