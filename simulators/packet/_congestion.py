@@ -21,8 +21,8 @@ parameter vector (`Params.vector()`):
   on_cnp     a CNP reached the sender;
   on_ack     an ACK without a CNP reached the sender (only with RoceSettings.acks).
 They reach the engine as first-class function values of one signature each (HOOK, MARK), so
-the engine is compiled, and cached on disk, once for every algorithm: a hook is called through
-its address (measured: no slower than today's inline DCQCN).
+the engine is compiled, and cached on disk, once for every algorithm, a hook being called
+through its address (measured against DCQCN written into the engine: no slower).
 """
 
 from __future__ import annotations
