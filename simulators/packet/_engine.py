@@ -32,22 +32,22 @@ Not a function, nor a function per event: a compiled call with array arguments c
 the event (the engine ran 25 % slower with it factored into one; with only the switch case
 factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
 
-Numba's on-disk cache of the engine checks only this file: after editing what it compiles into
-itself (_heap.py, _inputs.py, the shared columns of _congestion.py), delete
-simulators/packet/__pycache__/_engine.* so it is compiled again. The hooks are called through
-their addresses and cached on their own.
+Numba's on-disk cache keys a kernel on its own file, so the heap, the packet pool and the named
+tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
+kernel running the old code); the hooks are called through their addresses and cached on their
+own. Only the shared columns (RATE, LINE, TIMER, OWN of _congestion.py) come from elsewhere:
+after changing them, delete simulators/packet/__pycache__.
 """
 
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
-from simulators.packet._congestion import LINE, OWN, RATE, TIMER
-from simulators.packet._heap import grow_pool, pop, push
-from simulators.packet._inputs import Fabric, Flows, Links, signature
+from simulators.packet._congestion import HOOK, LINE, MARK, OWN, RATE, TIMER
 
 # event types
 _SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK = 0, 1, 2, 3, 4, 5, 6, 7
@@ -57,8 +57,120 @@ CNP_BYTES = 64
 
 
 @numba.njit(cache=True, error_model="numpy")
+def _push(heap, size, seq, t, kind, a):
+    """Insert event (kind, a) at time t, after every event already at t; returns the new size.
+    Entries are (time, sequence, payload) triples side by side: one cache line per entry."""
+    i = size
+    payload = a * 8 + kind
+    while i > 0:
+        p = (i - 1) >> 1
+        pt = heap[3 * p]
+        if pt < t or (pt == t and heap[3 * p + 1] < seq):
+            break
+        heap[3 * i] = pt
+        heap[3 * i + 1] = heap[3 * p + 1]
+        heap[3 * i + 2] = heap[3 * p + 2]
+        i = p
+    heap[3 * i] = t
+    heap[3 * i + 1] = seq
+    heap[3 * i + 2] = payload
+    return size + 1
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _pop(heap, size):
+    """Remove the earliest event; returns (t, kind, a, new size)."""
+    t, payload = heap[0], heap[2]
+    size -= 1
+    last_t, last_s, last_p = heap[3 * size], heap[3 * size + 1], heap[3 * size + 2]
+    i = 0
+    while True:
+        c = 2 * i + 1
+        if c >= size:
+            break
+        r = c + 1
+        if r < size and (
+            heap[3 * r] < heap[3 * c] or (heap[3 * r] == heap[3 * c] and heap[3 * r + 1] < heap[3 * c + 1])
+        ):
+            c = r
+        ct = heap[3 * c]
+        if last_t < ct or (last_t == ct and last_s < heap[3 * c + 1]):
+            break
+        heap[3 * i] = ct
+        heap[3 * i + 1] = heap[3 * c + 1]
+        heap[3 * i + 2] = heap[3 * c + 2]
+        i = c
+    heap[3 * i] = last_t
+    heap[3 * i + 1] = last_s
+    heap[3 * i + 2] = last_p
+    return t, payload & 7, payload >> 3, size
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next):
+    """The packet pool's arrays at twice their length, the new slots chained free; returns them
+    and the first new slot (the new free-list head)."""
+    old = len(pkt_flow)
+    pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
+    for i in range(old, 2 * old - 1):
+        pkt_next[i] = i + 1
+    return (
+        np.concatenate((pkt_flow, np.empty(old, np.int64))),
+        np.concatenate((pkt_bytes, np.empty(old, np.int64))),
+        np.concatenate((pkt_hop, np.empty(old, np.int64))),
+        np.concatenate((pkt_ecn, np.zeros(old, np.bool_))),
+        np.concatenate((pkt_last, np.zeros(old, np.bool_))),
+        np.concatenate((pkt_kind, np.zeros(old, np.int64))),
+        pkt_next,
+        old,
+    )
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _ser_ps(nbytes, rate_bps):
     return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
+
+
+class Links(NamedTuple):
+    """One entry per directed link."""
+
+    rate_bps: np.ndarray  # float64
+    delay_ps: np.ndarray  # int64
+    to: np.ndarray  # int64: the node it feeds
+    xoff_bytes: np.ndarray  # int64: PFC thresholds of the switch port it feeds
+    xon_bytes: np.ndarray
+
+
+class Flows(NamedTuple):
+    """One entry per flow (int64); paths, dependants and reverse paths as CSR lists."""
+
+    nbytes: np.ndarray
+    mtu: np.ndarray
+    start_ps: np.ndarray
+    gap_ps: np.ndarray
+    path_start: np.ndarray  # flow f's links: path_links[path_start[f]:path_start[f + 1]]
+    path_links: np.ndarray
+    dep_count: np.ndarray  # flows each waits for
+    dependents_start: np.ndarray  # flows waiting for f: dependents[dependents_start[f]:...]
+    dependents: np.ndarray
+    reverse_start: np.ndarray  # its ACKs' links, receiver to sender (empty without ACKs)
+    reverse_links: np.ndarray
+
+
+class Fabric(NamedTuple):
+    """Switch buffers, PFC, ECN, ACKs, the seed and the rate-counting window (scalars)."""
+
+    n_nodes: int
+    buffer_bytes: int
+    pfc: bool
+    ecn: bool
+    kmin_bytes: int
+    kmax_bytes: int
+    pmax: float
+    acks: bool
+    seed: int
+    window_start_ps: int
+    window_end_ps: int
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -130,7 +242,7 @@ def _simulate(
             back += link_delay_ps[link] + _ser_ps(CNP_BYTES, link_rate_bps[link])
         reverse_ps[f] = back
         if deps_left[f] == 0:
-            size = push(heap, size, seq, flows.start_ps[f], _START, f)
+            size = _push(heap, size, seq, flows.start_ps[f], _START, f)
             seq += 1
     rng_state = np.uint64(fabric.seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
     done = 0
@@ -140,7 +252,7 @@ def _simulate(
         if size + 8 >= cap:  # grow the heap
             cap *= 2
             heap = np.concatenate((heap, np.empty(3 * cap - len(heap), np.int64)))
-        now, kind, a, size = pop(heap, size)
+        now, kind, a, size = _pop(heap, size)
         events += 1
         kick = -1  # the link that may start its next transmission once the event is handled
         resend = False  # a sender's next packet, scheduled after that transmission
@@ -151,7 +263,7 @@ def _simulate(
             begin_ps[f] = now
             on_start(state, cc_params, f, now)
             pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
-            size = push(heap, size, seq, now + pace, _SEND, f)
+            size = _push(heap, size, seq, now + pace, _SEND, f)
             seq += 1
         elif kind == _SEND:
             f = a
@@ -159,7 +271,7 @@ def _simulate(
                 on_timer(state, cc_params, f, now)
             # the packet
             if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = grow_pool(
+                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
                     pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next
                 )
             p = free_head
@@ -192,7 +304,7 @@ def _simulate(
             if c_head[link] < 0:
                 c_tail[link] = -1
             link_bytes[link] += pkt_bytes[p]
-            size = push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
+            size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
             seq += 1
             busy[link] = False
             kick = link
@@ -210,7 +322,7 @@ def _simulate(
                 in_switch[inbound] -= pkt_bytes[p]
                 if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
                     pause_sent[inbound] = False
-                    size = push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
+                    size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
             f = pkt_flow[p]
             if pkt_hop[p] == path_start[f + 1] - 1 and not pkt_last[p]:
@@ -219,7 +331,7 @@ def _simulate(
                 deliver = p
                 arrival = now + link_delay_ps[link]
             else:
-                size = push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
+                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
                 seq += 1
             busy[link] = False
             kick = link
@@ -228,7 +340,7 @@ def _simulate(
             f = pkt_flow[p]
             if pkt_hop[p] == reverse_start[f + 1] - 1:  # at the sender
                 if pkt_kind[p] == _CNP_ACK:
-                    size = push(heap, size, seq, now, _CNP, f)
+                    size = _push(heap, size, seq, now, _CNP, f)
                     seq += 1
                 else:
                     on_ack(state, cc_params, f, now)
@@ -272,7 +384,7 @@ def _simulate(
             if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
                 pause_sent[inbound] = True
                 pauses[inbound] += 1
-                size = push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
+                size = _push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
                 seq += 1
             pkt_hop[p] += 1
             pkt_next[p] = -1
@@ -293,7 +405,7 @@ def _simulate(
         elif kind == _ACK:  # the receiver sends a 64-byte acknowledgement back along the reverse path
             f = a >> 1
             if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = grow_pool(
+                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
                     pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next
                 )
             p = free_head
@@ -327,10 +439,10 @@ def _simulate(
                 if on_marked(state, cc_params, f, arrival):
                     cnp = True
                     if not acks_on:  # the CNP alone, in the reverse path's latency
-                        size = push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
+                        size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
                         seq += 1
             if acks_on:  # the receiver acknowledges every packet (the CNP rides on it)
-                size = push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
+                size = _push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
                 seq += 1
             pkt_next[p] = free_head
             free_head = p
@@ -342,7 +454,7 @@ def _simulate(
                     deps_left[d] -= 1
                     if deps_left[d] == 0:
                         at = max(flows.start_ps[d], arrival + flows.gap_ps[d])
-                        size = push(heap, size, seq, at, _START, d)
+                        size = _push(heap, size, seq, at, _START, d)
                         seq += 1
         # One place for every event that queued a frame or freed a link: start the link's next
         # transmission, control frames first (strict priority, never paused), then data.
@@ -352,19 +464,29 @@ def _simulate(
                 busy[kick] = True
                 tx_control[kick] = c_head[kick] >= 0
                 done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[kick]))
-                size = push(heap, size, seq, done_ps, _TX_DONE, kick)
+                size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
                 seq += 1
         if resend:
             nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            size = push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
+            size = _push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
             seq += 1
     return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now, state
+
+
+def _signature():
+    """Argument types of the one compiled engine: the hooks are first-class function values."""
+    ints, floats = numba.int64[::1], numba.float64[::1]
+    links = numba.types.NamedTuple([floats] + [ints] * 4, Links)
+    flows = numba.types.NamedUniTuple(ints, 11, Flows)
+    i, b = numba.int64, numba.boolean
+    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i], Fabric)
+    return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)
 
 
 @functools.cache
 def _engine():
     """The engine, compiled (or loaded from the on-disk cache) for the one signature."""
-    _simulate.compile(signature())
+    _simulate.compile(_signature())
     _simulate.disable_compile()
     return _simulate
 

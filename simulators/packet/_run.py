@@ -17,8 +17,7 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.packet._congestion import Params, get
-from simulators.packet._engine import PS_PER_S, simulate_packets
-from simulators.packet._inputs import Fabric, Flows, Links
+from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
 
 
 @dataclass(frozen=True)
