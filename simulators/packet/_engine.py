@@ -4,7 +4,7 @@ Model. Directed links carry packets store-and-forward: a packet is serialised at
 (its bytes x 8 / rate, rounded to a picosecond) and arrives at the far end after the link's
 propagation delay; each link has an output queue (FIFO) at its near end. A switch holds queued
 packets in one shared buffer; a packet whose bytes do not fit is dropped. Hosts queue without
-limit. Senders emit a flow's packets at a pace (line rate of the first link, or the DCQCN rate),
+limit. Senders emit a flow's packets at a pace (the rate congestion control gives them),
 the first one pace after the flow starts, into their NIC's queue. A flow completes when its last
 byte reaches the receiver; flows may wait for other flows (a DAG), starting `gap` after the last
 of them completes.
@@ -19,24 +19,35 @@ RoCE behaviour (each part can be switched off):
 - ACKs: the receiver acknowledges every packet with a 64-byte frame that travels the reverse
   path through the links' queues, ahead of data (strict priority) and never paused; without
   ACKs a CNP alone takes the reverse path's latency (propagation and serialisation).
-- DCQCN at the sender: the receiver marks the ACK of a marked packet as a CNP (at most one per
-  flow per CNP interval); on a CNP the sender sets Rt = Rc, Rc = Rc (1 - alpha / 2), alpha = (1 - g) alpha + g;
-  every alpha period without CNP alpha = (1 - g) alpha; every increase period the rate recovers:
-  F fast-recovery steps Rc = (Rt + Rc) / 2, then additive (Rt += R_AI) and after F more hyper
-  (Rt += R_HAI) increases. Timers are applied when the sender next acts (their effect is the
-  same as firing them on time, since nothing else reads the rate in between).
+- Congestion control at the sender (_congestion.py): the engine paces each flow at the rate in
+  its state row and calls the algorithm's hooks when the flow starts, at a send once its timer
+  is due, when a marked packet reaches the receiver (which may answer with a CNP), and when a
+  CNP or an ACK reaches the sender.
 Events at equal times run in the order they were scheduled (ns-3's rule), so runs are exact and
 deterministic. Every event queues a frame on, or frees, at most one link (`kick`), whose next
 transmission one block at the end of the loop starts, before a sender's next packet is scheduled
-(`resend`): the order of scheduling, and so the run, is that of handling each case in place. Not
-a function: a compiled call with array arguments costs more than the event (the engine ran 25 %
-slower with it factored into one).
+(`resend`), and a data packet reaching its receiver is counted in one block before both
+(`deliver`): the order of scheduling, and so the run, is that of handling each case in place.
+Not a function, nor a function per event: a compiled call with array arguments costs more than
+the event (the engine ran 25 % slower with it factored into one; with only the switch case
+factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
+
+Numba's on-disk cache keys a kernel on its own file, so the heap, the packet pool and the named
+tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
+kernel running the old code); the hooks are called through their addresses and cached on their
+own. Only the shared columns (RATE, LINE, TIMER, OWN of _congestion.py) come from elsewhere:
+after changing them, delete simulators/packet/__pycache__.
 """
 
 from __future__ import annotations
 
+import functools
+from typing import NamedTuple
+
 import numba
 import numpy as np
+
+from simulators.packet._congestion import HOOK, LINE, MARK, OWN, RATE, TIMER
 
 # event types
 _SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK = 0, 1, 2, 3, 4, 5, 6, 7
@@ -120,48 +131,59 @@ def _ser_ps(nbytes, rate_bps):
     return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
 
 
+class Links(NamedTuple):
+    """One entry per directed link."""
+
+    rate_bps: np.ndarray  # float64
+    delay_ps: np.ndarray  # int64
+    to: np.ndarray  # int64: the node it feeds
+    xoff_bytes: np.ndarray  # int64: PFC thresholds of the switch port it feeds
+    xon_bytes: np.ndarray
+
+
+class Flows(NamedTuple):
+    """One entry per flow (int64); paths, dependants and reverse paths as CSR lists."""
+
+    nbytes: np.ndarray
+    mtu: np.ndarray
+    start_ps: np.ndarray
+    gap_ps: np.ndarray
+    path_start: np.ndarray  # flow f's links: path_links[path_start[f]:path_start[f + 1]]
+    path_links: np.ndarray
+    dep_count: np.ndarray  # flows each waits for
+    dependents_start: np.ndarray  # flows waiting for f: dependents[dependents_start[f]:...]
+    dependents: np.ndarray
+    reverse_start: np.ndarray  # its ACKs' links, receiver to sender (empty without ACKs)
+    reverse_links: np.ndarray
+
+
+class Fabric(NamedTuple):
+    """Switch buffers, PFC, ECN, ACKs, the seed and the rate-counting window (scalars)."""
+
+    n_nodes: int
+    buffer_bytes: int
+    pfc: bool
+    ecn: bool
+    kmin_bytes: int
+    kmax_bytes: int
+    pmax: float
+    acks: bool
+    seed: int
+    window_start_ps: int
+    window_end_ps: int
+
+
 @numba.njit(cache=True, error_model="numpy")
-def simulate_packets(
-    link_rate_bps,
-    link_delay_ps,
-    link_to,
-    node_is_switch,
-    flow_bytes,
-    flow_mtu,
-    flow_start_ps,
-    flow_gap_ps,
-    flow_path_start,
-    path_links,
-    flow_dep_count,
-    dependents_start,
-    dependents,
-    buffer_bytes,
-    pfc_on,
-    xoff_bytes,
-    xon_bytes,
-    ecn_on,
-    kmin_bytes,
-    kmax_bytes,
-    pmax,
-    dcqcn_on,
-    g,
-    alpha_period_ps,
-    increase_period_ps,
-    cnp_interval_ps,
-    fast_recovery_steps,
-    rate_ai_bps,
-    rate_hai_bps,
-    min_rate_bps,
-    seed,
-    window_start_ps,
-    window_end_ps,
-    acks_on,
-    reverse_start,
-    reverse_links,
+def _simulate(
+    links, flows, fabric, cc_params, cc_columns, on_start, on_timer, on_marked, on_cnp, on_ack
 ):  # pragma: no cover - compiled
+    link_rate_bps, link_delay_ps, link_to = links.rate_bps, links.delay_ps, links.to
+    flow_bytes, flow_mtu, path_start, path_links = flows.nbytes, flows.mtu, flows.path_start, flows.path_links
+    reverse_start, reverse_links = flows.reverse_start, flows.reverse_links
+    pfc_on, ecn_on, acks_on = fabric.pfc, fabric.ecn, fabric.acks
+    kmin_bytes, kmax_bytes = fabric.kmin_bytes, fabric.kmax_bytes
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
-    n_nodes = len(node_is_switch)
     n_flows = len(flow_bytes)
     # ---- heap
     cap = 1024 + 4 * n_flows + 4 * n_links
@@ -195,7 +217,7 @@ def simulate_packets(
     link_bytes = np.zeros(n_links, np.int64)
     q_max = np.zeros(n_links, np.int64)
     pauses = np.zeros(n_links, np.int64)
-    shared_used = np.zeros(n_nodes, np.int64)
+    shared_used = np.zeros(fabric.n_nodes, np.int64)
     drops = np.zeros(n_links, np.int64)
     # ---- flows
     n_packets = np.zeros(n_flows, np.int64)
@@ -204,31 +226,25 @@ def simulate_packets(
     window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
     begin_ps = np.full(n_flows, -1, np.int64)
-    deps_left = flow_dep_count.copy()
-    rc = np.zeros(n_flows)
-    rt = np.zeros(n_flows)
-    alpha = np.ones(n_flows)
-    last_alpha_ps = np.zeros(n_flows, np.int64)
-    last_increase_ps = np.zeros(n_flows, np.int64)
-    increases = np.zeros(n_flows, np.int64)
-    last_cnp_ps = np.full(n_flows, -(1 << 62), np.int64)
+    deps_left = flows.dep_count.copy()
+    state = np.zeros((n_flows, OWN + cc_columns))  # congestion control: a row per flow
     cnps = np.zeros(n_flows, np.int64)
     marked = np.zeros(n_flows, np.int64)
     reverse_ps = np.zeros(n_flows, np.int64)
     for f in range(n_flows):
         n_packets[f] = max(1, (flow_bytes[f] + flow_mtu[f] - 1) // flow_mtu[f])
-        first = path_links[flow_path_start[f]]
-        rc[f] = link_rate_bps[first]
-        rt[f] = link_rate_bps[first]
+        state[f, LINE] = link_rate_bps[path_links[path_start[f]]]
+        state[f, RATE] = state[f, LINE]
+        state[f, TIMER] = np.inf
         back = 0
-        for h in range(flow_path_start[f], flow_path_start[f + 1]):
+        for h in range(path_start[f], path_start[f + 1]):
             link = path_links[h]
             back += link_delay_ps[link] + _ser_ps(CNP_BYTES, link_rate_bps[link])
         reverse_ps[f] = back
         if deps_left[f] == 0:
-            size = _push(heap, size, seq, flow_start_ps[f], _START, f)
+            size = _push(heap, size, seq, flows.start_ps[f], _START, f)
             seq += 1
-    rng_state = np.uint64(seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
+    rng_state = np.uint64(fabric.seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
     done = 0
     now = np.int64(0)
     events = 0
@@ -240,31 +256,19 @@ def simulate_packets(
         events += 1
         kick = -1  # the link that may start its next transmission once the event is handled
         resend = False  # a sender's next packet, scheduled after that transmission
+        deliver = -1  # a data packet that reached its receiver at `arrival`
+        arrival = now
         if kind == _START:
             f = a
             begin_ps[f] = now
-            last_alpha_ps[f] = now
-            last_increase_ps[f] = now
-            pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), rc[f])
+            on_start(state, cc_params, f, now)
+            pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
             size = _push(heap, size, seq, now + pace, _SEND, f)
             seq += 1
         elif kind == _SEND:
             f = a
-            if dcqcn_on:  # apply the timers that fired since the sender last acted
-                while now - last_alpha_ps[f] >= alpha_period_ps:
-                    last_alpha_ps[f] += alpha_period_ps
-                    if last_alpha_ps[f] - last_cnp_ps[f] >= alpha_period_ps:
-                        alpha[f] *= 1.0 - g
-                while now - last_increase_ps[f] >= increase_period_ps:
-                    last_increase_ps[f] += increase_period_ps
-                    increases[f] += 1
-                    if increases[f] > 2 * fast_recovery_steps:
-                        rt[f] += rate_hai_bps
-                    elif increases[f] > fast_recovery_steps:
-                        rt[f] += rate_ai_bps
-                    line = link_rate_bps[path_links[flow_path_start[f]]]
-                    rt[f] = min(rt[f], line)
-                    rc[f] = min((rt[f] + rc[f]) / 2.0, line)
+            if now >= state[f, TIMER]:
+                on_timer(state, cc_params, f, now)
             # the packet
             if free_head < 0:  # grow the pool
                 pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
@@ -275,13 +279,13 @@ def simulate_packets(
             nbytes = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
             pkt_flow[p] = f
             pkt_bytes[p] = nbytes
-            pkt_hop[p] = flow_path_start[f]
+            pkt_hop[p] = path_start[f]
             pkt_ecn[p] = False
             pkt_last[p] = sent[f] == n_packets[f] - 1
             pkt_kind[p] = _DATA
             pkt_next[p] = -1
             sent[f] += 1
-            link = path_links[flow_path_start[f]]
+            link = path_links[path_start[f]]
             # enqueue at the host's NIC (hosts do not drop or pause their senders)
             if q_tail[link] < 0:
                 q_head[link] = p
@@ -312,38 +316,20 @@ def simulate_packets(
                 q_tail[link] = -1
             q_bytes[link] -= pkt_bytes[p]
             link_bytes[link] += pkt_bytes[p]
-            src_node = -1
-            if pkt_hop[p] > flow_path_start[pkt_flow[p]]:  # it left a switch: free its buffer
+            if pkt_hop[p] > path_start[pkt_flow[p]]:  # it left a switch: free its buffer
                 inbound = path_links[pkt_hop[p] - 1]
-                src_node = link_to[inbound]
-                shared_used[src_node] -= pkt_bytes[p]
+                shared_used[link_to[inbound]] -= pkt_bytes[p]
                 in_switch[inbound] -= pkt_bytes[p]
-                if pfc_on and pause_sent[inbound] and in_switch[inbound] <= xon_bytes[inbound]:
+                if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
                     pause_sent[inbound] = False
                     size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
             f = pkt_flow[p]
-            if pkt_hop[p] == flow_path_start[f + 1] - 1 and not pkt_last[p]:
+            if pkt_hop[p] == path_start[f + 1] - 1 and not pkt_last[p]:
                 # Reaching the receiver changes nothing but its count until the flow's last
                 # packet (which does get an event: completion starts dependants).
+                deliver = p
                 arrival = now + link_delay_ps[link]
-                received_bytes[f] += pkt_bytes[p]
-                if window_start_ps <= arrival < window_end_ps:
-                    window_bytes[f] += pkt_bytes[p]
-                cnp = False
-                if pkt_ecn[p]:
-                    marked[f] += 1
-                    if dcqcn_on and arrival - last_cnp_ps[f] >= cnp_interval_ps:
-                        last_cnp_ps[f] = arrival
-                        cnp = True
-                        if not acks_on:  # the CNP alone, in the reverse path's latency
-                            size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
-                            seq += 1
-                if acks_on:  # the receiver acknowledges every packet (the CNP rides on it)
-                    size = _push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
-                    seq += 1
-                pkt_next[p] = free_head
-                free_head = p
             else:
                 size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
                 seq += 1
@@ -356,6 +342,8 @@ def simulate_packets(
                 if pkt_kind[p] == _CNP_ACK:
                     size = _push(heap, size, seq, now, _CNP, f)
                     seq += 1
+                else:
+                    on_ack(state, cc_params, f, now)
                 pkt_next[p] = free_head
                 free_head = p
                 continue
@@ -368,43 +356,15 @@ def simulate_packets(
                 pkt_next[c_tail[link]] = p
             c_tail[link] = p
             kick = link
-        elif kind == _ARRIVE:
+        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_flow[a] + 1] - 1:  # at the receiver
+            deliver = a
+        elif kind == _ARRIVE:  # at a switch
             p = a
-            f = pkt_flow[p]
             inbound = path_links[pkt_hop[p]]
-            if pkt_hop[p] == flow_path_start[f + 1] - 1:  # at the receiver
-                received_bytes[f] += pkt_bytes[p]
-                if window_start_ps <= now < window_end_ps:
-                    window_bytes[f] += pkt_bytes[p]
-                cnp = False
-                if pkt_ecn[p]:
-                    marked[f] += 1
-                    if dcqcn_on and now - last_cnp_ps[f] >= cnp_interval_ps:
-                        last_cnp_ps[f] = now
-                        cnp = True
-                        if not acks_on:
-                            size = _push(heap, size, seq, now + reverse_ps[f], _CNP, f)
-                            seq += 1
-                if acks_on:
-                    size = _push(heap, size, seq, now, _ACK, 2 * f + cnp)
-                    seq += 1
-                pkt_next[p] = free_head
-                free_head = p
-                if received_bytes[f] == flow_bytes[f]:
-                    finish_ps[f] = now
-                    done += 1
-                    for k in range(dependents_start[f], dependents_start[f + 1]):
-                        d = dependents[k]
-                        deps_left[d] -= 1
-                        if deps_left[d] == 0:
-                            at = max(flow_start_ps[d], now + flow_gap_ps[d])
-                            size = _push(heap, size, seq, at, _START, d)
-                            seq += 1
-                continue
             node = link_to[inbound]
             out = path_links[pkt_hop[p] + 1]
             nbytes = pkt_bytes[p]
-            if shared_used[node] + nbytes > buffer_bytes:
+            if shared_used[node] + nbytes > fabric.buffer_bytes:
                 drops[out] += 1
                 pkt_next[p] = free_head
                 free_head = p
@@ -417,11 +377,11 @@ def simulate_packets(
                     rng_state ^= rng_state << np.uint64(25)
                     rng_state ^= rng_state >> np.uint64(27)
                     u = ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
-                    if u < pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
+                    if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
                         pkt_ecn[p] = True
             shared_used[node] += nbytes
             in_switch[inbound] += nbytes
-            if pfc_on and not pause_sent[inbound] and in_switch[inbound] > xoff_bytes[inbound]:
+            if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
                 pause_sent[inbound] = True
                 pauses[inbound] += 1
                 size = _push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
@@ -463,14 +423,39 @@ def simulate_packets(
             c_tail[link] = p
             kick = link
         elif kind == _CNP:
-            f = a
-            cnps[f] += 1
-            rt[f] = rc[f]
-            rc[f] = max(rc[f] * (1.0 - alpha[f] / 2.0), min_rate_bps)
-            alpha[f] = (1.0 - g) * alpha[f] + g
-            last_alpha_ps[f] = now
-            last_increase_ps[f] = now
-            increases[f] = 0
+            cnps[a] += 1
+            on_cnp(state, cc_params, a, now)
+        # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
+        # flow's last byte completes it and starts the flows waiting for it.
+        if deliver >= 0:
+            p = deliver
+            f = pkt_flow[p]
+            received_bytes[f] += pkt_bytes[p]
+            if fabric.window_start_ps <= arrival < fabric.window_end_ps:
+                window_bytes[f] += pkt_bytes[p]
+            cnp = False
+            if pkt_ecn[p]:
+                marked[f] += 1
+                if on_marked(state, cc_params, f, arrival):
+                    cnp = True
+                    if not acks_on:  # the CNP alone, in the reverse path's latency
+                        size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
+                        seq += 1
+            if acks_on:  # the receiver acknowledges every packet (the CNP rides on it)
+                size = _push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
+                seq += 1
+            pkt_next[p] = free_head
+            free_head = p
+            if received_bytes[f] == flow_bytes[f]:
+                finish_ps[f] = arrival
+                done += 1
+                for k in range(flows.dependents_start[f], flows.dependents_start[f + 1]):
+                    d = flows.dependents[k]
+                    deps_left[d] -= 1
+                    if deps_left[d] == 0:
+                        at = max(flows.start_ps[d], arrival + flows.gap_ps[d])
+                        size = _push(heap, size, seq, at, _START, d)
+                        seq += 1
         # One place for every event that queued a frame or freed a link: start the link's next
         # transmission, control frames first (strict priority, never paused), then data.
         if kick >= 0 and not busy[kick]:
@@ -483,6 +468,30 @@ def simulate_packets(
                 seq += 1
         if resend:
             nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            size = _push(heap, size, seq, now + _ser_ps(nxt, rc[f]), _SEND, f)
+            size = _push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
             seq += 1
-    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now
+    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now, state
+
+
+def _signature():
+    """Argument types of the one compiled engine: the hooks are first-class function values."""
+    ints, floats = numba.int64[::1], numba.float64[::1]
+    links = numba.types.NamedTuple([floats] + [ints] * 4, Links)
+    flows = numba.types.NamedUniTuple(ints, 11, Flows)
+    i, b = numba.int64, numba.boolean
+    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i], Fabric)
+    return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)
+
+
+@functools.cache
+def _engine():
+    """The engine, compiled (or loaded from the on-disk cache) for the one signature."""
+    _simulate.compile(_signature())
+    _simulate.disable_compile()
+    return _simulate
+
+
+def simulate_packets(links: Links, flows: Flows, fabric: Fabric, cc_params: np.ndarray, cc_columns: int, hooks):
+    """Run the engine; `hooks` (on_start, on_timer, on_marked, on_cnp, on_ack) and the state
+    row of `cc_columns` own columns as _congestion.py describes."""
+    return _engine()(links, flows, fabric, cc_params, np.int64(cc_columns), *hooks)

@@ -1,20 +1,23 @@
 """A packet-level run from plain values: links, flows with paths and dependencies, RoCE settings.
 
 `Link` is one directed link (endpoints, rate, delay); `Flow` a transfer along a path of link
-ids (indices into the list of links); `RoceSettings` the PFC, ECN and DCQCN parameters (defaults from
-../shared/reference/netsim.md section 1, every one settable); `simulate` runs the compiled engine and
-returns per-flow times and per-link statistics.
+ids (indices into the list of links); `RoceSettings` the PFC and ECN parameters (defaults from
+../shared/reference/netsim.md section 1, every one settable) and the congestion control algorithm
+by name (_congestion.py) with its parameters; `simulate` runs the compiled engine and returns
+per-flow times and per-link statistics.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from simulators._errors import SpecError
-from simulators.packet._engine import PS_PER_S, simulate_packets
+from simulators.packet._congestion import Params, get
+from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
 
 
 @dataclass(frozen=True)
@@ -41,14 +44,13 @@ class Flow:
 
 @dataclass(frozen=True)
 class RoceSettings:
-    """PFC, ECN and DCQCN (../shared/reference/netsim.md section 1). PFC XOFF/XON per ingress port
-    at 15 and 12 packets of 4 KB (htsim's thresholds) in a 32 MB shared buffer (SimAI, HPCC). ECN
-    and DCQCN from the DCQCN paper's column (SIGCOMM'15; marked unverified there): Kmin 5 KB, Kmax
-    200 KB, Pmax 1 %, g = 1/256, alpha period 55 us, CNP at most every 50 us per flow, increase
-    timer 55 us, F = 5 fast-recovery steps, R_AI 40 Mb/s; R_HAI 200 Mb/s (the DCQCN author's ns-3
-    code) and a 100 Mb/s floor (SimAI). SimAI's shipped values (Kmin 400 KB, Kmax 1,600 KB, Pmax
-    0.2, 1 us alpha, 4 us, 300 us timers) can be set field by field; with this engine's
-    latency-only CNPs they cut rates several times per congestion event and recover slowly."""
+    """PFC, ECN and congestion control (../shared/reference/netsim.md section 1). PFC XOFF/XON
+    per ingress port at 15 and 12 packets of 4 KB (htsim's thresholds) in a 32 MB shared buffer
+    (SimAI, HPCC). ECN from the DCQCN paper's column (SIGCOMM'15; marked unverified there): Kmin
+    5 KB, Kmax 200 KB, Pmax 1 %. `congestion_control` names a registered algorithm
+    (simulators.packet.CONGESTION_CONTROLS); `congestion_params` its parameters: None for its
+    defaults, a mapping of fields to override, or its parameter dataclass (a mapping is held as
+    the latter)."""
 
     buffer_bytes: int = 32 * 2**20
     pfc: bool = True
@@ -58,22 +60,25 @@ class RoceSettings:
     kmin_bytes: int = 5_000
     kmax_bytes: int = 200_000
     pmax: float = 0.01
-    dcqcn: bool = True
-    g: float = 1 / 256
-    alpha_period_s: float = 55e-6
-    increase_period_s: float = 55e-6
-    cnp_interval_s: float = 50e-6
-    fast_recovery_steps: int = 5
-    rate_ai_gbps: float = 0.04
-    rate_hai_gbps: float = 0.2
-    min_rate_gbps: float = 0.1
+    congestion_control: str = "dcqcn"
+    congestion_params: Params | Mapping[str, Any] | None = None
     acks: bool = True  # per-packet 64-byte ACKs back along the reverse path (CNPs ride on them)
     seed: int = 0
+
+    def __post_init__(self) -> None:
+        entry = get(self.congestion_control)
+        object.__setattr__(self, "congestion_control", entry.name)
+        if self.congestion_params is not None:  # None stays None: replace() may change the algorithm
+            object.__setattr__(self, "congestion_params", entry.make_params(self.congestion_params))
+
+    def control_params(self) -> Params:
+        """The congestion control's parameters: those given, or the algorithm's defaults."""
+        return get(self.congestion_control).make_params(self.congestion_params)
 
     @classmethod
     def line_rate(cls, buffer_bytes: int = 1 << 62) -> RoceSettings:
         """No congestion control, no PFC, no ECN, unlimited buffers: the ns-3 UDP reference case."""
-        return cls(buffer_bytes=buffer_bytes, pfc=False, ecn=False, dcqcn=False, acks=False)
+        return cls(buffer_bytes=buffer_bytes, pfc=False, ecn=False, congestion_control="none", acks=False)
 
 
 @dataclass(frozen=True)
@@ -92,6 +97,7 @@ class PacketResult:
     events: int
     end_s: float
     link_gbps: np.ndarray = field(repr=False)
+    cc_state: np.ndarray = field(repr=False)  # each flow's congestion-control row at the end (_congestion.py)
 
     @property
     def fct_s(self) -> np.ndarray:
@@ -124,6 +130,10 @@ def _reverse_paths(links: Sequence[Link], flows: Sequence[Flow], needed: bool) -
             back.append(min(twins, key=lambda j: abs(j - i)))
         start[n + 1] = len(back)
     return start, np.array(back, np.int64)
+
+
+def _ints(values: list[int]) -> np.ndarray:
+    return np.array(values, np.int64)
 
 
 def simulate(
@@ -162,44 +172,42 @@ def simulate(
     np.cumsum([len(d) for d in dependents], out=dep_start[1:])
     rates = np.array([link.gbps * 1e9 for link in links])
     to_ps = PS_PER_S
-    out = simulate_packets(
+    engine_links = Links(
         rates,
-        np.array([round(link.delay_s * to_ps) for link in links], np.int64),
-        np.array([link.dst for link in links], np.int64),
-        np.array([n in switches for n in range(n_nodes)], np.bool_),
-        np.array([f.nbytes for f in flows], np.int64),
-        np.array([f.mtu_bytes for f in flows], np.int64),
-        np.array([round(f.start_s * to_ps) for f in flows], np.int64),
-        np.array([round(f.gap_s * to_ps) for f in flows], np.int64),
-        path_start,
-        np.array([link for f in flows for link in f.path], np.int64),
-        np.array([len(set(f.after)) for f in flows], np.int64),
-        dep_start,
-        np.array([i for d in dependents for i in d], np.int64),
-        np.int64(min(roce.buffer_bytes, 1 << 62)),
-        roce.pfc,
+        _ints([round(link.delay_s * to_ps) for link in links]),
+        _ints([link.dst for link in links]),
         np.full(len(links), roce.pfc_xoff_bytes, np.int64),
         np.full(len(links), roce.pfc_xon_bytes, np.int64),
-        roce.ecn,
-        np.int64(roce.kmin_bytes),
-        np.int64(roce.kmax_bytes),
-        roce.pmax,
-        roce.dcqcn,
-        roce.g,
-        np.int64(round(roce.alpha_period_s * to_ps)),
-        np.int64(round(roce.increase_period_s * to_ps)),
-        np.int64(round(roce.cnp_interval_s * to_ps)),
-        np.int64(roce.fast_recovery_steps),
-        roce.rate_ai_gbps * 1e9,
-        roce.rate_hai_gbps * 1e9,
-        roce.min_rate_gbps * 1e9,
-        np.int64(roce.seed),
-        np.int64(round(window_s[0] * to_ps)),
-        np.int64(round(window_s[1] * to_ps)),
-        roce.acks,
+    )
+    engine_flows = Flows(
+        _ints([f.nbytes for f in flows]),
+        _ints([f.mtu_bytes for f in flows]),
+        _ints([round(f.start_s * to_ps) for f in flows]),
+        _ints([round(f.gap_s * to_ps) for f in flows]),
+        path_start,
+        _ints([link for f in flows for link in f.path]),
+        _ints([len(set(f.after)) for f in flows]),
+        dep_start,
+        _ints([i for d in dependents for i in d]),
         *_reverse_paths(links, flows, roce.acks),
     )
-    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end = out
+    fabric = Fabric(
+        n_nodes,
+        min(roce.buffer_bytes, 1 << 62),
+        bool(roce.pfc),
+        bool(roce.ecn),
+        int(roce.kmin_bytes),
+        int(roce.kmax_bytes),
+        float(roce.pmax),
+        bool(roce.acks),
+        int(roce.seed),
+        round(window_s[0] * to_ps),
+        round(window_s[1] * to_ps),
+    )
+    cc = get(roce.congestion_control)
+    params = np.ascontiguousarray(roce.control_params().vector(), np.float64)
+    out = simulate_packets(engine_links, engine_flows, fabric, params, cc.columns, cc.hooks())
+    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end, cc_state = out
     unfinished = int((finish < 0).sum())
     if unfinished and not drops.sum():
         raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
@@ -216,4 +224,5 @@ def simulate(
         int(events),
         end / to_ps,
         rates / 1e9,
+        cc_state,
     )

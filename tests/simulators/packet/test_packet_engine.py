@@ -69,7 +69,9 @@ def test_pfc_keeps_a_small_buffer_lossless_where_drop_tail_loses_packets():
     """16 senders into one port: 1 MB of buffer holds every ingress port's XOFF plus what is in
     flight while its pause travels, so PFC loses nothing; without PFC the buffer overflows."""
     links, flows, switches = scenarios.incast(16, 2_000_000)
-    small = dict(buffer_bytes=1_000_000, ecn=False, dcqcn=False, pfc_xoff_bytes=15 * 1502, pfc_xon_bytes=12 * 1502)
+    small = dict(
+        buffer_bytes=1_000_000, ecn=False, congestion_control="none", pfc_xoff_bytes=15 * 1502, pfc_xon_bytes=12 * 1502
+    )
     lossy = simulate(links, flows, RoceSettings(pfc=False, **small), switches)
     lossless = simulate(links, flows, RoceSettings(pfc=True, **small), switches)
     assert lossy.drops.sum() > 0
@@ -83,7 +85,7 @@ def test_pfc_incast_on_a_two_tier_fabric_favours_the_receivers_own_switch_as_hts
     at 5.83 ms, the last remote one at 25.87 ms: remote/local 4.44. Scaled down to 1 MB here
     (same shares), the ratio must be within 15 % of htsim's."""
     links, flows, switches = scenarios.two_tier_incast(31, 1_000_000)
-    pfc = RoceSettings(ecn=False, dcqcn=False, pfc_xoff_bytes=15 * 1500, pfc_xon_bytes=12 * 1500)
+    pfc = RoceSettings(ecn=False, congestion_control="none", pfc_xoff_bytes=15 * 1500, pfc_xon_bytes=12 * 1500)
     result = simulate(links, flows, pfc, switches)
     local, remote = result.fct_s[:3], result.fct_s[3:]
     assert local.max() < remote.min()
