@@ -4,7 +4,8 @@ from simulators.serving._capacity import Capacity, capacity_search
 from simulators.serving._cost import ReplicaCost, replica_cost
 from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
 from simulators.serving._lengths import empirical, fixed, uniform, zipf
-from simulators.serving._profile import VidurProfile, apply_profile, load_vidur_profile
+from simulators.serving._profile import apply_profile
+from simulators.serving._profile_files import VidurProfile, load_vidur_profile
 from simulators.serving._requests import ARRIVALS, Requests, TraceData, load_trace, make_requests
 from simulators.serving._routers import ROUTERS, Router, get_router, register_router
 from simulators.serving._schedulers import SCHEDULERS, Scheduler, get_scheduler, register_scheduler

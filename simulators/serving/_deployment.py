@@ -26,7 +26,8 @@ from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.serving._cost import KV_BYTES, ReplicaCost, replica_cost
 from simulators.serving._engine import ROLE_BOTH, ROLE_DECODE, ROLE_PREFILL, EngineOutput, simulate_serving
-from simulators.serving._profile import VidurProfile, apply_profile
+from simulators.serving._profile import apply_profile
+from simulators.serving._profile_files import VidurProfile
 from simulators.serving._requests import Requests
 from simulators.serving._routers import get_router
 from simulators.serving._schedulers import decoders, get_scheduler

@@ -17,7 +17,8 @@ from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.network import Network
 from simulators.serving._cost import replica_cost
-from simulators.serving._profile import VidurProfile, apply_profile, load_vidur_profile
+from simulators.serving._profile import apply_profile
+from simulators.serving._profile_files import VidurProfile, load_vidur_profile
 
 DATA = Path(__file__).parent / "data"
 MLP, ATTENTION, ALL_REDUCE = DATA / "mlp.csv", DATA / "attention.csv", DATA / "all_reduce.csv"
