@@ -38,16 +38,12 @@ _saved: dict[str, str | None] = {}  # their values before start_private, put bac
 def start_private(**init_args) -> Path:
     """Start a private Ray on loopback with token authentication; returns its run directory."""
     reap_dead_runs()
-    _saved.update((name, os.environ.get(name)) for name in _SETTINGS)
+    use_token_auth()
     os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is first imported...
-    os.environ["RAY_AUTH_MODE"] = "token"  # ...these two by every process the cluster starts
-    os.environ["RAY_AUTH_TOKEN"] = _TOKEN
     import ray
     from ray._private import ray_constants
-    from ray._raylet import Config
 
-    ray_constants.ENABLE_RAY_CLUSTER = False  # ...so also here, in case ray was imported before,
-    Config.initialize("")  # and Ray's config re-read (it reads RAY_AUTH_MODE once, at import)
+    ray_constants.ENABLE_RAY_CLUSTER = False  # ...so also here, in case ray was imported before
     run_dir = _new_run_dir()
     ray.init(address="local", _node_ip_address=LOOPBACK, _temp_dir=str(run_dir), include_dashboard=False, **init_args)
     if ray.util.get_node_ip_address() != LOOPBACK:  # never leave a cluster open to the network
@@ -56,14 +52,34 @@ def start_private(**init_args) -> Path:
     return run_dir
 
 
+def use_token_auth() -> None:
+    """Token authentication with this process's token for every cluster it starts from here on
+    (their processes read RAY_AUTH_MODE and RAY_AUTH_TOKEN); `stop_private` puts the settings
+    back. Ray's config is re-read, since it reads RAY_AUTH_MODE once, at import, and a driver
+    keeps the first token it loads: a later cluster of this process must use the same one."""
+    for name in _SETTINGS:
+        _saved.setdefault(name, os.environ.get(name))
+    os.environ["RAY_AUTH_MODE"] = "token"
+    os.environ["RAY_AUTH_TOKEN"] = _TOKEN
+    from ray._raylet import Config
+
+    Config.initialize("")
+
+
 def stop_private(run_dir: Path) -> None:
     """Shut the private Ray down, remove its run directory, and put back the settings it changed,
     so that a later join from this process advertises the node's own address again."""
     import ray
-    from ray._private import ray_constants
 
     ray.shutdown()
     shutil.rmtree(run_dir, ignore_errors=True)
+    restore_settings()
+
+
+def restore_settings() -> None:
+    """Put back the settings `use_token_auth` and `start_private` changed."""
+    from ray._private import ray_constants
+
     for name, value in _saved.items():
         if value is None:
             os.environ.pop(name, None)

@@ -25,6 +25,7 @@ from dse.evaluation.space import SearchSpace
 from dse.report.files import trials_frame
 from dse.search.engine import RunSettings, run_search
 from dse.search.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
+from dse.search.ray_cluster import restore_settings, use_token_auth
 from dse.spec import load_study
 from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
@@ -38,7 +39,9 @@ def cluster():
     cluster_utils = pytest.importorskip("ray.cluster_utils")
     import ray
 
-    os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    # The cluster authenticates with this process's token, as dse's private one does: a driver
+    # keeps the first token it loads, so a process that ran a private Ray joins only such clusters.
+    use_token_auth()
     cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
     for _ in range(2):
         cluster.add_node(num_cpus=1)
@@ -50,6 +53,7 @@ def cluster():
         driver.close()
         ray.shutdown()
         cluster.shutdown()
+        restore_settings()
 
 
 def test_a_worker_node_lost_mid_study_costs_no_trial(cluster, write_spec, tmp_path):
@@ -163,7 +167,16 @@ def test_numba_runs_one_thread_per_ray_worker(cluster):
 
 
 def test_a_driver_killed_mid_study_resumes_with_every_trial_accounted_for(cluster, write_spec, tmp_path):
-    spec = write_spec(TINY_SPEC.replace("sampler: tpe", "sampler: random"))
+    # 576 plans, so most of the 400 random trials are simulated, not told a duplicate's outcome:
+    # the run lasts long enough to be killed in the middle, after 24 finished trials.
+    spec = write_spec(
+        TINY_SPEC.replace("sampler: tpe", "sampler: random")
+        .replace("num_gpus: [8, 16]", "num_gpus: [8, 16, 32, 64]")
+        .replace("tp: [1, 2, 4]", "tp: [1, 2, 4, 8]")
+        .replace("pp: [1, 2]", "pp: [1, 2, 4]")
+        .replace("micro_batch: [1, 2]", "micro_batch: [1, 2, 4]")
+        .replace("global_batch: [64]", "global_batch: [64, 128]")
+    )
     out = tmp_path / "out"
     command = [sys.executable, "-m", "dse", "search", str(spec), "--trials", "400", "--out", str(out)]
     driver = subprocess.Popen([*command, "--ray-address", cluster.address], cwd=ROOT, stdout=subprocess.DEVNULL)
