@@ -2,6 +2,6 @@
 re-prices a training candidate's collectives on its fabric as congestion factors."""
 
 from simulators.fidelity import _analytical, _packet  # noqa: F401  (each registers its level)
-from simulators.fidelity._level import LEVELS, CongestionFactor, NetworkLevel, register
+from simulators.fidelity._level import LEVELS, NetworkLevel, register
 
-__all__ = ["LEVELS", "CongestionFactor", "NetworkLevel", "register"]
+__all__ = ["LEVELS", "NetworkLevel", "register"]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from simulators.fidelity._level import CongestionFactor, NetworkLevel, register
-from simulators.network import Fabric
+from simulators.fidelity._level import NetworkLevel, register
+from simulators.network import CongestionFactor, Fabric
 from simulators.workload import TrainingCandidate
 
 

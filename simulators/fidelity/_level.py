@@ -11,29 +11,11 @@ tests/simulators/fidelity/test_level_contract.py runs every registered level.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from typing import ClassVar
 
 from simulators._registry import Registry
-from simulators.network import Fabric
+from simulators.network import CongestionFactor, Fabric
 from simulators.workload import TrainingCandidate
-
-
-@dataclass(frozen=True)
-class CongestionFactor:
-    """One collective's runs: `groups` groups together against one alone, by `algorithm`."""
-
-    op: str
-    ranks: int
-    stride: int
-    groups: int
-    alone_s: float
-    together_s: float
-    algorithm: str
-
-    @property
-    def factor(self) -> float:
-        return self.together_s / self.alone_s
 
 
 class NetworkLevel(ABC):

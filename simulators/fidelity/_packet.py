@@ -4,8 +4,8 @@ first use, so importing the ladder stays light."""
 
 from __future__ import annotations
 
-from simulators.fidelity._level import CongestionFactor, NetworkLevel, register
-from simulators.network import Fabric
+from simulators.fidelity._level import NetworkLevel, register
+from simulators.network import CongestionFactor, Fabric
 from simulators.workload import TrainingCandidate
 
 

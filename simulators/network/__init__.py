@@ -19,6 +19,7 @@ from simulators.network._algorithm import (
     collective_schedule,
     collective_time_s,
 )
+from simulators.network._contention import CongestionFactor
 from simulators.network._fabric import BillOfMaterials, Fabric, bill_of_materials
 from simulators.network._families import TopologyFamily, family_names, get_family, register_family
 from simulators.network._network import Network, Tier
@@ -26,6 +27,7 @@ from simulators.network._placement import Group
 from simulators.network._schedule import Schedule, Transfer
 
 __all__ = [
+    "CongestionFactor",
     "ALGORITHMS",
     "KINDS",
     "Router",

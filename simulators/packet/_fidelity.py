@@ -17,8 +17,7 @@ from __future__ import annotations
 import networkx as nx
 
 from simulators.analytical import plan_collectives
-from simulators.fidelity._level import CongestionFactor
-from simulators.network import Fabric, Group, Router, fabric_graph
+from simulators.network import CongestionFactor, Fabric, Group, Router, fabric_graph
 from simulators.packet._collectives import collective_flows
 from simulators.packet._run import Flow, Link, RoceSettings, simulate
 from simulators.workload import TrainingCandidate
