@@ -27,6 +27,7 @@ through its address (measured against DCQCN written into the engine: no slower).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -44,17 +45,17 @@ HOOK = types.FunctionType(types.void(*_ARGS))
 MARK = types.FunctionType(types.boolean(*_ARGS))
 
 
-class Params:
+class Params(ABC):
     """Base of an algorithm's parameters: a frozen dataclass that checks its fields in
     `__post_init__` (naming the field and what is allowed)."""
 
+    @abstractmethod
     def vector(self) -> np.ndarray:
         """The float64 values the hooks read, in the order they index them (SI units, ps)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def floor_bps(self, line_bps: float) -> float:
         """The lowest rate the algorithm may set a flow of first link `line_bps` to."""
-        raise NotImplementedError
 
 
 @dataclass(frozen=True)
