@@ -74,7 +74,7 @@ class CostSettings(Frozen):
 
 class Hardware(Frozen):
     gpu: list[Name] = ["H100-SXM"]
-    gpu_catalog: FilePath | None = None  # a YAML list of extra GPUs, gpus.yaml's schema (dse/catalogs.py)
+    gpu_catalog: FilePath | None = None  # a YAML list of extra GPUs, gpus.yaml's schema (dse/spec/catalogs.py)
     num_gpus: IntKnob = [8, 16, 32, 64]
     # What a GPU holds beyond the plan's tensors: the CUDA context and the cuBLAS/NCCL workspaces,
     # which live outside PyTorch's caching allocator, and the allocator's fragmentation. 4 GiB is
