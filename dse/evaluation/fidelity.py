@@ -38,7 +38,7 @@ def packet_fidelity(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFram
         params = space.params_of_row(row)
         candidate = space.candidate(params)
         factors = level.congestion_factors(candidate, space.fabric(params["fabric"], params["nic_gbps"]), cap)
-        slowdown = tuple(((f.op, f.ranks, f.stride), f.factor) for f in factors)
+        slowdown = tuple((f.key, f.factor) for f in factors)
         network = dataclasses.replace(candidate.system.fabric_network, slowdown=slowdown)
         above = evaluator.evaluate(params, network=network)
         record = {"trial": row["trial"], "level": level.name, **params}

@@ -65,7 +65,7 @@ def _collective_s(network: Network, op: str, nbytes: float, ranks: int, stride: 
     call of the algorithm chooser costs ~0.2 ms."""
     if ranks == 1 or nbytes == 0:
         return 0.0
-    factor = dict(network.slowdown).get((op, ranks, stride), 1.0) if network.slowdown else 1.0
+    factor = network.slowdown_factor(op, ranks, stride, nbytes) if network.slowdown else 1.0
     return factor * float(collective_time_s(op, nbytes, ranks, stride, network))
 
 

@@ -1,23 +1,38 @@
-"""The packet level: the compiled packet engine runs every group's flows at once on the fabric
-graph with ECMP routes (simulators.packet.congestion_factors). networkx and the engine load on
-first use, so importing the ladder stays light."""
+"""The packet level: the compiled packet engine (simulators.packet) runs every group's flows at
+once on the fabric graph with ECMP routes, with PFC, ECN and the chosen congestion control on
+(RoceSettings' defaults: DCQCN; `congestion_control`, `pfc`, `ecn` and the other RoceSettings
+fields are its options). The engine loads on first use, so importing the ladder stays light."""
 
 from __future__ import annotations
 
-from simulators.fidelity._level import NetworkLevel, register
-from simulators.network import CongestionFactor, Fabric
-from simulators.workload import TrainingCandidate
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from simulators._errors import SpecError
+from simulators.fidelity._level import NetworkLevel, SimulatedLevel, register
+from simulators.network import Flow, Link
 
 
-class PacketLevel(NetworkLevel):
+@dataclasses.dataclass(frozen=True)
+class PacketLevel(SimulatedLevel):
     name = "packet"
+    roce: Any = None  # simulators.packet.RoceSettings; None: its defaults
 
-    def congestion_factors(
-        self, candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int
-    ) -> list[CongestionFactor]:
-        from simulators.packet import congestion_factors
+    def configured(self, options: Mapping[str, Any]) -> NetworkLevel:
+        from simulators.packet import RoceSettings
 
-        return congestion_factors(candidate, fabric, message_cap_bytes)
+        allowed = [f.name for f in dataclasses.fields(RoceSettings)]
+        unknown = [k for k in options if k not in allowed]
+        if unknown:
+            raise SpecError(f"fidelity.packet.{unknown[0]}: not allowed; allowed: {', '.join(allowed)}")
+        return PacketLevel(RoceSettings(**options))
+
+    def makespan_s(self, links: Sequence[Link], flows: Sequence[Flow], switches: set[int]) -> float:
+        from simulators.packet import RoceSettings, simulate
+
+        result = simulate(links, flows, self.roce or RoceSettings(), switches)
+        return float(result.finish_s.max())
 
 
 register(PacketLevel())

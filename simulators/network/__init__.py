@@ -25,9 +25,17 @@ from simulators.network._families import TopologyFamily, family_names, get_famil
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
 from simulators.network._schedule import Schedule, Transfer
+from simulators.network._transfers import Flow, Link, Route, collective_flows
 
 __all__ = [
     "CongestionFactor",
+    "Flow",
+    "Link",
+    "Route",
+    "collective_flows",
+    "fabric_links",
+    "groups_of",
+    "nvswitch_of",
     "ALGORITHMS",
     "KINDS",
     "Router",
@@ -66,6 +74,7 @@ __all__ = [
 # analytical and serving paths start fast.
 _LAZY = {
     **{name: "simulators.network._graphs" for name in ("KINDS", "Router", "ecmp_hops", "ecmp_path", "fabric_graph")},
+    **{name: "simulators.network._fabric_links" for name in ("fabric_links", "groups_of", "nvswitch_of")},
     **{
         name: "simulators.network._simai_topology"
         for name in (

@@ -8,15 +8,22 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class CongestionFactor:
-    """One collective's runs: `groups` groups together against one alone, by `algorithm`."""
+    """One collective's runs: `groups` groups together against one alone, by `algorithm`;
+    `nbytes` is the collective's message (the runs may cap it)."""
 
     op: str
     ranks: int
     stride: int
+    nbytes: int
     groups: int
     alone_s: float
     together_s: float
     algorithm: str
+
+    @property
+    def key(self) -> tuple[str, int, int, int]:
+        """What the training model looks the factor up by (Network.slowdown)."""
+        return (self.op, self.ranks, self.stride, self.nbytes)
 
     @property
     def factor(self) -> float:

@@ -109,9 +109,10 @@ class Network:
     nic_efficiency: float = NIC_CX7_EFFICIENCY
     nvls_efficiency: float = NVLS_HOPPER_EFFICIENCY  # used only where `nvls`
     # Measured slowdowns of collectives when every group of the step runs at once on the real
-    # fabric ((op, ranks, stride) -> factor, from the packet simulator's fidelity pass); the
-    # training model multiplies those collectives' times by them. Empty: the tiers alone.
-    slowdown: tuple[tuple[tuple[str, int, int], float], ...] = ()
+    # fabric ((op, ranks, stride, nbytes) -> factor, from a fidelity level above the analytical
+    # one); the training model multiplies those collectives' times by them (slowdown_factor).
+    # Empty: the tiers alone.
+    slowdown: tuple[tuple[tuple[str, int, int, int], float], ...] = ()
 
     def __post_init__(self) -> None:
         _check("network.name", self.name, isinstance(self.name, str) and self.name != "", "a non-empty string")
@@ -139,13 +140,26 @@ class Network:
         slowdown = tuple(self.slowdown)
         object.__setattr__(self, "slowdown", slowdown)
         for i, entry in enumerate(slowdown):
-            ok = isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple) and len(entry[0]) == 3
+            ok = isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], tuple) and len(entry[0]) == 4
             _check(
-                f"network.slowdown[{i}]", entry, ok and isinstance(entry[0][0], str), "((op, ranks, stride), factor)"
+                f"network.slowdown[{i}]",
+                entry,
+                ok and isinstance(entry[0][0], str),
+                "((op, ranks, stride, nbytes), factor)",
             )
             _check_count(f"network.slowdown[{i}].ranks", entry[0][1])
             _check_count(f"network.slowdown[{i}].stride", entry[0][2])
+            _check_count(f"network.slowdown[{i}].nbytes", entry[0][3])
             _check_real(f"network.slowdown[{i}].factor", entry[1], low=0.0, open_low=True)
+
+    def slowdown_factor(self, op: str, ranks: int, stride: int, nbytes: float) -> float:
+        """The measured factor of `op` on that group at `nbytes`: the entry of that size, else of
+        the same collective the nearest size on a log scale (a ZeRO-3 bucket of a measured
+        gradient reduction, say), else 1 (a collective the level did not see is not slowed)."""
+        sizes = [(key[3], factor) for key, factor in self.slowdown if key[:3] == (op, ranks, stride)]
+        if not sizes:
+            return 1.0
+        return min(sizes, key=lambda entry: (abs(math.log(entry[0] / max(nbytes, 1.0))), entry[0]))[1]
 
     def __hash__(self) -> int:
         return self._hash

@@ -1,11 +1,11 @@
 """Packet-level network simulation: a compiled discrete-event engine with PFC, ECN and a
-registry of congestion control algorithms (none, DCQCN)."""
+registry of congestion control algorithms (none, DCQCN). It runs the plain links and flows of
+simulators.network (re-exported here, with collective_flows, for callers of `simulate`)."""
 
+from simulators.network import Flow, Link, collective_flows
 from simulators.packet import _cc_dcqcn, _cc_none  # noqa: F401  (each registers its algorithm)
-from simulators.packet._collectives import collective_flows
 from simulators.packet._congestion import CONGESTION_CONTROLS, CongestionControl, Params, register
-from simulators.packet._fidelity import congestion_factors, groups_of
-from simulators.packet._run import Flow, Link, PacketResult, RoceSettings, simulate
+from simulators.packet._run import PacketResult, RoceSettings, simulate
 
 __all__ = [
     "CONGESTION_CONTROLS",
@@ -16,8 +16,6 @@ __all__ = [
     "Params",
     "RoceSettings",
     "collective_flows",
-    "congestion_factors",
-    "groups_of",
     "register",
     "simulate",
 ]

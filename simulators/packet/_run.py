@@ -1,7 +1,7 @@
-"""A packet-level run from plain values: links, flows with paths and dependencies, RoCE settings.
+"""A packet-level run from plain values: links, flows with paths and dependencies
+(simulators.network.Link, Flow), RoCE settings.
 
-`Link` is one directed link (endpoints, rate, delay); `Flow` a transfer along a path of link
-ids (indices into the list of links); `RoceSettings` the PFC and ECN parameters (defaults from
+`RoceSettings` the PFC and ECN parameters (defaults from
 ../shared/reference/netsim.md section 1, every one settable) and the congestion control algorithm
 by name (_congestion.py) with its parameters; `simulate` runs the compiled engine and returns
 per-flow times and per-link statistics.
@@ -16,30 +16,9 @@ from typing import Any
 import numpy as np
 
 from simulators._errors import SpecError
+from simulators.network import Flow, Link
 from simulators.packet._congestion import Params, get
 from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
-
-
-@dataclass(frozen=True)
-class Link:
-    src: int
-    dst: int
-    gbps: float
-    delay_s: float
-
-
-@dataclass(frozen=True)
-class Flow:
-    """`nbytes` from path[0]'s source to path[-1]'s destination, in packets of `mtu_bytes`
-    payload (the last one shorter); it starts at `start_s`, or `gap_s` after the last flow of
-    `after` completes."""
-
-    path: tuple[int, ...]
-    nbytes: int
-    mtu_bytes: int = 4096
-    start_s: float = 0.0
-    after: tuple[int, ...] = ()
-    gap_s: float = 0.0
 
 
 @dataclass(frozen=True)

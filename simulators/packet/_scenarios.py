@@ -8,7 +8,7 @@ h // (H / L), a leaf reaching remote host d through spine d mod S (leaf-spine)."
 
 from __future__ import annotations
 
-from simulators.packet._run import Flow, Link
+from simulators.network import Flow, Link
 
 DELAY_S = 1e-6
 

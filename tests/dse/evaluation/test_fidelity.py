@@ -12,7 +12,7 @@ from dse.report.files import write_reports
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
 from dse.study import resolve_study
-from simulators.packet import groups_of
+from simulators.network import groups_of
 from tests.conftest import TINY_PARAMS
 
 FIDELITY_SPEC = """
@@ -57,14 +57,21 @@ def test_the_ladder_reports_both_fidelities_side_by_side(write_spec, tmp_path):
     assert "Fidelity comparison" in (tmp_path / "report.html").read_text()
 
 
+SEND_BYTES = 1 << 20  # any size: a factor applies to the nearest measured size of its collective
+
+
 def test_a_slowdown_on_the_network_slows_exactly_the_collectives_it_names(write_spec):
     resolved = resolve_study(load_study(write_spec(FIDELITY_SPEC)))
     space = SearchSpace.from_study(resolved)
     params = {**TINY_PARAMS, "num_gpus": 64, "pp": 2, "global_batch": 128, "fabric": "leaf-spine"}
     base = space.candidate(params).system.fabric_network
     plain = Evaluator(space).evaluate(params)
-    slowed = Evaluator(space).evaluate(params, dataclasses.replace(base, slowdown=((("send_recv", 2, 32), 3.0),)))
-    unrelated = Evaluator(space).evaluate(params, dataclasses.replace(base, slowdown=((("all_to_all", 7, 1), 9.0),)))
+    slowed = Evaluator(space).evaluate(
+        params, dataclasses.replace(base, slowdown=((("send_recv", 2, 32, SEND_BYTES), 3.0),))
+    )
+    unrelated = Evaluator(space).evaluate(
+        params, dataclasses.replace(base, slowdown=((("all_to_all", 7, 1, SEND_BYTES), 9.0),))
+    )
     assert slowed.metrics["iteration_time_s"] > plain.metrics["iteration_time_s"]
     assert unrelated.metrics["iteration_time_s"] == plain.metrics["iteration_time_s"]
 
@@ -80,8 +87,9 @@ def test_packet_fidelity_is_for_training_studies(write_spec):
 def test_contention_never_speeds_a_collective_up(write_spec, family):
     """The first group alone runs on the very paths it takes beside the others, so adding the
     others' traffic can only slow it: every factor is at least 1."""
-    from simulators.packet import congestion_factors
+    from simulators.fidelity import LEVELS
 
+    congestion_factors = LEVELS["packet"].congestion_factors
     space = SearchSpace.from_study(resolve_study(load_study(write_spec(FIDELITY_SPEC))))
     params = {**TINY_PARAMS, "num_gpus": 64, "tp": 2, "pp": 2, "global_batch": 128, "fabric": family}
     factors = congestion_factors(space.candidate(params), space.fabric(family, params["nic_gbps"]), 2 << 20)
@@ -109,8 +117,9 @@ def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
     so the packet run is that algorithm's schedule on the group (4 members to an NVLink domain),
     not a ring, and the fidelity table names it."""
     from dse.evaluation.fidelity import packet_fidelity
+    from simulators.fidelity import LEVELS
+    from simulators.fidelity import _contention as _fidelity
     from simulators.network import collective_schedule
-    from simulators.packet import _fidelity
 
     resolved = resolve_study(load_study(write_spec(TP_SPEC.replace("seq_len: 2048", f"seq_len: {seq_len}"))))
     space = SearchSpace.from_study(resolved)
@@ -126,7 +135,7 @@ def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
     collective_flows = _fidelity.collective_flows
     monkeypatch.setattr(_fidelity, "collective_flows", recording)
     fabric = space.fabric("leaf-spine", params["nic_gbps"])
-    factors = _fidelity.congestion_factors(space.candidate(params), fabric, 16 << 20)
+    factors = LEVELS["packet"].congestion_factors(space.candidate(params), fabric, 16 << 20)
     chosen = [(f.ranks, f.stride, f.algorithm) for f in factors if f.op == "all_reduce"]
     assert chosen == [(8, 1, algorithm)]
     schedule = collective_schedule("all_reduce", 8, algorithm, per_domain=4)

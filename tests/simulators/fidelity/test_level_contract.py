@@ -51,8 +51,8 @@ def test_inside_one_server_the_fabric_plays_no_part(level):
 def test_factors_name_collectives_that_cross_servers_and_never_speed_one_up(level):
     c = candidate(16, tp=1, pp=2)
     factors = level.congestion_factors(c, FABRIC, CAP_BYTES)
-    keys = [(f.op, f.ranks, f.stride) for f in factors]
-    assert set(keys) <= crossing(c) and len(keys) == len(set(keys))
+    assert {(f.op, f.ranks, f.stride) for f in factors} <= crossing(c)
+    assert len({f.key for f in factors}) == len(factors)  # one factor per collective of the step
     for f in factors:
         assert f.op in OPS and f.algorithm in ALGORITHMS
         assert f.groups == c.system.num_gpus // f.ranks  # every GPU is in one group of the collective

@@ -56,8 +56,13 @@ def test_without_tiers_the_nic_fabric_is_unbounded():
         ({"tiers": (Tier(4),)}, "network.tiers[0].group_gpus"),
         ({"tiers": (Tier(256), Tier(128))}, "network.tiers[1].group_gpus"),
         ({"tiers": (Tier(256), Tier(300))}, "network.tiers[1].group_gpus"),
-        ({"slowdown": ((("all_reduce", 8, 1), 0.0),)}, "network.slowdown[0].factor"),
-        ({"slowdown": ((("all_reduce", 8, 1), 1.5), (("all_gather", 0, 1), 2.0))}, "network.slowdown[1].ranks"),
+        ({"slowdown": ((("all_reduce", 8, 1, 1024), 0.0),)}, "network.slowdown[0].factor"),
+        (
+            {"slowdown": ((("all_reduce", 8, 1, 1024), 1.5), (("all_gather", 0, 1, 1024), 2.0))},
+            "network.slowdown[1].ranks",
+        ),
+        ({"slowdown": ((("all_reduce", 8, 1, 0), 1.5),)}, "network.slowdown[0].nbytes"),
+        ({"slowdown": ((("all_reduce", 8, 1), 1.5),)}, "network.slowdown[0]"),
         ({"slowdown": (("all_reduce", 1.5),)}, "network.slowdown[0]"),
     ],
 )
@@ -80,3 +85,18 @@ def test_invalid_networks_name_the_field_the_value_and_what_is_allowed(change, f
 def test_invalid_tiers(kwargs, field):
     with pytest.raises(SpecError, match=rf"^{field}: .*allowed"):
         Tier(**kwargs)
+
+
+def test_each_size_of_a_collective_keeps_its_own_slowdown():
+    """Two sizes of one op on one group are measured apart; a size between them takes the
+    factor of the nearer on a log scale; another collective is not slowed."""
+    from simulators.hardware import get_gpu
+
+    slowdown = ((("all_reduce", 8, 1, 1 << 20), 1.5), (("all_reduce", 8, 1, 1 << 30), 3.0))
+    network = Network.from_gpu(get_gpu("H100-SXM"))
+    network = dataclasses.replace(network, slowdown=slowdown)
+    assert network.slowdown_factor("all_reduce", 8, 1, 1 << 20) == 1.5
+    assert network.slowdown_factor("all_reduce", 8, 1, 1 << 30) == 3.0
+    assert network.slowdown_factor("all_reduce", 8, 1, 1 << 24) == 1.5  # 2^24 is nearer 2^20 than 2^30
+    assert network.slowdown_factor("all_reduce", 8, 1, 1 << 26) == 3.0
+    assert network.slowdown_factor("all_gather", 8, 1, 1 << 20) == 1.0

@@ -1,0 +1,79 @@
+"""Congestion factors of a training candidate's collectives from a contention-aware simulator.
+
+For each distinct collective of the step that leaves a server (simulators.analytical
+.plan_collectives), every group of the plan runs it at once on the candidate's fabric graph (all
+data-parallel rings of the iteration together, say), with ECMP routes; the same collective of one
+group alone, on the very paths it takes beside the others, is the baseline. The factor is their
+ratio of completion times: 1 where groups never meet, above 1 where their flows share links
+(ECMP collisions, oversubscription). Each collective runs the algorithm the analytical model
+chose for it (its `CollectiveUse.algorithm`), as that algorithm's schedule on the group's
+placement. Messages are capped (the factor is a property of the routes, not of the size, once
+transfers are bandwidth-bound) so the runs stay short; collectives that differ only in a size
+above the cap share one run. Each collective of the step keeps its own factor (keyed by op,
+group and size), so two sizes of one op on one group are priced apart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from simulators.analytical import plan_collectives
+from simulators.network import (
+    CongestionFactor,
+    Fabric,
+    Flow,
+    Group,
+    Link,
+    collective_flows,
+    fabric_graph,
+    fabric_links,
+    groups_of,
+    nvswitch_of,
+)
+from simulators.workload import TrainingCandidate
+
+MTU_BYTES = 4096
+
+# (links, flows, switch nodes) -> seconds until the last flow completes
+Makespan = Callable[[Sequence[Link], Sequence[Flow], set[int]], float]
+
+
+def congestion_factors(
+    candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int, makespan_s: Makespan
+) -> list[CongestionFactor]:
+    """The factor of each collective of `candidate` that crosses servers, each run timed by
+    `makespan_s` (a level's simulator)."""
+    system = candidate.system
+    graph = fabric_graph(fabric, system.gpu, system.num_gpus)
+    links, switches, route = fabric_links(graph)
+    runs: dict[tuple, tuple[float, float, int]] = {}
+    out = []
+    for use in plan_collectives(candidate):
+        if use.ranks < 2 or use.ranks * use.stride <= fabric.gpus_per_server:
+            continue  # inside one server: the fabric plays no part
+        nbytes = int(min(use.nbytes, message_cap_bytes))
+        key = (use.op, use.ranks, use.stride, use.algorithm, nbytes)
+        if key not in runs:
+            per_domain = int(Group.place(use.ranks, use.stride, system.fabric_network).per_domain)
+            groups = groups_of(system.num_gpus, use.ranks, use.stride)
+            together: list[Flow] = []
+            alone: list[Flow] = []
+            for group in groups:
+                together += collective_flows(
+                    use.op,
+                    group,
+                    nbytes,
+                    route,
+                    algorithm=use.algorithm,
+                    per_domain=per_domain,
+                    switches=[nvswitch_of(graph, gpu) for gpu in group[::per_domain]],
+                    mtu_bytes=MTU_BYTES,
+                    offset=len(together),
+                )
+                alone = alone or list(together)  # the first group alone, on the very paths it takes with the others
+            runs[key] = (makespan_s(links, alone, switches), makespan_s(links, together, switches), len(groups))
+        alone_s, together_s, count = runs[key]
+        out.append(
+            CongestionFactor(use.op, use.ranks, use.stride, int(use.nbytes), count, alone_s, together_s, use.algorithm)
+        )
+    return out
