@@ -30,10 +30,10 @@ import yaml
 
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
-from dse.report.files import trials_frame
 from dse.search.engine import RunSettings, run_search
 from dse.search.hypervolume import hypervolume, reference_point
 from dse.search.pareto import direction_signs, pareto_mask
+from dse.search.study_table import trials_frame
 from dse.spec import parse_study
 from dse.study import resolve_study
 

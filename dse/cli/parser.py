@@ -34,6 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--cache", type=Path, metavar="FILE", help="content-addressed outcome cache shared with other runs (JSON lines)"
     )
+    search.add_argument(
+        "--validate",
+        type=flags.TOP,
+        metavar="N",
+        help="at the end, replay the top N candidates' collectives with real traffic (RDMA where present, else TCP)",
+    )
     search.set_defaults(handler=search_command)
 
     batch = commands.add_parser(

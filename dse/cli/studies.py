@@ -32,6 +32,7 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
             "seed": args.seed,
             "output": str(args.out) if args.out else None,
             "storage": args.storage,
+            "fidelity.validate_top": args.validate,
         },
     )
     paths.spec_paths(None if args.out else study.output, None if args.storage else study.storage, study.output_dir)
@@ -44,7 +45,14 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
         with SearchProgress(console) as progress:
             row = progress.row(resolved)
             start = _on_open(resolved, row)
-            summary = run_search(resolved, settings, on_trial=row.trial, on_start=start, shared=_cache(args.cache))
+            summary = run_search(
+                resolved,
+                settings,
+                on_trial=row.trial,
+                on_start=start,
+                on_level=lambda level: console.print(f"fidelity ladder, {level.describe()}"),
+                shared=_cache(args.cache),
+            )
         trials, front = write_reports(summary.study, resolved, settings.out_dir)
     console.print(_front_table(front, resolved))
     console.print(
@@ -53,12 +61,36 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
         + "), "
         f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front"
         + (f"; {summary.shared_hits} outcomes from the shared cache" if args.cache else "")
-        + f"\n{summary.usage.describe(summary.wall_s)}\nwrote {written(settings.out_dir)}"
+        + f"\n{summary.usage.describe(summary.wall_s)}"
+        + "".join(f"\nfidelity ladder, {level.describe()}" for level in summary.ladder)
+        + f"\nwrote {written(settings.out_dir)}"
     )
+    if summary.stopped_because != "interrupted" and study.fidelity.validate_top and not front.empty:
+        _validate_front(settings.out_dir, study.fidelity.validate_top, console)
     if summary.stopped_because == "interrupted":
         console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
         return EXIT_INTERRUPTED
     return 0
+
+
+def _validate_front(out_dir: Path, top: int, console: Console) -> None:
+    """The physical check at the end of a run (`--validate N`, or fidelity.validate_top): the top
+    candidates' collectives replayed as `dse validate` does, over RDMA where this machine has an
+    active device with pyverbs, else over TCP, saying which and why."""
+    from dse.physical.validate import validate_study
+    from dse.report.files import load_study_dir, write_reports
+    from simulators.rdma import devices
+
+    found = devices()
+    transport = "rdma" if found.usable else "tcp"
+    why = "an active RDMA port" if found.usable else f"no usable RDMA device ({found.describe()})"
+    console.print(f"validating the top {top} over {transport}: {why}")
+    table = validate_study(out_dir, top, transport)
+    console.print(
+        f"wrote {out_dir / 'validation.csv'}: {len(table)} collectives replayed, {int(table['verified'].sum())} "
+        f"verified, median |error| {table['error_pct'].abs().median():.1f} %"
+    )
+    write_reports(*load_study_dir(out_dir), out_dir)  # report.html now shows the validation
 
 
 def _check_outputs(args: argparse.Namespace, study) -> None:

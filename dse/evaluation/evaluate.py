@@ -63,4 +63,4 @@ class Evaluator:
             if excess > 0:
                 side = "above max" if c.max is not None else "below min"
                 reasons.append(f"{c.metric}={value:.4g} is {side} {bound:g}")
-        return Outcome(metrics, constraints, "; ".join(reasons) or None)
+        return Outcome(metrics, constraints, "; ".join(reasons) or None, details=outcome.details)

@@ -1,58 +1,55 @@
-"""The fidelity ladder: the analytical front's best candidates re-evaluated at a higher level.
+"""One candidate at a level of the fidelity ladder (simulators.fidelity.LEVELS).
 
-The spec's `fidelity` section names the level (each of its fields is a registered level of
-simulators.fidelity.LEVELS: today `packet`). The first `top` candidates of the Pareto front (in
-the order of the first objective) have their collectives run on their fabric by that level's
-simulator, every group of the step at once, each by the algorithm the analytical model chose for it
-(named in the `factors` column); the training timeline is re-run with those collectives slowed
-by their factors, and both evaluations are reported side by side with each candidate's rank
-under either (`fidelity.csv`, and a section of report.html)."""
+The level runs the candidate's collectives on its fabric, every group of the step at once, each
+by the algorithm the analytical model chose for it, and reports a congestion factor per
+collective; the training timeline is run again with those collectives slowed by their factors.
+The outcome carries the level's metrics and, as details, the factors and the step's breakdown
+at that level, which the study stores (dse.search.ladder) and the reports read."""
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
 
-import pandas as pd
-
+from dse.errors import PlanError
 from dse.evaluation.evaluate import Evaluator
-from dse.evaluation.space import SearchSpace
-from dse.spec.resolved import ResolvedStudy
+from dse.evaluation.outcome import Outcome, crashed, invalid
 from simulators.fidelity import LEVELS
 
-FIDELITY_FILE = "fidelity.csv"
 
+@dataclass(frozen=True)
+class LevelEvaluator:
+    """Evaluates candidates of one study at one level; picklable (Ray ships it once a level).
+    `options` are the level's own settings (the packet level's congestion control, say)."""
 
-def packet_fidelity(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
-    """One row per re-evaluated candidate: its knobs, the objectives at both fidelities, the
-    ranks under each (by the first objective) and the largest congestion factor found."""
-    chosen = [(name, settings) for name, settings in resolved.study.fidelity if settings is not None]
-    if not chosen or front.empty:
-        return pd.DataFrame()
-    ((name, settings),) = chosen  # the spec holds one level above the analytical one
-    level = LEVELS.lookup(name, f"fidelity.{name}")
-    space = SearchSpace.from_study(resolved)
-    evaluator = Evaluator(space)
-    cap = int(settings.message_cap_mb * 2**20)
-    rows = []
-    for _, row in front.head(settings.top).iterrows():
-        params = space.params_of_row(row)
-        candidate = space.candidate(params)
-        factors = level.congestion_factors(candidate, space.fabric(params["fabric"], params["nic_gbps"]), cap)
-        slowdown = tuple((f.key, f.factor) for f in factors)
-        network = dataclasses.replace(candidate.system.fabric_network, slowdown=slowdown)
-        above = evaluator.evaluate(params, network=network)
-        record = {"trial": row["trial"], "level": level.name, **params}
-        for metric in resolved.objectives:
-            record[f"{metric}_analytical"] = row[metric]
-            record[f"{metric}_{level.name}"] = above.metrics.get(metric)
-        record["largest_factor"] = max((f.factor for f in factors), default=1.0)
-        record["factors"] = (
-            "; ".join(f"{f.op} {f.ranks}x{f.stride} {f.algorithm}: {f.factor:.3g}" for f in factors) or "none"
-        )
-        rows.append(record)
-    table = pd.DataFrame(rows)
-    first, direction = resolved.objectives[0], resolved.directions[0]
-    ascending = direction == "minimize"
-    for fidelity in ("analytical", level.name):
-        table[f"rank_{fidelity}"] = table[f"{first}_{fidelity}"].rank(ascending=ascending, method="min").astype(int)
-    return table
+    evaluator: Evaluator
+    level: str
+    message_cap_bytes: int
+    options: Mapping[str, Any] = field(default_factory=dict)
+    task_size: ClassVar[int] = 1  # one candidate a task: a level's budget stops between candidates
+
+    def simulate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
+        """Outcomes in order, before the study's prices and own constraints (Evaluator.judge)."""
+        return [self._simulate(params) for params in batch]
+
+    def _simulate(self, params: Mapping[str, Any]) -> Outcome:
+        space = self.evaluator.space
+        kind = space.resolved.kind
+        try:
+            candidate = space.candidate(params)
+        except PlanError as exc:
+            return invalid(exc, kind.fits_constraint)
+        try:
+            level = LEVELS.lookup(self.level, f"fidelity.{self.level}").configured(self.options)
+            fabric = space.fabric(params["fabric"], params["nic_gbps"])
+            factors = level.congestion_factors(candidate, fabric, self.message_cap_bytes)
+            slowdown = tuple((f.key, f.factor) for f in factors)
+            network = dataclasses.replace(candidate.system.fabric_network, slowdown=slowdown)
+            (outcome,) = kind.simulate_many(space, [params], network)
+            (breakdown,) = kind.step_details(space, [params], network)
+        except Exception as exc:  # a simulator bug fails this candidate's level, not the study
+            return crashed(exc)
+        found = [{**dataclasses.asdict(f), "factor": f.factor} for f in factors]
+        return dataclasses.replace(outcome, details={**breakdown, "factors": found})

@@ -9,18 +9,22 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 PLAN_VALID = "plan_valid"  # the constraint every kind has first: 1 when the plan cannot be built
 
 
 @dataclass(frozen=True)
 class Outcome:
-    """What one candidate evaluation produced; `constraints` are <= 0 when satisfied."""
+    """What one candidate evaluation produced; `constraints` are <= 0 when satisfied;
+    `details` what a fidelity level reports beyond metrics (the step's breakdown, the
+    congestion factors it found), as JSON-ready values the study stores."""
 
     metrics: Mapping[str, float] = field(default_factory=dict)
     constraints: Mapping[str, float] = field(default_factory=dict)
     reason: str | None = None
     error: str | None = None
+    details: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> bool:

@@ -1,99 +1,55 @@
 """Study output in reports/<study>/: the tables, and every file re-rendered from the study alone.
 
 `dse search` writes them when it stops; `dse report DIR` rewrites them from DIR/spec.yaml and
-the study's storage, so an interrupted study or a changed report can be rendered again without
-simulating anything but the few Pareto candidates.
+the study's storage, so an interrupted study or a changed report can be rendered again: every
+number comes from the study database (trials, and what the fidelity ladder stored), and no
+simulator runs.
 """
 
 from __future__ import annotations
 
-import dataclasses
+from collections.abc import Mapping
 from pathlib import Path
 
 import optuna
 import pandas as pd
 import yaml
-from optuna.trial import TrialState
 
 from dse import paths
 from dse.errors import DseError
-from dse.evaluation.fidelity import FIDELITY_FILE, packet_fidelity
-from dse.evaluation.space import SearchSpace
 from dse.physical.validate import VALIDATION_FILE
+from dse.report.fidelity_table import FIDELITY_FILE, fidelity_frame
 from dse.report.html_page import render_html
 from dse.report.png import write_pareto_png
 from dse.report.summary import summary_markdown
 from dse.search.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
 from dse.search.journal import TRIALS_FILE, check_trials_kept, journal_storage
-from dse.search.pareto import pareto_mask
+from dse.search.level_records import Standing, progress_of, standings
+from dse.search.study_table import pareto_frame, trials_frame
 from dse.search.studylock import study_lock
-from dse.search.trial_records import INTERRUPTED_ATTR, OUTCOME_ATTR
 from dse.spec import Study, load_study
 from dse.spec.resolved import ResolvedStudy
 from dse.study import resolve_study
-from simulators.analytical import simulate_training_batch
-from simulators.workload import GIB
 
 SPEC_FILE = "spec.yaml"
 JOURNAL_FILE = "study.journal"
 
 
-def trials_frame(study: optuna.Study, resolved: ResolvedStudy) -> pd.DataFrame:
-    """One row per finished trial: parameters, metrics, feasibility and the reason or error."""
-    kind = resolved.kind
-    metric_order = [*resolved.objectives, *(m for m in kind.metrics if m not in resolved.objectives)]
-    knobs, derived = kind.knobs, kind.derived_columns
-    rows = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.FAIL)):
-        if trial.user_attrs.get(INTERRUPTED_ATTR) or OUTCOME_ATTR not in trial.user_attrs:
-            continue
-        record = trial.user_attrs[OUTCOME_ATTR]
-        params = kind.canonical_params(trial.params)
-        constraints = trial.constraints
-        row = {
-            "trial": trial.number,
-            "state": "complete" if trial.state == TrialState.COMPLETE else "failed",
-            "feasible": trial.state == TrialState.COMPLETE and all(v <= 0 for v in constraints.values()),
-            "duplicate_of": record.get("duplicate_of"),
-            **{name: params[name] for name in knobs},
-            **kind.derived(params),
-            **{name: record["metrics"].get(name) for name in metric_order},
-            "reason": record.get("reason"),
-            "error": record.get("error"),
-        }
-        rows.append(row)
-    columns = ["trial", "state", "feasible", "duplicate_of", *knobs, *derived, *metric_order, "reason", "error"]
-    frame = pd.DataFrame(rows, columns=columns)
-    unused = [m for m in metric_order[len(resolved.objectives) :] if frame[m].isna().all()]
-    # Integer columns that may be empty (a knob without effect, a derived degree) stay integers.
-    nullable = dict.fromkeys(("duplicate_of", *kind.nullable_columns), "Int64")
-    frame = frame.drop(columns=unused).astype(nullable)
-    return frame.sort_values("trial", ignore_index=True)
-
-
-def pareto_frame(trials: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
-    """The feasible, distinct candidates no other feasible candidate beats in every objective."""
-    pool = trials[trials["feasible"] & trials["duplicate_of"].isna()]
-    if pool.empty:
-        return pool.drop(columns=["state", "feasible", "duplicate_of", "error"])
-    mask = pareto_mask(pool[list(resolved.objectives)].to_numpy(dtype=float), resolved.directions)
-    front = pool[mask].drop(columns=["state", "feasible", "duplicate_of", "error"])
-    first = resolved.objectives[0]
-    return front.sort_values(first, ascending=resolved.directions[0] == "minimize", ignore_index=True)
-
-
-def with_breakdown(front: pd.DataFrame, resolved: ResolvedStudy) -> pd.DataFrame:
+def with_breakdown(front: pd.DataFrame, standing: Mapping[int, Standing]) -> pd.DataFrame:
     """The front with each candidate's time breakdown (`breakdown_*_s`, adding up to
-    iteration_time_s) and memory per GPU (`memory_*_gib`, adding up to memory_gib_per_gpu). The
-    search ranks metrics only, so the few Pareto candidates are simulated once more for these."""
-    if front.empty or not resolved.kind.has_step_breakdowns:
+    iteration_time_s) and memory per GPU (`memory_*_gib`, adding up to memory_gib_per_gpu) at
+    the level it is ranked at, as the search stored them (nothing is simulated here; a
+    candidate whose breakdown was never stored, in a study stopped before its end, has none)."""
+    if front.empty:
         return front
-    space = SearchSpace.from_study(resolved)
-    results = simulate_training_batch([space.candidate(space.params_of_row(row)) for _, row in front.iterrows()])
-    times = pd.DataFrame([result.breakdown_s for result in results], index=front.index).add_prefix("breakdown_")
-    memory = pd.DataFrame([dataclasses.asdict(result.memory) for result in results], index=front.index) / GIB
-    memory.columns = [f"memory_{name.removesuffix('_bytes')}_gib" for name in memory.columns]
-    return pd.concat([front, times, memory], axis=1)
+    rows = [
+        {k: v for k, v in standing[t].details.items() if k.startswith(("breakdown_", "memory_"))}
+        if t in standing
+        else {}
+        for t in front["trial"]
+    ]
+    extra = pd.DataFrame(rows, index=front.index)
+    return pd.concat([front, extra], axis=1) if len(extra.columns) else front
 
 
 def history_of(trials: pd.DataFrame, resolved: ResolvedStudy) -> HypervolumeHistory | None:
@@ -160,8 +116,8 @@ def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -
     """Write every report file into `out_dir`; return the trials and the front.
 
     trials.csv and trials.parquet (every finished trial), pareto.csv (the front with its time
-    and memory breakdowns), fidelity.csv (the packet-level re-evaluation, when the spec asks for
-    it), spec.yaml, summary.md, pareto.png and the self-contained report.html. Nothing is
+    and memory breakdowns), fidelity.csv (each promoted candidate at every level of the ladder,
+    when it climbed one), spec.yaml, summary.md, pareto.png and the self-contained report.html. Nothing is
     written when the study holds fewer trials than the trials.csv already there (dse.search.journal).
     """
     with study_lock(out_dir):
@@ -171,19 +127,21 @@ def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -
 def _write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     trials = trials_frame(study, resolved)
     check_trials_kept(out_dir, trials["trial"].tolist(), f"the storage of {out_dir}")
-    front = with_breakdown(pareto_frame(trials, resolved), resolved)
+    standing = standings(study, resolved)
+    front = with_breakdown(pareto_frame(trials, resolved), standing)
     history = history_of(trials, resolved)
-    fidelity = packet_fidelity(front, resolved)
+    fidelity = fidelity_frame(study, resolved, standing)
     if not fidelity.empty:
         fidelity.to_csv(out_dir / FIDELITY_FILE, index=False)
+    ladder = progress_of(study, resolved)
     spec_path = save_spec(resolved.study, out_dir)
     trials.to_csv(out_dir / TRIALS_FILE, index=False)
     trials.to_parquet(out_dir / "trials.parquet", index=False)
     front.to_csv(out_dir / "pareto.csv", index=False)
-    (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path))
+    (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path, fidelity, ladder))
     write_pareto_png(trials, front, resolved, out_dir / "pareto.png")
     validation_path = out_dir / VALIDATION_FILE
     validation = pd.read_csv(validation_path) if validation_path.is_file() else None
-    page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity, validation)
+    page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity, validation, ladder)
     (out_dir / "report.html").write_text(page)
     return trials, front

@@ -8,6 +8,7 @@ nothing to plot (no feasible trial), rather than failing.
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from itertools import combinations
 
 import pandas as pd
@@ -17,6 +18,7 @@ import plotly.offline
 from dse.evaluation.space import SearchSpace
 from dse.report.summary import hypervolume_text
 from dse.search.hypervolume import HypervolumeHistory
+from dse.search.level_records import LevelProgress
 from dse.spec.resolved import ResolvedStudy
 
 # Metrics every front table shows beside the objectives.
@@ -36,6 +38,7 @@ def render_html(
     spec_text: str,
     fidelity: pd.DataFrame | None = None,
     validation: pd.DataFrame | None = None,
+    ladder: Sequence[LevelProgress] = (),
 ) -> str:
     """The whole page: front scatters, the front as a table, parallel coordinates of every
     feasible trial, time and memory breakdowns of the front, the hypervolume history, the
@@ -54,8 +57,8 @@ def render_html(
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
             ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
         ]
-    if fidelity is not None and not fidelity.empty:
-        sections.append(("Fidelity comparison", _fidelity_section(fidelity, resolved)))
+    if ladder:
+        sections.append(("Fidelity ladder", _fidelity_section(fidelity, resolved, ladder)))
     if validation is not None and not validation.empty:
         sections.append(("Physical validation", _validation_section(validation)))
     sections += [
@@ -102,20 +105,30 @@ def _varied_knobs(space: SearchSpace, feasible: pd.DataFrame) -> list[str]:
     return [*knobs, "dp"] if "dp" in feasible and feasible["dp"].nunique() > 1 else knobs
 
 
-def _fidelity_section(fidelity: pd.DataFrame, resolved: ResolvedStudy) -> str:
-    """The re-evaluated candidates: objectives analytically and at the higher level, their ranks."""
-    level = fidelity["level"].iloc[0]
-    columns = ["trial", "gpu", "num_gpus", "fabric", "nic_gbps"]
-    for metric in resolved.objectives:
-        columns += [f"{metric}_analytical", f"{metric}_{level}"]
-    columns += ["rank_analytical", f"rank_{level}", "largest_factor", "factors"]
-    moved = int((fidelity["rank_analytical"] != fidelity[f"rank_{level}"]).sum())
-    note = (
-        f"<p>The top {len(fidelity)} candidates re-evaluated with collective times from the {html.escape(level)} "
-        f"level (every group of the step at once on the fabric); {moved} changed rank.</p>"
+def _fidelity_section(fidelity: pd.DataFrame | None, resolved: ResolvedStudy, ladder: Sequence[LevelProgress]) -> str:
+    """What each level saw and spent, then each promoted candidate at every level it reached:
+    its objectives, its rank there and the largest congestion factor found."""
+    steps = "".join(f"<li>{html.escape(p.describe())}</li>" for p in ladder)
+    note = f"<p>Candidates promoted level by level (best first, each level within its time budget):</p><ul>{steps}</ul>"
+    if fidelity is None or fidelity.empty:
+        return note
+    levels = ["analytical", *(p.level for p in ladder)]
+    columns = ["trial", "fidelity"]
+    for level in levels:
+        columns += [f"{m}_{level}" for m in resolved.objectives] + [f"rank_{level}"]
+        columns += [f"largest_factor_{level}"] if level != "analytical" else []
+    first = resolved.objectives[0]
+    best = {
+        level: fidelity.loc[fidelity[f"rank_{level}"] == fidelity[f"rank_{level}"].min(), "trial"] for level in levels
+    }
+    changed = [lv for lv in levels[1:] if not best[lv].empty and set(best[lv]) != set(best["analytical"])]
+    verdict = (
+        f"<p>The best promoted plan by {html.escape(first)} changed at the {', '.join(changed)} level.</p>"
+        if changed
+        else f"<p>The best promoted plan by {html.escape(first)} is the same at every level.</p>"
     )
     table = fidelity[[c for c in columns if c in fidelity.columns]]
-    return note + table_html(table, float_format=FOUR_DIGITS)
+    return note + verdict + table_html(table, float_format=FOUR_DIGITS, na_rep="–")
 
 
 def _validation_section(validation: pd.DataFrame) -> str:

@@ -4,12 +4,14 @@ the final hypervolume; what a reader of a study wants first, in a file that diff
 from __future__ import annotations
 
 import shlex
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
 
 from dse.evaluation.space import SearchSpace
 from dse.search.hypervolume import MAX_OBJECTIVES, REFERENCE_MARGIN, HypervolumeHistory
+from dse.search.level_records import LevelProgress
 from dse.spec.resolved import ResolvedStudy
 
 
@@ -19,6 +21,8 @@ def summary_markdown(
     resolved: ResolvedStudy,
     history: HypervolumeHistory | None,
     spec_path: Path,
+    fidelity: pd.DataFrame | None = None,
+    ladder: Sequence[LevelProgress] = (),
 ) -> str:
     lines = [
         f"# {resolved.study.name}",
@@ -30,6 +34,8 @@ def summary_markdown(
         lines += ["", "No feasible trial, so no best candidate."]
     else:
         lines += _best_sections(front, resolved, spec_path)
+    if ladder:
+        lines += ["", "## Fidelity ladder", "", *ladder_lines(ladder, fidelity, resolved)]
     lines += ["", "## Hypervolume", "", hypervolume_text(history, resolved), ""]
     return "\n".join(lines)
 
@@ -51,7 +57,7 @@ def _best_sections(front: pd.DataFrame, resolved: ResolvedStudy, spec_path: Path
             "",
             f"## Best {objective} ({direction})",
             "",
-            f"Trial {row['trial']}: {objective} = **{row[objective]:.6g}**",
+            f"Trial {row['trial']}: {objective} = **{row[objective]:.6g}**{_at_level(row)}",
             "",
             "| metric | value |",
             "|---|---|",
@@ -64,6 +70,38 @@ def _best_sections(front: pd.DataFrame, resolved: ResolvedStudy, spec_path: Path
             "```",
         ]
     return lines
+
+
+def _at_level(row: pd.Series) -> str:
+    return f" (at the {row['fidelity']} level)" if "fidelity" in row.index else ""
+
+
+def ladder_lines(ladder: Sequence[LevelProgress], fidelity: pd.DataFrame | None, resolved: ResolvedStudy) -> list[str]:
+    """How many candidates each level saw and how long it took, then each promoted candidate's
+    first objective and rank at every level (fidelity.csv holds every objective)."""
+    lines = [f"- {p.describe()}" for p in ladder]
+    if fidelity is None or fidelity.empty:
+        return lines
+    levels = ["analytical", *(p.level for p in ladder)]
+    first = resolved.objectives[0]
+    lines += [
+        "",
+        f"{first} and rank (by {first}) at each level:",
+        "",
+        "| trial | ranked at | " + " | ".join(levels) + " |",
+        "|---|---|" + "---|" * len(levels),
+    ]
+    for _, row in fidelity.iterrows():
+        cells = [_level_cell(row, first, level) for level in levels]
+        lines.append(f"| {row['trial']} | {row['fidelity']} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def _level_cell(row: pd.Series, metric: str, level: str) -> str:
+    value, rank = row.get(f"{metric}_{level}"), row.get(f"rank_{level}")
+    if value is None or pd.isna(value):
+        return "–"
+    return f"{value:.4g} (#{rank})" if rank is not None and not pd.isna(rank) else f"{value:.4g} (infeasible)"
 
 
 def best_row(front: pd.DataFrame, objective: str, direction: str) -> pd.Series:

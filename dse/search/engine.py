@@ -30,6 +30,8 @@ from dse.evaluation.space import SearchSpace
 from dse.search.cache import SharedCache, evaluation_context
 from dse.search.executor import Executor, Usage, make_executor
 from dse.search.journal import check_trials_kept, journal_storage
+from dse.search.ladder import LevelCallback, climb, store_front_details
+from dse.search.level_records import LevelProgress
 from dse.search.samplers import make_sampler, sampler_name
 from dse.search.studylock import study_lock
 from dse.search.trial_records import OUTCOME_ATTR, counts, outcome_attrs, outcome_from_attrs, requeue_interrupted
@@ -62,6 +64,7 @@ class SearchSummary:
     wall_s: float = 0.0
     usage: Usage | None = None  # the executor's, when this run owned it
     batch_size: int | None = None  # trials asked at once; None in the exact (grid) mode, which asks none
+    ladder: tuple[LevelProgress, ...] = ()  # each fidelity level's progress, cheapest first
 
 
 def batch_size(setting: int | str, cpus: int, studies_sharing: int = 1) -> int:
@@ -153,13 +156,15 @@ def run_search(
     settings: RunSettings,
     on_trial: TrialCallback | None = None,
     on_start: Callable[[int, list[Outcome]], None] | None = None,
+    on_level: LevelCallback | None = None,
     *,
     executor: Executor | None = None,
     stop: threading.Event | None = None,
     shared: SharedCache | None = None,
     studies_sharing: int = 1,
 ) -> SearchSummary:
-    """Run the study to its trial budget or timeout; returns when either is reached.
+    """Run the study to its trial budget or timeout, then climb the fidelity ladder
+    (dse.search.ladder) unless interrupted; returns when done.
 
     The first Ctrl-C asks the loop to stop after the chunk in hand (nothing half-told); a
     second one interrupts at once. Either way finished trials are already in the database.
@@ -175,6 +180,7 @@ def run_search(
     executor = executor or make_executor(settings.ray_address)  # fails before any study exists
     batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
     stopped = "trial budget reached"
+    ladder: list[LevelProgress] = []
     try:
         study = open_study(resolved, space, settings)
         cache = requeue_interrupted(study, resolved.kind)
@@ -203,6 +209,11 @@ def run_search(
                         loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop, deadline)
                         continue
                     break
+                if stopped != "interrupted" and not stop.is_set():
+                    ladder = climb(study, resolved, loop.evaluator, executor, stop, on_level)
+                    if any(level.stopped == "interrupted" for level in ladder):
+                        stopped = "interrupted"
+                store_front_details(study, resolved, loop.evaluator)
         except KeyboardInterrupt:
             stopped = "interrupted"
     finally:
@@ -211,7 +222,9 @@ def run_search(
     wall_s = time.monotonic() - started
     usage = executor.usage if owned else None
     asked = None if grid else batch
-    return SearchSummary(study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked)
+    return SearchSummary(
+        study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked, tuple(ladder)
+    )
 
 
 class _Loop:

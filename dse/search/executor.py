@@ -81,6 +81,9 @@ class Usage:
 
 class Executor(Protocol):
     """Evaluates candidates of a study; yields groups of (position, outcome) as tasks finish.
+    An evaluator is anything with `simulate_many(chunk) -> list[Outcome]` (an Evaluator, or a
+    fidelity level's dse.evaluation.fidelity.LevelEvaluator). Closing the iterator early cancels
+    the tasks still in flight.
 
     Outcomes are before the study's own constraints (`Evaluator.simulate_many`)."""
 
@@ -101,7 +104,11 @@ class _Sizer:
 
     def size(self, evaluator: Evaluator, count: int, workers: int) -> int:
         """Two chunks per CPU for balance, but none shorter than TASK_TARGET_S while that
-        still leaves a chunk for every CPU, and none longer than TASK_LIMIT_S."""
+        still leaves a chunk for every CPU, and none longer than TASK_LIMIT_S; an evaluator that
+        names its `task_size` (a fidelity level's: one candidate) gets that."""
+        fixed = getattr(evaluator, "task_size", None)
+        if fixed:
+            return fixed
         balanced = math.ceil(count / (2 * workers))
         seconds = self._seconds.get(id(evaluator))
         if seconds is None:

@@ -44,6 +44,8 @@ def requeue_interrupted(study: optuna.Study, kind: StudyKind) -> dict[tuple, tup
 def outcome_attrs(outcome: Outcome, duplicate_of: int | None = None) -> dict[str, Any]:
     """What a trial stores of its outcome besides values and constraints (`outcome_from_attrs` reads it)."""
     record: dict[str, Any] = {"metrics": dict(outcome.metrics), "reason": outcome.reason, "error": outcome.error}
+    if outcome.details:
+        record["details"] = dict(outcome.details)
     if duplicate_of is not None:
         record["duplicate_of"] = duplicate_of
     return record
@@ -55,4 +57,5 @@ def outcome_from_attrs(record: Mapping[str, Any], constraints: Mapping[str, floa
         constraints=dict(constraints),
         reason=record.get("reason"),
         error=record.get("error"),
+        details=record.get("details", {}),
     )

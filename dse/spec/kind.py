@@ -76,6 +76,14 @@ class StudyKind(ABC):
         canonical = self.canonical_params(params)
         return tuple((name, canonical[name]) for name in self.knobs)
 
+    def step_details(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None = None
+    ) -> list[dict[str, float]]:
+        """Each candidate's step broken down for the reports (`breakdown_*_s` columns adding up
+        to the step time, `memory_*_gib` to the memory per GPU), on `network` if given; a kind
+        without `has_step_breakdowns` has none to give."""
+        return [{} for _ in batch]
+
     def derived(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The `derived_columns` of one trial."""
         return {}

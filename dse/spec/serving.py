@@ -20,6 +20,7 @@ class ServingSearch(Frozen):
 
     DEFAULT_OBJECTIVES: ClassVar = ({"metric": "qps_per_usd_hour"}, {"metric": "ttft_p90_s"})
     SEARCHES_HARDWARE: ClassVar = False  # a deployment's GPUs follow from its knobs
+    CLIMBS_LADDER: ClassVar = False  # a deployment does not replay collectives: no network ladder
     kind: Literal["inference"] = Field(default="inference", exclude=True)
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1]

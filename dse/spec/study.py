@@ -36,20 +36,59 @@ SEARCH_OF_MODE = {model.model_fields["kind"].default: model for model in (Traini
 MODES = tuple(SEARCH_OF_MODE)
 
 
-class PacketFidelity(Frozen):
-    """Re-evaluate the `top` candidates of the analytical front with collective times slowed by
-    the packet simulator's congestion factors (every group of the step at once on the fabric),
-    messages capped at `message_cap_mb` MB in the packet runs."""
+class LevelSettings(Frozen):
+    """One rung of the fidelity ladder above the analytical model: at most `top` candidates are
+    promoted to it (the best of the level below and their neighbourhood, by non-dominated
+    sorting), evaluated until `budget_s` seconds of this run's wall clock are spent at the level
+    (a resumed run has what an earlier one left), their collectives' messages capped at
+    `message_cap_mb` MB in the level's runs."""
 
-    top: int = Field(default=5, ge=1, le=10_000)
+    top: int = Field(ge=1, le=10_000)
+    budget_s: float = Field(gt=0, le=1e7)
+    message_cap_mb: float = Field(gt=0, le=1e6)
+
+    def options(self) -> dict[str, Any]:
+        """The level's own settings (beyond top, budget and cap), for simulators.fidelity."""
+        return self.model_dump(exclude=set(LevelSettings.model_fields))
+
+
+class FlowFidelity(LevelSettings):
+    """Max-min fair sharing of the fabric's links among the step's concurrent flows."""
+
+    top: int = Field(default=24, ge=1, le=10_000)
+    budget_s: float = Field(default=60.0, gt=0, le=1e7)
     message_cap_mb: float = Field(default=16.0, gt=0, le=1e6)
 
 
-class Fidelity(Frozen):
-    """Levels above the analytical model the front is re-evaluated at; each field names a level of
-    simulators.fidelity.LEVELS (tests/simulators/fidelity/test_level_contract.py checks it)."""
+class PacketFidelity(LevelSettings):
+    """Per-packet queues with PFC, ECN and `congestion_control` (simulators.packet
+    CONGESTION_CONTROLS) on."""
 
-    packet: PacketFidelity | None = None
+    top: int = Field(default=4, ge=1, le=10_000)
+    budget_s: float = Field(default=120.0, gt=0, le=1e7)
+    message_cap_mb: float = Field(default=2.0, gt=0, le=1e6)
+    congestion_control: Name = "dcqcn"
+    pfc: bool = True
+    ecn: bool = True
+
+
+class Fidelity(Frozen):
+    """The ladder above the analytical model, climbed by `dse search` after the analytical
+    search, on by default where the mode has collectives to re-price (training). Each level field
+    names a level of simulators.fidelity.LEVELS, null to skip it (the contract suite
+    tests/simulators/fidelity/test_level_contract.py checks the names); `validate_top` is how many
+    of the final front's candidates have their collectives replayed with real traffic at the end."""
+
+    flow: FlowFidelity | None = FlowFidelity()
+    packet: PacketFidelity | None = PacketFidelity()
+    validate_top: int = Field(default=0, ge=0, le=1000)
+
+    def levels(self) -> list[tuple[str, LevelSettings]]:
+        """The levels to climb, cheapest first, with their settings."""
+        return [(name, getattr(self, name)) for name in LEVEL_FIELDS if getattr(self, name) is not None]
+
+
+LEVEL_FIELDS = ("flow", "packet")
 
 
 class Objective(Frozen):
@@ -115,6 +154,12 @@ class Study(Frozen):
                 raw = {**raw, "search": {**search, "kind": mode}}
             if "objectives" not in raw and isinstance(mode, str) and mode in SEARCH_OF_MODE:
                 raw["objectives"] = [dict(o) for o in SEARCH_OF_MODE[mode].DEFAULT_OBJECTIVES]
+            if (
+                "fidelity" not in raw
+                and isinstance(mode, str)
+                and not SEARCH_OF_MODE.get(mode, TrainingSearch).CLIMBS_LADDER
+            ):
+                raw["fidelity"] = dict.fromkeys(LEVEL_FIELDS)  # the ladder's levels are on only where they apply
         return raw
 
     @field_validator("objectives", mode="before")

@@ -58,6 +58,7 @@ class TrainingSearch(Frozen):
 
     DEFAULT_OBJECTIVES: ClassVar = ({"metric": "tokens_per_s_per_gpu"}, {"metric": "usd_per_mtok"})
     SEARCHES_HARDWARE: ClassVar = True
+    CLIMBS_LADDER: ClassVar = True  # the fidelity ladder re-prices its collectives
     kind: Literal["training"] = Field(default="training", exclude=True)  # set from the study's mode
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1, 2, 4, 8]

@@ -29,8 +29,7 @@ def resolve_study(study: Study) -> ResolvedStudy:
     rental = _rental_prices(study, gpus, book, catalogue)
     kind = STUDY_KINDS.lookup(study.mode, "mode")
     kind.check(study, model, gpus)
-    if study.fidelity.packet is not None and not kind.replays_collectives:
-        raise SpecError(f"fidelity.packet: re-evaluates collectives, which a {kind.name} study does not time")
+    _check_fidelity(study, kind)
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
     nic_efficiency = None
@@ -136,3 +135,21 @@ def _metric(name: str, field: str, study: Study, kind: StudyKind):
     if metric.name in CAPACITY_METRICS and study.serving.qps is not None:
         raise SpecError(f"{field}: {name!r} comes from the capacity search; leave serving.qps unset")
     return metric
+
+
+def _check_fidelity(study: Study, kind: StudyKind) -> None:
+    """A ladder level must apply to the study's kind (a mode without collectives to re-price has
+    its levels off by default), and the packet level's congestion control must exist."""
+    fidelity = study.fidelity
+    if not kind.replays_collectives:
+        named = [name for name, _ in fidelity.levels()] + (["validate_top"] if fidelity.validate_top else [])
+        if named:
+            raise SpecError(f"fidelity.{named[0]}: re-evaluates collectives, which a {kind.name} study does not time")
+    from simulators.fidelity import LEVELS
+
+    for name, _ in fidelity.levels():
+        LEVELS.choice(name, f"fidelity.{name}")
+    if fidelity.packet is not None:
+        from simulators.packet import CONGESTION_CONTROLS
+
+        CONGESTION_CONTROLS.choice(fidelity.packet.congestion_control, "fidelity.packet.congestion_control")

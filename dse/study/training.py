@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import itertools
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -112,6 +114,22 @@ class TrainingKind(StudyKind):
         for (i, candidate), result in zip(valid, results):
             outcomes[i] = result if isinstance(result, Outcome) else self._fit(candidate, result)
         return outcomes
+
+    def step_details(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None = None
+    ) -> list[dict[str, float]]:
+        out: list[dict[str, float]] = [{} for _ in batch]
+        valid = []
+        for i, params in enumerate(batch):
+            with contextlib.suppress(PlanError):
+                valid.append((i, space.candidate(params, network)))
+        for (i, _), result in zip(valid, simulate_training_batch([c for _, c in valid]) if valid else ()):
+            memory = {
+                f"memory_{name.removesuffix('_bytes')}_gib": value / GIB
+                for name, value in dataclasses.asdict(result.memory).items()
+            }
+            out[i] = {**{f"breakdown_{name}": float(v) for name, v in result.breakdown_s.items()}, **memory}
+        return out
 
     def _fit(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
         """The simulated step with its memory constraint (<= 0 when it fits)."""

@@ -2,14 +2,11 @@
 
 import dataclasses
 
-import pandas as pd
 import pytest
 
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
-from dse.report.files import write_reports
-from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
 from dse.study import resolve_study
 from simulators.network import groups_of
@@ -43,20 +40,6 @@ def test_groups_follow_the_placement_of_the_plan():
     assert groups_of(16, 4, 2) == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14], [9, 11, 13, 15]]
 
 
-def test_the_ladder_reports_both_fidelities_side_by_side(write_spec, tmp_path):
-    resolved = resolve_study(load_study(write_spec(FIDELITY_SPEC)))
-    summary = run_search(resolved, RunSettings(tmp_path, None, "off", False))
-    write_reports(summary.study, resolved, tmp_path)
-    table = pd.read_csv(tmp_path / "fidelity.csv")
-    front = pd.read_csv(tmp_path / "pareto.csv")
-    assert len(table) == min(3, len(front)) and list(table["trial"]) == list(front["trial"][:3])
-    assert (table["largest_factor"] >= 1.0 - 1e-9).all()
-    # a factor of 1 everywhere leaves the candidate's time as it was
-    calm = table[table["largest_factor"] <= 1.0 + 1e-9]
-    assert calm["iteration_time_s_packet"].tolist() == pytest.approx(calm["iteration_time_s_analytical"].tolist())
-    assert "Fidelity comparison" in (tmp_path / "report.html").read_text()
-
-
 SEND_BYTES = 1 << 20  # any size: a factor applies to the nearest measured size of its collective
 
 
@@ -76,11 +59,24 @@ def test_a_slowdown_on_the_network_slows_exactly_the_collectives_it_names(write_
     assert unrelated.metrics["iteration_time_s"] == plain.metrics["iteration_time_s"]
 
 
-def test_packet_fidelity_is_for_training_studies(write_spec):
+def test_the_ladder_is_for_training_studies(write_spec):
+    """An inference study has no collectives to re-price: its levels are off by default, and a
+    level (or a physical check) it names is an error naming the field."""
     text = FIDELITY_SPEC.replace("model: llama3-8b", "model: llama3-8b\nmode: inference").split("search:")[0]
-    text += "fidelity:\n  packet: {top: 2}\n"
-    with pytest.raises(DseError, match="fidelity.packet"):
-        resolve_study(load_study(write_spec(text)))
+    assert resolve_study(load_study(write_spec(text))).study.fidelity.levels() == []
+    for extra, field in (("packet: {top: 2}", "fidelity.packet"), ("validate_top: 2", "fidelity.validate_top")):
+        with pytest.raises(DseError, match=field):
+            resolve_study(load_study(write_spec(text + f"fidelity:\n  flow: null\n  packet: null\n  {extra}\n")))
+
+
+def test_a_training_study_climbs_both_levels_by_default_and_an_unknown_congestion_control_is_refused(write_spec):
+    text = FIDELITY_SPEC.split("fidelity:")[0] + "budget: {trials: 8}\n"
+    assert [name for name, _ in resolve_study(load_study(write_spec(text))).study.fidelity.levels()] == [
+        "flow",
+        "packet",
+    ]
+    with pytest.raises(DseError, match="fidelity.packet.congestion_control: 'dcqnc'.*did you mean 'dcqcn'"):
+        resolve_study(load_study(write_spec(text + "fidelity: {packet: {congestion_control: dcqnc}}\n")))
 
 
 @pytest.mark.parametrize("family", ["rail-optimized", "leaf-spine"])
@@ -116,7 +112,7 @@ def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
     tree for 1 MiB all-reduces and NVLS (in-switch reduction, trees across servers) for 16 MiB,
     so the packet run is that algorithm's schedule on the group (4 members to an NVLink domain),
     not a ring, and the fidelity table names it."""
-    from dse.evaluation.fidelity import packet_fidelity
+    from dse.evaluation.fidelity import LevelEvaluator
     from simulators.fidelity import LEVELS
     from simulators.fidelity import _contention as _fidelity
     from simulators.network import collective_schedule
@@ -146,5 +142,7 @@ def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
         assert (kw["algorithm"], kw["per_domain"]) == (algorithm, 4)
         assert [f.after for f in out] == [tuple(kw["offset"] + a for a in t.after) for t in schedule.transfers]
         assert [f.nbytes for f in out] == [nbytes * len(t.chunks) // schedule.chunks for t in schedule.transfers]
-    front = pd.DataFrame([{"trial": 0, **params, "iteration_time_s": 1.0, "usd_per_mtok": 1.0}])
-    assert f"all_reduce 8x1 {algorithm}:" in packet_fidelity(front, resolved)["factors"][0]
+    outcome = LevelEvaluator(Evaluator(space), "packet", 16 << 20).simulate_many([params])[0]
+    assert ("all_reduce", 8, 1, algorithm) in {
+        (f["op"], f["ranks"], f["stride"], f["algorithm"]) for f in outcome.details["factors"]
+    }

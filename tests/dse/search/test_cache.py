@@ -11,9 +11,9 @@ from hypothesis import strategies as st
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace
-from dse.report.files import trials_frame
 from dse.search.cache import SharedCache, evaluation_context
 from dse.search.engine import RunSettings, run_search
+from dse.search.study_table import trials_frame
 from dse.spec import load_study
 from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS

@@ -22,10 +22,10 @@ import pytest
 from dse.cli.commands import main
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
-from dse.report.files import trials_frame
 from dse.search.engine import RunSettings, run_search
 from dse.search.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
 from dse.search.ray_cluster import restore_settings, use_token_auth
+from dse.search.study_table import trials_frame
 from dse.spec import load_study
 from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
