@@ -78,6 +78,36 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
     return report
 
 
+def stored_levels(space: SearchSpace, params: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the fidelity ladder stored for this candidate in the spec's study directory, by
+    level above the analytical one (metrics, feasibility, reason, congestion factors): read from
+    the study database, never simulated again. Empty when there is no study there or the
+    candidate never climbed."""
+    from dse.report.files import JOURNAL_FILE, SPEC_FILE, load_study_dir
+    from dse.search.level_records import ANALYTICAL, standings
+
+    out_dir = space.resolved.study.output_dir
+    if not (out_dir / SPEC_FILE).is_file() or not ((out_dir / JOURNAL_FILE).is_file() or space.resolved.study.storage):
+        return {}
+    study, resolved = load_study_dir(out_dir)
+    kind = resolved.kind
+    wanted = kind.params_key(params)
+    trials = {t.number: t for t in study.get_trials(deepcopy=False)}
+    for number, standing in standings(study, resolved).items():
+        if kind.params_key(trials[number].params) == wanted:
+            return {
+                level: {
+                    "metrics": dict(outcome.metrics),
+                    "feasible": outcome.feasible,
+                    "reason": outcome.reason,
+                    "factors": list(outcome.details.get("factors", [])),
+                }
+                for level, outcome in standing.outcomes.items()
+                if level != ANALYTICAL
+            }
+    return {}
+
+
 def _best_params(space: SearchSpace, config: str) -> dict[str, Any]:
     """The knobs of the first row of pareto.csv, each checked like a `--set` value: the file may
     be damaged or edited by hand, and a bad cell must not reach the simulator."""

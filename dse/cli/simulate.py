@@ -13,14 +13,17 @@ from dse.cli.listings import new_table
 def simulate_command(args: argparse.Namespace, console: Console) -> int:
     import json
 
-    from dse.cli.candidate import candidate_params, simulate_params
+    from dse.cli.candidate import candidate_params, simulate_params, stored_levels
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
     from dse.study import resolve_study
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
-    report = simulate_params(space, candidate_params(space, args.set, args.config))
+    params = candidate_params(space, args.set, args.config)
+    report = simulate_params(space, params)
+    if levels := stored_levels(space, params):
+        report["levels"] = levels
     if args.json:
         print(json.dumps(report, indent=2))
         return 0
@@ -50,4 +53,25 @@ def simulate_command(args: argparse.Namespace, console: Console) -> int:
         )
     if report.get("collectives"):
         console.print(collectives)
+    if report.get("levels"):
+        console.print(_levels_table(report, space.resolved.objectives))
     return 0
+
+
+def _levels_table(report: dict, objectives: tuple[str, ...]):
+    """The fidelity levels the study's ladder evaluated this candidate at (stored, not re-run)."""
+    levels = report["levels"]
+    table = new_table(
+        "Fidelity levels the study stored for this candidate (not simulated again)", ["metric", "analytical", *levels]
+    )
+    for metric in objectives:
+        cells = [levels[level]["metrics"].get(metric) for level in levels]
+        now = report.get("metrics", {}).get(metric)
+        table.add_row(metric, *(f"{v:.5g}" if v is not None else "–" for v in (now, *cells)))
+    table.add_row("feasible", str(report["feasible"]), *(str(levels[level]["feasible"]) for level in levels))
+    for level, stored in levels.items():
+        largest = max((f["factor"] for f in stored["factors"]), default=1.0)
+        table.add_row(
+            f"largest congestion factor ({level})", "", *(f"{largest:.4g}" if lv == level else "" for lv in levels)
+        )
+    return table

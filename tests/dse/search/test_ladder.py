@@ -173,3 +173,31 @@ def test_a_level_stops_at_its_time_budget_and_a_resumed_run_keeps_it(write_spec,
     assert (progress.evaluated, progress.stopped) == (1, "time budget spent") and len(calls) == 1
     _, again = run(write_spec, tmp_path, spec, resume=True)
     assert (again.ladder[0].evaluated, again.ladder[0].stopped) == (1, "time budget spent") and len(calls) == 1
+
+
+def test_dse_search_validates_the_top_and_simulate_reads_the_stored_levels(write_spec, tmp_path, capsys):
+    """`dse search --validate 1` climbs, then replays the best candidate's collectives over the
+    transport this machine has (TCP here, saying why); `dse simulate --config best` shows what
+    the ladder stored for that candidate, read from the study, not simulated again."""
+    import json
+
+    from dse.cli.commands import main
+
+    spec = write_spec(LADDER_SPEC.replace("packet: {top: 3, message_cap_mb: 1}", "packet: {top: 2, message_cap_mb: 1}"))
+    out = tmp_path / "out"
+    assert main(["search", str(spec), "--ray-address", "off", "--out", str(out), "--validate", "1"]) == 0
+    printed = capsys.readouterr().out
+    assert "fidelity ladder, packet: 2 of 2 promoted candidates" in printed
+    assert "validating the top 1 over tcp: no usable RDMA device" in printed
+    validation = pd.read_csv(out / "validation.csv")
+    front = pd.read_csv(out / "pareto.csv")
+    assert set(validation["trial"]) == {front["trial"][0]} and validation["verified"].all()
+    assert main(["simulate", str(spec), "--config", "best", "--study", str(out), "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    table = pd.read_csv(out / "fidelity.csv").set_index("trial")
+    best = int(front["trial"][0])
+    assert ("levels" in report) == (front["fidelity"][0] == "packet")
+    if "levels" in report:
+        stored = report["levels"]["packet"]["metrics"]["iteration_time_s"]
+        assert stored == pytest.approx(table.loc[best, "iteration_time_s_packet"])
+        assert stored == pytest.approx(front["iteration_time_s"][0])
