@@ -7,8 +7,11 @@ is left). Rates change only when a flow starts or drains, so the run jumps from 
 event time, and all the flows whose events fall on one picosecond are handled before one rate
 recomputation (a symmetric collective's step is one recomputation, however many flows it has).
 A flow drains when its fluid has moved its bytes; it finishes (its last byte is at the
-receiver) a fixed tail later: each hop's propagation delay plus the serialisation of the flow's
-last packet on each hop, as the packet engine's store-and-forward pipeline has it. Flows may
+receiver) a fixed tail later: each hop's propagation delay plus a packet's serialisation there:
+on a path of one hop the last packet's, on longer paths a full packet's (the last, shorter
+packet waits behind the full one before it at the second hop and so trails it to the end). A
+lone flow on links of one rate then finishes at the packet engine's time to the picosecond; at
+mixed rates the tail differs from it by about a packet's serialisation. Flows may
 wait for other flows (a DAG), starting `gap` after the last of them finishes, or at their own
 start time if that is later, as in the packet engine.
 
@@ -140,10 +143,12 @@ def simulate_flows(links, flows):  # pragma: no cover - compiled
     ps_per_bit = PS_PER_S / links.rate_bps
     tail = np.zeros(n_flows, np.int64)  # drain to last byte at the receiver
     for f in range(n_flows):
-        last = flows.nbytes[f] - (flows.nbytes[f] - 1) // flows.mtu[f] * flows.mtu[f]
+        size = min(flows.nbytes[f], flows.mtu[f])  # a full packet, which the last one trails
+        if path_start[f + 1] - path_start[f] == 1:  # unless nothing is stored and forwarded
+            size = flows.nbytes[f] - (flows.nbytes[f] - 1) // flows.mtu[f] * flows.mtu[f]
         for h in range(path_start[f], path_start[f + 1]):
             link = path_links[h]
-            tail[f] += links.delay_ps[link] + np.int64(round(last * 8.0 * ps_per_bit[link]))
+            tail[f] += links.delay_ps[link] + np.int64(round(size * 8.0 * ps_per_bit[link]))
     times = np.empty(n_flows + 1, np.int64)  # each flow is in the heap at most once at a time
     payloads = np.empty(n_flows + 1, np.int64)
     size = 0
