@@ -19,6 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
 
 from simulators._errors import SpecError
 from simulators.network._algorithm import collective_schedule
@@ -81,3 +84,80 @@ def collective_flows(
         )
         for t in schedule.transfers
     ]
+
+
+class FlowArrays(NamedTuple):
+    """Flows as the arrays a compiled engine reads (int64; times in picoseconds), paths and
+    dependants as CSR lists: flow f's links are path_links[path_start[f]:path_start[f + 1]], the
+    flows waiting for it dependents[dependents_start[f]:dependents_start[f + 1]] (in index
+    order); dep_count the distinct flows each waits for."""
+
+    nbytes: np.ndarray
+    mtu: np.ndarray
+    start_ps: np.ndarray
+    gap_ps: np.ndarray
+    path_start: np.ndarray
+    path_links: np.ndarray
+    dep_count: np.ndarray
+    dependents_start: np.ndarray
+    dependents: np.ndarray
+
+
+def _ints(values, count: int = -1) -> np.ndarray:
+    return np.fromiter(values, np.int64, count)
+
+
+def _ps(seconds) -> np.ndarray:
+    return np.round(np.array(seconds, np.float64) * 1e12).astype(np.int64)
+
+
+def flow_arrays(links: Sequence[Link], flows: Sequence[Flow]) -> FlowArrays:
+    """`flows` on `links` as arrays, after checking them (a SpecError naming the first bad
+    field). Vectorised: a 512-GPU ring all-reduce is half a million flows."""
+    if not flows or not links:
+        raise SpecError("flows, links: at least one of each is needed")
+    n = len(flows)
+    nbytes, mtu = _ints((f.nbytes for f in flows), n), _ints((f.mtu_bytes for f in flows), n)
+    lengths = _ints((len(f.path) for f in flows), n)
+    bad = np.flatnonzero((lengths < 1) | (nbytes < 1) | (mtu < 1))
+    if len(bad):
+        raise SpecError(f"flows[{bad[0]}]: needs a path, nbytes >= 1 and mtu_bytes >= 1")
+    path_start = np.zeros(n + 1, np.int64)
+    np.cumsum(lengths, out=path_start[1:])
+    path_links = _ints((a for f in flows for a in f.path), int(path_start[-1]))
+    owner = np.repeat(np.arange(n), lengths)
+    bad = np.flatnonzero((path_links < 0) | (path_links >= len(links)))
+    if len(bad):
+        raise SpecError(
+            f"flows[{owner[bad[0]]}].path: link {path_links[bad[0]]} is not allowed; "
+            f"allowed: link ids 0..{len(links) - 1}"
+        )
+    src, dst = _ints((link.src for link in links), len(links)), _ints((link.dst for link in links), len(links))
+    inner = np.ones(len(path_links) - 1, np.bool_)  # position j and j + 1 on one path
+    inner[path_start[1:-1] - 1] = False
+    bad = np.flatnonzero(inner & (dst[path_links[:-1]] != src[path_links[1:]]))
+    if len(bad):
+        a, b = path_links[bad[0]], path_links[bad[0] + 1]
+        raise SpecError(f"flows[{owner[bad[0]]}].path: link {a} ends at node {dst[a]}, link {b} starts at {src[b]}")
+    waits = _ints((len(f.after) for f in flows), n)
+    after = _ints((d for f in flows for d in f.after), int(waits.sum()))
+    waiter = np.repeat(np.arange(n), waits)
+    bad = np.flatnonzero((after < 0) | (after >= n) | (after == waiter))
+    if len(bad):
+        raise SpecError(f"flows[{waiter[bad[0]]}].after: {after[bad[0]]} is not another flow's index")
+    pairs = np.sort(after * n + waiter)  # (awaited, waiter) by awaited then waiter, each once
+    pairs = pairs[np.diff(pairs, prepend=-1) != 0]
+    awaited, waiting = pairs // n, pairs % n
+    dependents_start = np.zeros(n + 1, np.int64)
+    np.cumsum(np.bincount(awaited, minlength=n), out=dependents_start[1:])
+    return FlowArrays(
+        nbytes,
+        mtu,
+        _ps([f.start_s for f in flows]),
+        _ps([f.gap_s for f in flows]),
+        path_start,
+        path_links,
+        np.bincount(waiting, minlength=n).astype(np.int64),
+        dependents_start,
+        waiting.astype(np.int64),
+    )

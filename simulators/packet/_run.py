@@ -17,6 +17,7 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.network import Flow, Link
+from simulators.network._transfers import flow_arrays
 from simulators.packet._congestion import Params, get
 from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
 
@@ -124,31 +125,8 @@ def simulate(
 ) -> PacketResult:
     """Run `flows` over `links`; nodes in `switches` have the shared buffer, PFC and ECN.
     `window_s` (start, end): also count the bytes each flow delivers in that interval (rates)."""
-    if not flows or not links:
-        raise SpecError("flows, links: at least one of each is needed")
+    engine_flows = Flows(*flow_arrays(links, flows), *_reverse_paths(links, flows, roce.acks))
     n_nodes = 1 + max(max(link.src, link.dst) for link in links)
-    for i, flow in enumerate(flows):
-        if not flow.path or flow.nbytes < 1 or flow.mtu_bytes < 1:
-            raise SpecError(f"flows[{i}]: needs a path, nbytes >= 1 and mtu_bytes >= 1")
-        bad = [a for a in flow.path if not 0 <= a < len(links)]
-        if bad:
-            raise SpecError(f"flows[{i}].path: link {bad[0]} is not allowed; allowed: link ids 0..{len(links) - 1}")
-        for a, b in zip(flow.path, flow.path[1:]):
-            if links[a].dst != links[b].src:
-                raise SpecError(
-                    f"flows[{i}].path: link {a} ends at node {links[a].dst}, link {b} starts at {links[b].src}"
-                )
-        for d in flow.after:
-            if not 0 <= d < len(flows) or d == i:
-                raise SpecError(f"flows[{i}].after: {d} is not another flow's index")
-    path_start = np.zeros(len(flows) + 1, np.int64)
-    np.cumsum([len(f.path) for f in flows], out=path_start[1:])
-    dependents: list[list[int]] = [[] for _ in flows]
-    for i, flow in enumerate(flows):
-        for d in set(flow.after):
-            dependents[d].append(i)
-    dep_start = np.zeros(len(flows) + 1, np.int64)
-    np.cumsum([len(d) for d in dependents], out=dep_start[1:])
     rates = np.array([link.gbps * 1e9 for link in links])
     to_ps = PS_PER_S
     engine_links = Links(
@@ -157,18 +135,6 @@ def simulate(
         _ints([link.dst for link in links]),
         np.full(len(links), roce.pfc_xoff_bytes, np.int64),
         np.full(len(links), roce.pfc_xon_bytes, np.int64),
-    )
-    engine_flows = Flows(
-        _ints([f.nbytes for f in flows]),
-        _ints([f.mtu_bytes for f in flows]),
-        _ints([round(f.start_s * to_ps) for f in flows]),
-        _ints([round(f.gap_s * to_ps) for f in flows]),
-        path_start,
-        _ints([link for f in flows for link in f.path]),
-        _ints([len(set(f.after)) for f in flows]),
-        dep_start,
-        _ints([i for d in dependents for i in d]),
-        *_reverse_paths(links, flows, roce.acks),
     )
     fabric = Fabric(
         n_nodes,

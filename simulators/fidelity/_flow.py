@@ -1,0 +1,23 @@
+"""The flow level: the compiled flow simulator (simulators.flow) runs every group's flows at once
+on the fabric graph with ECMP routes, each link's bandwidth shared max-min fairly among the flows
+crossing it. No queues, PFC or congestion control: it sees where routes collide and links are
+oversubscribed, in a fraction of the packet level's time. The simulator loads on first use."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from simulators.fidelity._level import SimulatedLevel, register
+from simulators.network import Flow, Link
+
+
+class FlowLevel(SimulatedLevel):
+    name = "flow"
+
+    def makespan_s(self, links: Sequence[Link], flows: Sequence[Flow], switches: set[int]) -> float:
+        from simulators.flow import simulate
+
+        return float(simulate(links, flows).finish_s.max())
+
+
+register(FlowLevel())

@@ -1,0 +1,64 @@
+"""A flow-level run from plain values: links and flows with paths and dependencies
+(simulators.network.Link, Flow), the inputs the packet simulator takes (less its RoCE settings
+and switches: a fluid has no queues to buffer, pause or mark)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulators._errors import SpecError
+from simulators.flow._engine import PS_PER_S, Links, simulate_flows
+from simulators.network import Flow, Link
+from simulators.network._transfers import flow_arrays
+
+
+@dataclass(frozen=True)
+class FlowResult:
+    """Seconds per flow (start, finish: its last byte at the receiver, completion time), bytes
+    per link, and the run's work: heap events (flow starts and finishes), rate recomputations
+    and the water-filling rounds they took."""
+
+    start_s: np.ndarray
+    finish_s: np.ndarray
+    link_bytes: np.ndarray
+    events: int
+    recomputations: int
+    rounds: int
+    end_s: float
+    link_gbps: np.ndarray = field(repr=False)
+
+    @property
+    def fct_s(self) -> np.ndarray:
+        return self.finish_s - self.start_s
+
+    @property
+    def link_utilisation(self) -> np.ndarray:
+        """Bytes each link carried over the run, as a share of what it could carry."""
+        return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
+
+
+def simulate(links: Sequence[Link], flows: Sequence[Flow]) -> FlowResult:
+    """Run `flows` over `links` at max-min fair rates (simulators/flow/_engine.py)."""
+    arrays = flow_arrays(links, flows)
+    bad = next((i for i, link in enumerate(links) if not link.gbps > 0 or not link.delay_s >= 0), None)
+    if bad is not None:
+        raise SpecError(f"links[{bad}]: needs gbps > 0 and delay_s >= 0")
+    rates = np.array([link.gbps * 1e9 for link in links])
+    engine_links = Links(rates, np.array([round(link.delay_s * PS_PER_S) for link in links], np.int64))
+    begin, finish, link_bytes, events, recomputations, rounds, end = simulate_flows(engine_links, arrays)
+    unfinished = int((finish < 0).sum())
+    if unfinished:
+        raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
+    return FlowResult(
+        begin / PS_PER_S,
+        finish / PS_PER_S,
+        link_bytes,
+        int(events),
+        int(recomputations),
+        int(rounds),
+        end / PS_PER_S,
+        rates / 1e9,
+    )
