@@ -154,12 +154,10 @@ class Study(Frozen):
                 raw = {**raw, "search": {**search, "kind": mode}}
             if "objectives" not in raw and isinstance(mode, str) and mode in SEARCH_OF_MODE:
                 raw["objectives"] = [dict(o) for o in SEARCH_OF_MODE[mode].DEFAULT_OBJECTIVES]
-            if (
-                "fidelity" not in raw
-                and isinstance(mode, str)
-                and not SEARCH_OF_MODE.get(mode, TrainingSearch).CLIMBS_LADDER
-            ):
-                raw["fidelity"] = dict.fromkeys(LEVEL_FIELDS)  # the ladder's levels are on only where they apply
+            climbs = SEARCH_OF_MODE.get(mode, TrainingSearch).CLIMBS_LADDER if isinstance(mode, str) else True
+            fidelity = raw.get("fidelity", {})
+            if not climbs and isinstance(fidelity, dict):  # the levels are on only where they apply
+                raw["fidelity"] = {**dict.fromkeys(LEVEL_FIELDS), **fidelity}
         return raw
 
     @field_validator("objectives", mode="before")

@@ -144,7 +144,7 @@ def _check_fidelity(study: Study, kind: StudyKind) -> None:
     if not kind.replays_collectives:
         named = [name for name, _ in fidelity.levels()] + (["validate_top"] if fidelity.validate_top else [])
         if named:
-            raise SpecError(f"fidelity.{named[0]}: re-evaluates collectives, which a {kind.name} study does not time")
+            raise SpecError(f"fidelity.{named[0]}: re-evaluates collectives, which {kind.name} studies do not time")
     from simulators.fidelity import LEVELS
 
     for name, _ in fidelity.levels():

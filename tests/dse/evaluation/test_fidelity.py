@@ -64,9 +64,9 @@ def test_the_ladder_is_for_training_studies(write_spec):
     level (or a physical check) it names is an error naming the field."""
     text = FIDELITY_SPEC.replace("model: llama3-8b", "model: llama3-8b\nmode: inference").split("search:")[0]
     assert resolve_study(load_study(write_spec(text))).study.fidelity.levels() == []
-    for extra, field in (("packet: {top: 2}", "fidelity.packet"), ("validate_top: 2", "fidelity.validate_top")):
+    for section, field in (("{packet: {top: 2}}", "fidelity.packet"), ("{validate_top: 2}", "fidelity.validate_top")):
         with pytest.raises(DseError, match=field):
-            resolve_study(load_study(write_spec(text + f"fidelity:\n  flow: null\n  packet: null\n  {extra}\n")))
+            resolve_study(load_study(write_spec(text + f"fidelity: {section}\n")))
 
 
 def test_a_training_study_climbs_both_levels_by_default_and_an_unknown_congestion_control_is_refused(write_spec):

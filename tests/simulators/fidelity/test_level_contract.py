@@ -34,9 +34,11 @@ def crossing(c: TrainingCandidate) -> set[tuple[str, int, int]]:
 
 
 def test_the_spec_names_only_registered_levels():
-    from dse.spec.study import Fidelity
+    from dse.spec.study import LEVEL_FIELDS, Fidelity
 
-    assert set(Fidelity.model_fields) <= set(LEVELS) and "analytical" in LEVELS
+    assert set(LEVEL_FIELDS) <= set(LEVELS) and "analytical" in LEVELS
+    assert set(Fidelity.model_fields) - set(LEVEL_FIELDS) == {"validate_top"}  # every other field is a level
+    assert list(LEVEL_FIELDS) == [name for name in LEVELS if name in LEVEL_FIELDS]  # climbed cheapest first
 
 
 @pytest.fixture(params=sorted(LEVELS))
