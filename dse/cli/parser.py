@@ -11,6 +11,11 @@ from dse.cli.simulate import simulate_command
 from dse.cli.studies import batch_command, search_command
 from dse.cli.workload import workload_export_command, workload_import_command, workload_ops_command
 
+FIDELITY_HELP = (
+    "climb the fidelity ladder no higher than LEVEL: analytical (the search alone), flow or packet "
+    "(default: every level the spec names)"
+)
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = flags.OneLineParser(prog="dse", description="Design-space exploration for distributed AI systems.")
@@ -34,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument(
         "--cache", type=Path, metavar="FILE", help="content-addressed outcome cache shared with other runs (JSON lines)"
     )
+    search.add_argument("--fidelity", metavar="LEVEL", help=FIDELITY_HELP)
     search.add_argument(
         "--validate",
         type=flags.TOP,
@@ -54,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     batch.add_argument("--ray-address", default="local", metavar="ADDR", help="as for dse search")
     batch.add_argument("--resume", action="store_true", help="continue every study of the batch in DIR")
+    batch.add_argument("--fidelity", metavar="LEVEL", help=FIDELITY_HELP)
     batch.set_defaults(handler=batch_command)
 
     report = commands.add_parser(

@@ -35,6 +35,8 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
             "fidelity.validate_top": args.validate,
         },
     )
+    if args.fidelity:
+        study = study.model_copy(update={"fidelity": study.fidelity.up_to(args.fidelity)})
     paths.spec_paths(None if args.out else study.output, None if args.storage else study.storage, study.output_dir)
     resolved = resolve_study(study)
     _check_outputs(args, study)
@@ -135,7 +137,7 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
 
     overrides = {"budget.trials": args.trials, "budget.timeout_s": args.timeout, "seed": args.seed}
     paths.output_dir(args.out, "--out")
-    studies = load_batch(args.specs, args.out, overrides)
+    studies = load_batch(args.specs, args.out, overrides, args.fidelity)
     shared = f"shared cache {args.out / CACHE_FILE}"
     console.print(Text.assemble(("batch", "bold"), f" of {len(studies)} studies; output {args.out}; {shared}"))
     for _, resolved in studies:

@@ -47,9 +47,12 @@ class BatchSummary:
     cached_before: int  # outcomes the cache file held when the batch began
 
 
-def load_batch(paths: Sequence[Path], out_dir: Path, overrides: dict[str, Any]) -> list[tuple[Path, ResolvedStudy]]:
-    """Every spec loaded and checked, each study's output set to `<out_dir>/<name>`; a bad spec
-    stops the batch before anything runs, with the file it came from in the message."""
+def load_batch(
+    paths: Sequence[Path], out_dir: Path, overrides: dict[str, Any], fidelity: str | None = None
+) -> list[tuple[Path, ResolvedStudy]]:
+    """Every spec loaded and checked, each study's output set to `<out_dir>/<name>` (and its
+    ladder climbed no higher than `fidelity`, when given); a bad spec stops the batch before
+    anything runs, with the file it came from in the message."""
     if not paths:
         raise SpecError("batch: give at least one spec")
     loaded: list[tuple[Path, ResolvedStudy]] = []
@@ -62,7 +65,10 @@ def load_batch(paths: Sequence[Path], out_dir: Path, overrides: dict[str, Any]) 
                     f"name: {study.name!r} is also the name of {seen[study.name]}; each study of a batch needs its own"
                 )
             seen[study.name] = path
-            study = study.model_copy(update={"output": str(out_dir / study.name), "storage": None})
+            update: dict[str, Any] = {"output": str(out_dir / study.name), "storage": None}
+            if fidelity:
+                update["fidelity"] = study.fidelity.up_to(fidelity)
+            study = study.model_copy(update=update)
             loaded.append((path, resolve_study(study)))
         except DseError as exc:
             raise type(exc)(f"{path}: {exc}") from None

@@ -87,6 +87,15 @@ class Fidelity(Frozen):
         """The levels to climb, cheapest first, with their settings."""
         return [(name, getattr(self, name)) for name in LEVEL_FIELDS if getattr(self, name) is not None]
 
+    def up_to(self, level: str, field: str = "--fidelity") -> Fidelity:
+        """The ladder climbed no higher than `level` (`analytical`: none of it); the levels above
+        are switched off, so the saved spec.yaml says what ran."""
+        allowed = ("analytical", *LEVEL_FIELDS)
+        if level not in allowed:
+            raise SpecError(f"{field}: {level!r} is not a fidelity level; allowed: {', '.join(allowed)}")
+        above = LEVEL_FIELDS[allowed.index(level) :]
+        return self.model_copy(update=dict.fromkeys(above))
+
 
 LEVEL_FIELDS = ("flow", "packet")
 

@@ -201,3 +201,18 @@ def test_dse_search_validates_the_top_and_simulate_reads_the_stored_levels(write
         stored = report["levels"]["packet"]["metrics"]["iteration_time_s"]
         assert stored == pytest.approx(table.loc[best, "iteration_time_s_packet"])
         assert stored == pytest.approx(front["iteration_time_s"][0])
+
+
+def test_the_fidelity_flag_stops_the_climb_at_a_level_and_the_saved_spec_says_so(write_spec, tmp_path, capsys):
+    from dse.cli.commands import main
+
+    spec = write_spec(LADDER_SPEC.replace("  flow: null\n", "  flow: {top: 4}\n"))
+    out = tmp_path / "out"
+    assert main(["search", str(spec), "--ray-address", "off", "--out", str(out), "--fidelity", "flow"]) == 0
+    printed = capsys.readouterr().out
+    assert "fidelity ladder, flow: 4 of 4" in printed and "fidelity ladder, packet" not in printed
+    saved = load_study(out / "spec.yaml")
+    assert saved.fidelity.packet is None and saved.fidelity.flow.top == 4
+    assert set(pd.read_csv(out / "trials.csv")["fidelity"]) == {"analytical", "flow"}
+    assert main(["search", str(spec), "--out", str(tmp_path / "again"), "--fidelity", "pakcet"]) == 2
+    assert "--fidelity: 'pakcet' is not a fidelity level; allowed: analytical, flow, packet" in capsys.readouterr().err
