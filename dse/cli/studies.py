@@ -229,13 +229,16 @@ def _mode(sampler: str, space, trials: int) -> str:
 
 
 def _front_table(front, resolved) -> Table:
-    """The front with every knob the study varies (so no two rows look alike without reason)."""
+    """The front with every knob the study varies (so no two rows look alike without reason),
+    and the fidelity level each row is ranked at when the study climbs the ladder."""
     from dse.evaluation.space import SearchSpace
 
     space = SearchSpace.from_study(resolved)
     shown = [k for k in space.knobs if len(space.values[k]) > 1 or k in ("gpu", "num_gpus", "tp", "pp")]
     if "dp" in front:
         shown.insert(shown.index("pp") + 1, "dp")
+    if "fidelity" in front and resolved.study.fidelity.levels():
+        shown.append("fidelity")  # the level each row is ranked at
     extra = resolved.kind.shown_metrics
     metrics = [*resolved.objectives, *(m for m in extra if m not in resolved.objectives)]
     table = new_table(f"Pareto front ({len(front)} candidates)", [*shown, *metrics])
