@@ -22,7 +22,10 @@ def groups_of(num_gpus: int, ranks: int, stride: int) -> list[list[int]]:
 
 def fabric_links(graph: nx.Graph) -> tuple[list[Link], set[int], Route]:
     """Two directed links per physical link (each member of a bundle of parallel links), the
-    switch nodes, and a route function for collectives that hashes each flow onto its ECMP path."""
+    switch nodes, and a route function for collectives that hashes each connection (a pair of
+    endpoints) onto its ECMP path once: every transfer between the same two GPUs then takes that
+    path, as a RoCE queue pair's packets do (ECMP hashes the UDP source port of the QP), so
+    colliding connections stay collided for the whole collective."""
     links: list[Link] = []
     index: dict[tuple[int, int, int], int] = {}
     for u, v, data in graph.edges(data=True):
@@ -32,12 +35,15 @@ def fabric_links(graph: nx.Graph) -> tuple[list[Link], set[int], Route]:
                 links.append(Link(a, b, data["gbps"], data["latency_s"]))
     switches = {node for node, kind in graph.nodes(data="kind") if kind != "gpu"}
     router = Router(graph)
-    flow_ids = iter(range(1 << 62))
+    paths: dict[tuple[int, int], tuple[int, ...]] = {}
 
     def route(src: int, dst: int) -> tuple[int, ...]:
-        if src in switches or dst in switches:  # a GPU and its NVSwitch (in-switch reduction): one link
-            return (index[src, dst, 0],)
-        return tuple(index[hop] for hop in router.hops(src, dst, next(flow_ids)))
+        if (src, dst) not in paths:
+            if src in switches or dst in switches:  # a GPU and its NVSwitch (in-switch reduction): one link
+                paths[src, dst] = (index[src, dst, 0],)
+            else:  # the connection's number is its hash input
+                paths[src, dst] = tuple(index[hop] for hop in router.hops(src, dst, len(paths)))
+        return paths[src, dst]
 
     return links, switches, route
 

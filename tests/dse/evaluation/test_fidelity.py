@@ -9,7 +9,6 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from dse.study import resolve_study
-from simulators.network import groups_of
 from tests.conftest import TINY_PARAMS
 
 FIDELITY_SPEC = """
@@ -34,10 +33,6 @@ fidelity:
 budget: {trials: 8, batch_size: 8}
 sampler: grid
 """
-
-
-def test_groups_follow_the_placement_of_the_plan():
-    assert groups_of(16, 4, 2) == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14], [9, 11, 13, 15]]
 
 
 SEND_BYTES = 1 << 20  # any size: a factor applies to the nearest measured size of its collective

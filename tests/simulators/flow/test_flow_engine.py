@@ -72,7 +72,9 @@ def test_two_flows_hashed_onto_one_ecmp_link_get_half_its_rate():
 
     fabric = Fabric(family="leaf-spine", nic_gbps=400, gpus_per_server=2, nics_per_server=2, switch_radix=8)
     links, _, route = fabric_links(fabric_graph(fabric, get_gpu("H100-SXM"), 16))
-    pairs = [(route(0, 8), route(2, 10)) for _ in range(32)]  # leaf 24 to leaf 25, two uplinks each way
+    # leaf 24 to leaf 25, two uplinks each way: each connection hashes onto one of them, once
+    routes = {(src, dst): route(src, dst) for src in (0, 1, 2, 3) for dst in (8, 9, 10, 11)}
+    pairs = [(routes[a], routes[b]) for a in routes for b in routes if a[0] != b[0] and a[1] != b[1]]
     shared = next((a, b) for a, b in pairs if len(set(a) & set(b)) == 1)
     apart = next((a, b) for a, b in pairs if not set(a) & set(b))
     nbytes = 64 * MTU
