@@ -39,21 +39,21 @@ fidelity:
 """
 
 CASES = {
-    "oversubscribed leaf-spine (4:1, 16-port leaves)": """
-model: llama3-8b
+    "oversubscribed leaf-spine (Llama-3-70B, 4:1, 16-port leaves)": """
+model: llama3-70b
 hardware:
   gpu: [H100-SXM]
   num_gpus: [64, 128]
   fabric: {family: [leaf-spine], oversubscription: 4.0, switch_radix: 16}
-search: {tp: [1, 2, 4, 8], pp: [1, 2, 4], micro_batch: [1, 2], global_batch: [256], recompute: [none, full]}
+search: {tp: [2, 4, 8], pp: [1, 2, 4, 8], micro_batch: [1, 2], global_batch: [256], recompute: [selective, full]}
 """,
-    "rail-optimized, traffic crossing rails (2:1 spine)": """
-model: llama3-8b
+    "rail-optimized, traffic crossing rails (Llama-3-70B, 2:1 spine)": """
+model: llama3-70b
 hardware:
   gpu: [H100-SXM]
-  num_gpus: [64]
+  num_gpus: [128]
   fabric: {family: [rail-optimized], oversubscription: 2.0, switch_radix: 16}
-search: {tp: [1, 2, 4, 8], pp: [1, 2, 4], cp: [1, 2], micro_batch: [1], global_batch: [256], recompute: [none, full]}
+search: {tp: [1, 2, 4, 8], pp: [1, 2, 4, 8], cp: [1, 2], micro_batch: [1], global_batch: [256], recompute: [full]}
 """,
     "MoE all-to-all (Mixtral-8x7B, expert parallel across servers, 2:1 leaf-spine)": """
 model: mixtral-8x7b
