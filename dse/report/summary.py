@@ -86,7 +86,7 @@ def ladder_lines(ladder: Sequence[LevelProgress], fidelity: pd.DataFrame | None,
     first = resolved.objectives[0]
     lines += [
         "",
-        f"{first} and rank (by {first}) at each level:",
+        f"{first} and rank by it at each level (among the candidates that level evaluated):",
         "",
         "| trial | ranked at | " + " | ".join(levels) + " |",
         "|---|---|" + "---|" * len(levels),
