@@ -1,7 +1,8 @@
 """fidelity.csv: what each level of the ladder changed, per promoted candidate.
 
 One row per candidate a level above the analytical one evaluated: its knobs, the level it is
-ranked at (`fidelity`), and for each level of the study (analytical first) the objectives there,
+ranked at (`fidelity`), and for each level of the study (analytical first) the step time
+(`iteration_time_s`) and the objectives there,
 its rank there by the first objective (among every candidate feasible at that level; empty where
 it was not evaluated or not feasible), the largest congestion factor the level found and each
 collective's factor. Read from the study's stored records (dse.search.level_records)."""
@@ -17,6 +18,7 @@ from dse.search.level_records import ANALYTICAL, Standing
 from dse.spec.resolved import ResolvedStudy
 
 FIDELITY_FILE = "fidelity.csv"
+STEP_TIME = "iteration_time_s"  # what a level re-times: shown at every level whatever the objectives
 
 
 def fidelity_frame(study: optuna.Study, resolved: ResolvedStudy, standing: Mapping[int, Standing]) -> pd.DataFrame:
@@ -33,6 +35,7 @@ def fidelity_frame(study: optuna.Study, resolved: ResolvedStudy, standing: Mappi
         ranks[level] = values.rank(ascending=ascending, method="min")
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
     kind = resolved.kind
+    shown = [m for m in dict.fromkeys((STEP_TIME, *resolved.objectives)) if m in kind.metrics]
     rows = []
     for t in promoted:
         s = standing[t]
@@ -40,7 +43,7 @@ def fidelity_frame(study: optuna.Study, resolved: ResolvedStudy, standing: Mappi
         row = {"trial": t, "fidelity": s.level, **{k: params[k] for k in kind.knobs}}
         for level in levels:
             outcome = s.outcomes.get(level)
-            for metric in resolved.objectives:
+            for metric in shown:
                 row[f"{metric}_{level}"] = outcome.metrics.get(metric) if outcome else None
             row[f"rank_{level}"] = int(ranks[level][t]) if t in ranks[level].index else None
             if level != ANALYTICAL:

@@ -115,7 +115,8 @@ def _fidelity_section(fidelity: pd.DataFrame | None, resolved: ResolvedStudy, la
     levels = ["analytical", *(p.level for p in ladder)]
     columns = ["trial", "fidelity"]
     for level in levels:
-        columns += [f"{m}_{level}" for m in resolved.objectives] + [f"rank_{level}"]
+        metrics = dict.fromkeys(("iteration_time_s", *resolved.objectives))
+        columns += [f"{m}_{level}" for m in metrics] + [f"rank_{level}"]
         columns += [f"largest_factor_{level}"] if level != "analytical" else []
     first = resolved.objectives[0]
     best = {

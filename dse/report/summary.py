@@ -86,22 +86,23 @@ def ladder_lines(ladder: Sequence[LevelProgress], fidelity: pd.DataFrame | None,
     first = resolved.objectives[0]
     lines += [
         "",
-        f"{first} and rank by it at each level (among the candidates that level evaluated):",
+        f"Step time (iteration_time_s) at each level, and the rank by {first} there (among the "
+        "candidates that level evaluated):",
         "",
         "| trial | ranked at | " + " | ".join(levels) + " |",
         "|---|---|" + "---|" * len(levels),
     ]
     for _, row in fidelity.iterrows():
-        cells = [_level_cell(row, first, level) for level in levels]
+        cells = [_level_cell(row, level) for level in levels]
         lines.append(f"| {row['trial']} | {row['fidelity']} | " + " | ".join(cells) + " |")
     return lines
 
 
-def _level_cell(row: pd.Series, metric: str, level: str) -> str:
-    value, rank = row.get(f"{metric}_{level}"), row.get(f"rank_{level}")
+def _level_cell(row: pd.Series, level: str) -> str:
+    value, rank = row.get(f"iteration_time_s_{level}"), row.get(f"rank_{level}")
     if value is None or pd.isna(value):
         return "–"
-    return f"{value:.4g} (#{rank})" if rank is not None and not pd.isna(rank) else f"{value:.4g} (infeasible)"
+    return f"{value:.4g} s (#{rank})" if rank is not None and not pd.isna(rank) else f"{value:.4g} s (infeasible)"
 
 
 def best_row(front: pd.DataFrame, objective: str, direction: str) -> pd.Series:
