@@ -99,6 +99,37 @@ def test_a_parking_lot_gets_max_min_rates_not_proportional_ones():
     assert result.recomputations == 2
 
 
+@pytest.mark.parametrize("seed", range(5))
+def test_water_filling_gives_every_flow_a_bottleneck_it_shares_equally(seed):
+    """Max-min fairness, checked by its definition on random flows over random links: no link
+    carries more than its rate, and every flow crosses a full link on which no flow gets more."""
+    from simulators.flow._engine import waterfill, waterfill_scratch
+
+    rng = np.random.default_rng(seed)
+    n_links, n_flows = 12, 40
+    rate = rng.choice([100e9, 200e9, 400e9], n_links)
+    paths = [rng.choice(n_links, rng.integers(1, 5), replace=False) for _ in range(n_flows)]
+    path_start = np.cumsum([0] + [len(p) for p in paths]).astype(np.int64)
+    path_links = np.concatenate(paths).astype(np.int64)
+    active = rng.permutation(n_flows).astype(np.int64)[: n_flows - 5]  # some flows idle
+    flow_rate = np.zeros(n_flows)
+    scratch = waterfill_scratch(n_links, n_flows, len(path_links))
+    for _ in range(2):  # the scratch arrays are left ready for the next call
+        flow_rate[:] = 0
+        waterfill(active, len(active), path_start, path_links, rate, flow_rate, scratch)
+        load = np.zeros(n_links)
+        for f in active:
+            load[paths[f]] += flow_rate[f]
+        assert (load <= rate * (1 + 1e-9)).all()
+        for f in active:
+            on = [[g for g in active if link in paths[g]] for link in paths[f]]
+            assert any(
+                load[link] >= rate[link] * (1 - 1e-9) and flow_rate[f] >= max(flow_rate[others]) * (1 - 1e-9)
+                for link, others in zip(paths[f], on)
+            ), f"flow {f} has no bottleneck"
+        assert (flow_rate[np.setdiff1d(np.arange(n_flows), active)] == 0).all()
+
+
 def test_dependencies_start_flows_as_the_packet_engine_does():
     """After the last flow waited for finishes, plus the gap, or at the flow's own start if later."""
     links = chain(2)
