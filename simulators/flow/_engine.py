@@ -3,22 +3,29 @@
 Model. Every active flow is a fluid that moves its bytes at a rate; the rates are the max-min
 fair share of the links' capacities (progressive filling: raise every flow's rate together until
 a link is full, freeze the flows crossing it at that link's share, repeat with the capacity that
-is left). Rates change only when a flow starts or drains, so the run jumps from event time to
-event time, and all the flows whose events fall on one picosecond are handled before one rate
-recomputation (a symmetric collective's step is one recomputation, however many flows it has).
-A flow drains when its fluid has moved its bytes; it finishes (its last byte is at the
-receiver) a fixed tail later: each hop's propagation delay plus a packet's serialisation there:
-on a path of one hop the last packet's, on longer paths a full packet's (the last, shorter
-packet waits behind the full one before it at the second hop and so trails it to the end). A
-lone flow on links of one rate then finishes at the packet engine's time to the picosecond; at
-mixed rates the tail differs from it by about a packet's serialisation. Flows may
-wait for other flows (a DAG), starting `gap` after the last of them finishes, or at their own
-start time if that is later, as in the packet engine.
+is left). Rates change only when a flow starts or drains, so the run jumps from event to event,
+and all the events of one picosecond are handled before one rate recomputation (a symmetric
+collective's step is one recomputation, however many flows it has). A recomputation covers only
+the flows linked to those that started or drained through shared links, transitively (max-min
+rates of the others cannot change): on a fabric most flows meet few others, so it is small. A
+flow drains when its fluid has moved its bytes; it finishes (its last byte is at the receiver)
+a fixed tail later: each hop's propagation delay plus a packet's serialisation there: on a path
+of one hop the last packet's, on longer paths a full packet's (the last, shorter packet waits
+behind the full one before it at the second hop and so trails it to the end). A lone flow on
+links of one rate then finishes at the packet engine's time to the picosecond; at mixed rates
+the tail differs from it by about a packet's serialisation. Flows may wait for other flows (a
+DAG), starting `gap` after the last of them finishes, or at their own start time if that is
+later, exactly as in the packet engine.
 
-What is left out: queues (a flow's rate applies on every link of its path at once, with no
-pipeline fill beyond the tail), and how a real transport reaches its share: FIFO queues behind
-senders at line rate share a link in proportion to arrival rates, not max-min, so flows crossing
-two bottlenecks can differ from the packet engine (see benchmarks/flow_vs_packet.py).
+What is left out: queues (a flow's rate holds on every link of its path at once, with no
+pipeline fill beyond the tail), and how a transport reaches its share. Behind senders at line
+rate (the packet engine without congestion control) a FIFO queue shares a link in proportion to
+arrival rates, not max-min, and serves first the bytes that came first, where max-min shares at
+once: flows that start together on a bottleneck agree with the packet engine, but in a
+collective's DAG a step that meets a later flow of another group is slowed in one model and not
+in the other, and ECMP-colliding rings then differ by up to ~20 % (benchmarks/flow_vs_packet.py).
+Such DAGs are also sensitive to the last picosecond: a 1 ps change early in a 512-GPU run grows
+to a ~1 % change of its makespan, in either engine.
 
 Numba's on-disk cache keys a kernel on its own file, so the heap and the water-filling it calls
 stay in this file.

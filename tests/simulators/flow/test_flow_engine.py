@@ -130,6 +130,21 @@ def test_water_filling_gives_every_flow_a_bottleneck_it_shares_equally(seed):
         assert (flow_rate[np.setdiff1d(np.arange(n_flows), active)] == 0).all()
 
 
+def test_runs_on_disjoint_links_do_not_disturb_each_other():
+    """A recomputation covers only the flows linked to what changed: a parking lot beside an
+    incast, in one run, is each of them alone."""
+    lot_links, nbytes = chain(3), 100 * MTU
+    lot = [Flow((0, 1, 2), nbytes, MTU)] + [Flow((i,), nbytes, MTU, start_s=i * 1e-6) for i in (0, 1, 2, 2)]
+    cast_links, cast, _ = scenarios.incast(4, 300_000)
+    shift = len(lot_links)
+    moved = [Link(a.src + 10, a.dst + 10, a.gbps, a.delay_s) for a in cast_links]
+    both = simulate(
+        lot_links + moved, lot + [Flow(tuple(i + shift for i in f.path), f.nbytes, f.mtu_bytes) for f in cast]
+    )
+    alone = np.concatenate([simulate(lot_links, lot).finish_s, simulate(cast_links, cast).finish_s])
+    assert (both.finish_s == alone).all()
+
+
 def test_dependencies_start_flows_as_the_packet_engine_does():
     """After the last flow waited for finishes, plus the gap, or at the flow's own start if later."""
     links = chain(2)
