@@ -10,10 +10,13 @@ running at once with ECMP routes, as the fidelity levels run a candidate's group
 control, PFC or ECN, unlimited buffers: RoceSettings.line_rate()), the reference a fluid model
 approximates. CPU is time.process_time of one run of each, after a warm-up call that loads the
 compiled kernels; the flow column includes building its arrays from the Flow values, as a
-caller pays it. Message sizes are capped (64 MiB, 16 MiB for the 512-GPU ring) so that no
-packet run takes more than about a minute; the whole benchmark takes a few minutes on one core.
-Ends with `max relative difference <x>% over <n> scenarios; CPU ratio <r>`: x the largest
-|flow / packet - 1| of the makespans, r the smallest packet / flow CPU ratio over scenarios.
+caller pays it (half of the 512-GPU ring's second). Message sizes are capped so that no packet
+run takes more than about half a minute (256 MiB up to 256 GPUs; at 512, 64 MiB for eight
+64-rank rings and 128 MiB for one 512-rank ring); the whole benchmark takes about three minutes
+on one core (one with --skip-large). Ends with `max relative difference <x>% over <n>
+scenarios; CPU ratio <r>`: x the largest |flow / packet - 1| of the makespans, r the packet
+engine's CPU seconds over the flow engine's, summed over the scenarios (the line before gives
+the least ratio of one scenario: the smallest runs are fixed overhead on both sides).
 
     python benchmarks/flow_vs_packet.py [--skip-large]
 """
@@ -70,7 +73,7 @@ def timed(simulate, *args):
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--skip-large", action="store_true", help="skip the 512-GPU runs (~1 minute)")
+    parser.add_argument("--skip-large", action="store_true", help="skip the two 512-GPU runs (~1 minute of packet CPU)")
     args = parser.parse_args()
     cases = {name: (True, build) for name, build in CASES.items()}
     for name, *spec in COLLECTIVES:

@@ -226,8 +226,10 @@ def test_bad_inputs_are_named():
         simulate(links, [Flow((0,), 0)])
     with pytest.raises(SpecError, match=r"^flows\[1\]\.after: 1 is not another flow's index$"):
         simulate(links, [Flow((0,), MTU), Flow((0,), MTU, after=(1,))])
-    with pytest.raises(SpecError, match=r"^links\[1\]: needs gbps > 0 and delay_s >= 0$"):
+    with pytest.raises(SpecError, match=r"^links\[1\]\.gbps: 0\.0 is not allowed; allowed: > 0$"):
         simulate([links[0], Link(1, 2, 0.0, DELAY_S)], [Flow((0,), MTU)])
+    with pytest.raises(SpecError, match=r"^links\[0\]\.delay_s: -1e-06 is not allowed; allowed: >= 0$"):
+        simulate([Link(0, 1, GBPS, -DELAY_S)], [Flow((0,), MTU)])
     with pytest.raises(SpecError, match=r"^flows: 2 never completed \(a dependency cycle\?\)$"):
         simulate(links, [Flow((0,), MTU, after=(1,)), Flow((0,), MTU, after=(0,))])
     with pytest.raises(SpecError, match="^flows, links: at least one of each is needed$"):
