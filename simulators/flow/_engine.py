@@ -244,8 +244,8 @@ def _component(changed, n_changed, path_start, path_links, hop_flow, on_links, s
 @numba.njit(cache=True, error_model="numpy")
 def simulate_flows(links, flows):  # pragma: no cover - compiled
     """Run `flows` (simulators.network._transfers.FlowArrays) over `links`; returns (start ps,
-    finish ps (-1: never), bytes per link, heap events, rate recomputations, water-filling
-    rounds, end ps)."""
+    finish ps (-1: never), bytes per link, events handled, rate recomputations, water-filling
+    rounds, the last event's ps)."""
     n_links, n_flows = len(links.rate_bps), len(flows.nbytes)
     path_start, path_links = flows.path_start, flows.path_links
     ps_per_bit = PS_PER_S / links.rate_bps
@@ -285,7 +285,7 @@ def simulate_flows(links, flows):  # pragma: no cover - compiled
     changed = np.empty(n_flows, np.int64)
     component = np.empty(n_flows, np.int64)
     previous = np.empty(n_flows)
-    now = np.int64(0)
+    now = end = np.int64(0)
     events = recomputations = rounds = batches = 0
     while size > 0:
         now = times[0]
@@ -296,6 +296,7 @@ def simulate_flows(links, flows):  # pragma: no cover - compiled
             if kind == _DRAIN and (state[f] != _ACTIVE or drain_ps[f] != now):
                 continue  # superseded: its rate changed since
             events += 1
+            end = now
             if kind == _START:
                 state[f] = _ACTIVE
                 begin_ps[f] = mark_ps[f] = now
@@ -342,4 +343,4 @@ def simulate_flows(links, flows):  # pragma: no cover - compiled
             if flow_rate[f] != previous[i]:
                 drain_ps[f] = now + max(np.int64(0), np.int64(round(left_bits[f] * PS_PER_S / flow_rate[f])))
                 size = _push(times, payloads, size, drain_ps[f], 4 * f + _DRAIN)
-    return begin_ps, finish_ps, link_bytes, events, recomputations, rounds, now
+    return begin_ps, finish_ps, link_bytes, events, recomputations, rounds, end

@@ -99,6 +99,18 @@ def test_a_parking_lot_gets_max_min_rates_not_proportional_ones():
     assert result.recomputations == 2
 
 
+def test_a_flow_takes_the_whole_link_once_the_other_drains():
+    """Two flows of a and b > a bytes on one link: both at C/2 until the short one drains at
+    2a/C, then the long one at C, draining at (a + b)/C, long before its first-rate drain time
+    2b/C (the run ends at its last finish, not at that superseded time)."""
+    links, a, b = chain(1), 10 * MTU, 100 * MTU
+    flows = [Flow((0,), a, MTU), Flow((0,), b, MTU)]
+    result = simulate(links, flows)
+    expected = [2 * transfer_s(a) + tail_s(links, flows[0]), transfer_s(a + b) + tail_s(links, flows[1])]
+    assert result.finish_s == pytest.approx(expected, abs=1e-12)
+    assert result.end_s == result.finish_s[1]
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_water_filling_gives_every_flow_a_bottleneck_it_shares_equally(seed):
     """Max-min fairness, checked by its definition on random flows over random links: no link
