@@ -16,7 +16,10 @@ run takes more than about half a minute (256 MiB up to 256 GPUs; at 512, 64 MiB 
 on one core (one with --skip-large). Ends with `max relative difference <x>% over <n>
 scenarios; CPU ratio <r>`: x the largest |flow / packet - 1| of the makespans, r the packet
 engine's CPU seconds over the flow engine's, summed over the scenarios (the line before gives
-the least ratio of one scenario: the smallest runs are fixed overhead on both sides).
+the least ratio of one scenario: the smallest runs are fixed overhead on both sides). With
+--transports the table adds the packet engine's makespans with PFC and no congestion control,
+and with DCQCN (RoceSettings' defaults, what the packet level runs), both without per-packet
+ACKs, for context.
 
     python benchmarks/flow_vs_packet.py [--skip-large]
 """
@@ -39,6 +42,9 @@ from simulators.packet import simulate as simulate_packets
 MIB = 1 << 20
 GPU = get_gpu("H100-SXM")
 LINE = RoceSettings.line_rate()
+# --transports: the packet engine as the packet level may run it, for where the flow level sits
+# (without ACKs: p2p has no link back; a CNP then takes the reverse path's latency)
+TRANSPORTS = {"pfc ms": RoceSettings(congestion_control="none", acks=False), "dcqcn ms": RoceSettings(acks=False)}
 
 # (name, family, oversubscription, GPUs, op, ranks, stride, algorithm, bytes)
 COLLECTIVES = [
@@ -74,7 +80,11 @@ def timed(simulate, *args):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-large", action="store_true", help="skip the two 512-GPU runs (~1 minute of packet CPU)")
+    parser.add_argument(
+        "--transports", action="store_true", help="also the makespans with PFC alone and with DCQCN (~2x the time)"
+    )
     args = parser.parse_args()
+    others = TRANSPORTS if args.transports else {}
     cases = {name: (True, build) for name, build in CASES.items()}
     for name, *spec in COLLECTIVES:
         if not (args.skip_large and name in LARGE):
@@ -88,6 +98,7 @@ def main() -> None:
     print(
         f"{'scenario':30} {'flows':>7} {'packet ms':>9} {'flow ms':>9} {'rel diff':>8} "
         f"{'packet cpu s':>12} {'flow cpu s':>10} {'ratio':>6} {'recomputations':>14}"
+        + "".join(f" {name:>9}" for name in others)
     )
     for name, (_, build) in cases.items():
         links, flows, switches = build()
@@ -100,7 +111,11 @@ def main() -> None:
         ratios[name] = packet_cpu / flow_cpu
         print(
             f"{name:30} {len(flows):7} {packet_s * 1e3:9.4f} {flow_s * 1e3:9.4f} {differences[name]:+8.2%} "
-            f"{packet_cpu:12.3f} {flow_cpu:10.4f} {ratios[name]:6.0f} {flow.recomputations:14}",
+            f"{packet_cpu:12.3f} {flow_cpu:10.4f} {ratios[name]:6.0f} {flow.recomputations:14}"
+            + "".join(
+                f" {simulate_packets(links, flows, roce, switches).finish_s.max() * 1e3:9.4f}"
+                for roce in others.values()
+            ),
             flush=True,
         )
     reference = max(abs(d) for name, d in differences.items() if cases[name][0])
