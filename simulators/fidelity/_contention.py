@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import networkx as nx
+
 from simulators.analytical import plan_collectives
 from simulators.network import (
     CongestionFactor,
@@ -24,6 +26,8 @@ from simulators.network import (
     Flow,
     Group,
     Link,
+    Network,
+    Route,
     collective_flows,
     fabric_graph,
     fabric_links,
@@ -54,26 +58,38 @@ def congestion_factors(
         nbytes = int(min(use.nbytes, message_cap_bytes))
         key = (use.op, use.ranks, use.stride, use.algorithm, nbytes)
         if key not in runs:
-            per_domain = int(Group.place(use.ranks, use.stride, system.fabric_network).per_domain)
-            groups = groups_of(system.num_gpus, use.ranks, use.stride)
-            together: list[Flow] = []
-            alone: list[Flow] = []
-            for group in groups:
-                together += collective_flows(
-                    use.op,
-                    group,
-                    nbytes,
-                    route,
-                    algorithm=use.algorithm,
-                    per_domain=per_domain,
-                    switches=[nvswitch_of(graph, gpu) for gpu in group[::per_domain]],
-                    mtu_bytes=MTU_BYTES,
-                    offset=len(together),
-                )
-                alone = alone or list(together)  # the first group alone, on the very paths it takes with the others
-            runs[key] = (makespan_s(links, alone, switches), makespan_s(links, together, switches), len(groups))
+            alone, together, count = group_flows(
+                graph, route, system.fabric_network, use.op, use.ranks, use.stride, nbytes, use.algorithm
+            )
+            runs[key] = (makespan_s(links, alone, switches), makespan_s(links, together, switches), count)
         alone_s, together_s, count = runs[key]
         out.append(
             CongestionFactor(use.op, use.ranks, use.stride, int(use.nbytes), count, alone_s, together_s, use.algorithm)
         )
     return out
+
+
+def group_flows(
+    graph: nx.Graph, route: Route, network: Network, op: str, ranks: int, stride: int, nbytes: int, algorithm: str
+) -> tuple[list[Flow], list[Flow], int]:
+    """`op` by `algorithm` for every group of `ranks` members `stride` apart on the GPUs of
+    `graph` (placed as on `network`): the first group's flows alone, on the very paths it takes
+    with the others; every group's flows together; the number of groups."""
+    per_domain = int(Group.place(ranks, stride, network).per_domain)
+    groups = groups_of(graph.graph["num_gpus"], ranks, stride)
+    together: list[Flow] = []
+    alone: list[Flow] = []
+    for group in groups:
+        together += collective_flows(
+            op,
+            group,
+            nbytes,
+            route,
+            algorithm=algorithm,
+            per_domain=per_domain,
+            switches=[nvswitch_of(graph, gpu) for gpu in group[::per_domain]],
+            mtu_bytes=MTU_BYTES,
+            offset=len(together),
+        )
+        alone = alone or list(together)
+    return alone, together, len(groups)

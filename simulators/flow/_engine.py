@@ -3,22 +3,29 @@
 Model. Every active flow is a fluid that moves its bytes at a rate; the rates are the max-min
 fair share of the links' capacities (progressive filling: raise every flow's rate together until
 a link is full, freeze the flows crossing it at that link's share, repeat with the capacity that
-is left). Rates change only when a flow starts or drains, so the run jumps from event time to
-event time, and all the flows whose events fall on one picosecond are handled before one rate
-recomputation (a symmetric collective's step is one recomputation, however many flows it has).
-A flow drains when its fluid has moved its bytes; it finishes (its last byte is at the
-receiver) a fixed tail later: each hop's propagation delay plus a packet's serialisation there:
-on a path of one hop the last packet's, on longer paths a full packet's (the last, shorter
-packet waits behind the full one before it at the second hop and so trails it to the end). A
-lone flow on links of one rate then finishes at the packet engine's time to the picosecond; at
-mixed rates the tail differs from it by about a packet's serialisation. Flows may
-wait for other flows (a DAG), starting `gap` after the last of them finishes, or at their own
-start time if that is later, as in the packet engine.
+is left). Rates change only when a flow starts or drains, so the run jumps from event to event,
+and all the events of one picosecond are handled before one rate recomputation (a symmetric
+collective's step is one recomputation, however many flows it has). A recomputation covers only
+the flows linked to those that started or drained through shared links, transitively (max-min
+rates of the others cannot change): on a fabric most flows meet few others, so it is small. A
+flow drains when its fluid has moved its bytes; it finishes (its last byte is at the receiver)
+a fixed tail later: each hop's propagation delay plus a packet's serialisation there: on a path
+of one hop the last packet's, on longer paths a full packet's (the last, shorter packet waits
+behind the full one before it at the second hop and so trails it to the end). A lone flow on
+links of one rate then finishes at the packet engine's time to the picosecond; at mixed rates
+the tail differs from it by about a packet's serialisation. Flows may wait for other flows (a
+DAG), starting `gap` after the last of them finishes, or at their own start time if that is
+later, exactly as in the packet engine.
 
-What is left out: queues (a flow's rate applies on every link of its path at once, with no
-pipeline fill beyond the tail), and how a real transport reaches its share: FIFO queues behind
-senders at line rate share a link in proportion to arrival rates, not max-min, so flows crossing
-two bottlenecks can differ from the packet engine (see benchmarks/flow_vs_packet.py).
+What is left out: queues (a flow's rate holds on every link of its path at once, with no
+pipeline fill beyond the tail), and how a transport reaches its share. Behind senders at line
+rate (the packet engine without congestion control) a FIFO queue shares a link in proportion to
+arrival rates, not max-min, and serves first the bytes that came first, where max-min shares at
+once: flows that start together on a bottleneck agree with the packet engine, but in a
+collective's DAG a step that meets a later flow of another group is slowed in one model and not
+in the other, and ECMP-colliding rings then differ by up to ~20 % (benchmarks/flow_vs_packet.py).
+Such DAGs are also sensitive to the last picosecond: a 1 ps change early in a 512-GPU run grows
+to a ~1 % change of its makespan, in either engine.
 
 Numba's on-disk cache keys a kernel on its own file, so the heap and the water-filling it calls
 stay in this file.
@@ -32,7 +39,10 @@ import numba
 import numpy as np
 
 PS_PER_S = 1e12
-_START, _FINISH = 0, 1  # heap events: a flow starts (joins the fluid), a flow's last byte arrives
+# heap events: a flow starts (joins the fluid), drains (its bytes are through), finishes (its
+# last byte is at the receiver); a flow's state
+_START, _DRAIN, _FINISH = 0, 1, 2
+_WAITING, _ACTIVE, _DRAINED = 0, 1, 2
 _TIE = 1e-9  # links whose shares differ by less than this fraction fill in one round
 
 
@@ -45,8 +55,9 @@ class Links(NamedTuple):
 
 @numba.njit(cache=True, error_model="numpy")
 def _push(times, payloads, size, t, payload):
-    """Insert (t, payload) into the binary heap on `times`; returns the new size. Equal times
-    need no order: the engine handles a picosecond's events as one batch."""
+    """Insert (t, payload) into the binary heap on `times` (room for it is the caller's);
+    returns the new size. Equal times need no order: the engine handles a picosecond's events
+    as one batch."""
     i = size
     while i > 0:
         p = (i - 1) >> 1
@@ -58,6 +69,18 @@ def _push(times, payloads, size, t, payload):
     times[i] = t
     payloads[i] = payload
     return size + 1
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _room(times, payloads, size, more):
+    """The heap's arrays with room for `more` entries (twice the need, when it grows)."""
+    if size + more <= len(times):
+        return times, payloads
+    grown = 2 * (size + more)
+    return (
+        np.concatenate((times, np.empty(grown - len(times), np.int64))),
+        np.concatenate((payloads, np.empty(grown - len(payloads), np.int64))),
+    )
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -84,60 +107,145 @@ def _pop(times, payloads, size):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _waterfill(active, n_active, path_start, path_links, link_rate, flow_rate, scratch):
+def waterfill_scratch(n_links, n_flows, n_hops):
+    """Work arrays of `waterfill` for a run (per link, per hop of all paths, per flow)."""
+    return (
+        np.zeros(n_links),
+        np.zeros(n_links, np.int64),  # unfrozen flows per link: zero between calls
+        np.zeros(n_links, np.int64),
+        np.zeros(n_links, np.int64),
+        np.empty(n_links, np.int64),
+        np.empty(n_links, np.int64),
+        np.empty(n_hops, np.int64),
+        np.zeros(n_flows, np.bool_),
+    )
+
+
+@numba.njit(cache=True, error_model="numpy")
+def waterfill(active, n_active, path_start, path_links, link_rate, flow_rate, scratch):
     """Max-min fair rates (bits/s) of the `n_active` flows in `active`, into `flow_rate`;
-    returns the rounds (bottleneck levels) it took. `scratch` holds per-link work arrays."""
-    cap, count, seen, full, touched, frozen = scratch
+    returns the rounds (bottleneck levels) it took. Each round finds the least share of the
+    links still carrying unfrozen flows and freezes the flows of every link at that share
+    (within _TIE); the links' flows are listed once (CSR), so a round costs the links left
+    plus the flows it freezes. `scratch`: waterfill_scratch's arrays."""
+    cap, count, first, fill, touched, full, on_link, frozen = scratch
     n_touched = 0
     for i in range(n_active):
         f = active[i]
         frozen[f] = False
         for h in range(path_start[f], path_start[f + 1]):
             link = path_links[h]
-            if not seen[link]:
-                seen[link] = True
+            if count[link] == 0:
                 touched[n_touched] = link
                 n_touched += 1
                 cap[link] = link_rate[link]
-                count[link] = 0
             count[link] += 1
-    left, rounds = n_active, 0
-    while left > 0:
+    at = 0
+    for j in range(n_touched):  # each link's slice of on_link
+        link = touched[j]
+        first[link] = fill[link] = at
+        at += count[link]
+    for i in range(n_active):
+        f = active[i]
+        for h in range(path_start[f], path_start[f + 1]):
+            link = path_links[h]
+            on_link[fill[link]] = f
+            fill[link] += 1
+    rounds = 0
+    while n_touched > 0:
         rounds += 1
         share = np.inf
-        for j in range(n_touched):
+        kept = 0
+        for j in range(n_touched):  # drop the links left with no unfrozen flow
             link = touched[j]
             if count[link] > 0:
+                touched[kept] = link
+                kept += 1
                 share = min(share, max(cap[link], 0.0) / count[link])
+        n_touched = kept
         limit = share * (1.0 + _TIE)
+        n_full = 0
         for j in range(n_touched):
             link = touched[j]
-            full[link] = count[link] > 0 and max(cap[link], 0.0) / count[link] <= limit
-        for i in range(n_active):
-            f = active[i]
-            if frozen[f]:
-                continue
-            hit = False
-            for h in range(path_start[f], path_start[f + 1]):
-                hit = hit or full[path_links[h]]
-            if hit:
+            if max(cap[link], 0.0) / count[link] <= limit:
+                full[n_full] = link
+                n_full += 1
+        for j in range(n_full):
+            link = full[j]
+            for k in range(first[link], fill[link]):
+                f = on_link[k]
+                if frozen[f]:
+                    continue
                 frozen[f] = True
                 flow_rate[f] = share
-                left -= 1
                 for h in range(path_start[f], path_start[f + 1]):
                     cap[path_links[h]] -= share
                     count[path_links[h]] -= 1
-    for j in range(n_touched):
-        seen[touched[j]] = False
-        full[touched[j]] = False
     return rounds
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _enlist(f, path_start, path_links, on_links):
+    """Put flow f's hops on the member lists of its links (it became active)."""
+    first, length, members, slot = on_links
+    for h in range(path_start[f], path_start[f + 1]):
+        link = path_links[h]
+        slot[h] = first[link] + length[link]
+        members[slot[h]] = h
+        length[link] += 1
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _delist(f, path_start, path_links, on_links):
+    """Take flow f's hops off its links' member lists (it drained)."""
+    first, length, members, slot = on_links
+    for h in range(path_start[f], path_start[f + 1]):
+        link = path_links[h]
+        length[link] -= 1
+        moved = members[first[link] + length[link]]
+        members[slot[h]] = moved
+        slot[moved] = slot[h]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _component(changed, n_changed, path_start, path_links, hop_flow, on_links, seen, queue, stamp, out):
+    """The active flows that share a link with a flow of `changed`, and those that share one
+    with them, and so on, into `out`; returns how many. Max-min rates of flows in other
+    components do not change. `seen` (per link, per flow) holds the stamp of the last visit."""
+    first, length, members, _ = on_links
+    link_seen, flow_seen = seen
+    n_queue = n_out = 0
+    for i in range(n_changed):
+        f = changed[i]
+        for h in range(path_start[f], path_start[f + 1]):
+            if link_seen[path_links[h]] != stamp:
+                link_seen[path_links[h]] = stamp
+                queue[n_queue] = path_links[h]
+                n_queue += 1
+    j = 0
+    while j < n_queue:
+        link = queue[j]
+        j += 1
+        for k in range(first[link], first[link] + length[link]):
+            g = hop_flow[members[k]]
+            if flow_seen[g] == stamp:
+                continue
+            flow_seen[g] = stamp
+            out[n_out] = g
+            n_out += 1
+            for h in range(path_start[g], path_start[g + 1]):
+                if link_seen[path_links[h]] != stamp:
+                    link_seen[path_links[h]] = stamp
+                    queue[n_queue] = path_links[h]
+                    n_queue += 1
+    return n_out
 
 
 @numba.njit(cache=True, error_model="numpy")
 def simulate_flows(links, flows):  # pragma: no cover - compiled
     """Run `flows` (simulators.network._transfers.FlowArrays) over `links`; returns (start ps,
-    finish ps (-1: never), bytes per link, heap events, rate recomputations, water-filling
-    rounds, end ps)."""
+    finish ps (-1: never), bytes per link, events handled, rate recomputations, water-filling
+    rounds, the last event's ps)."""
     n_links, n_flows = len(links.rate_bps), len(flows.nbytes)
     path_start, path_links = flows.path_start, flows.path_links
     ps_per_bit = PS_PER_S / links.rate_bps
@@ -149,77 +257,90 @@ def simulate_flows(links, flows):  # pragma: no cover - compiled
         for h in range(path_start[f], path_start[f + 1]):
             link = path_links[h]
             tail[f] += links.delay_ps[link] + np.int64(round(size * 8.0 * ps_per_bit[link]))
-    times = np.empty(n_flows + 1, np.int64)  # each flow is in the heap at most once at a time
-    payloads = np.empty(n_flows + 1, np.int64)
+    times = np.empty(2 * n_flows, np.int64)
+    payloads = np.empty(2 * n_flows, np.int64)
     size = 0
     deps_left = flows.dep_count.copy()
     for f in range(n_flows):
         if deps_left[f] == 0:
-            size = _push(times, payloads, size, flows.start_ps[f], 2 * f + _START)
-    active = np.empty(n_flows, np.int64)
-    n_active = 0
-    left_bits = np.zeros(n_flows)
+            size = _push(times, payloads, size, flows.start_ps[f], 4 * f + _START)
+    state = np.zeros(n_flows, np.int8)  # _WAITING, _ACTIVE, _DRAINED
+    left_bits = np.zeros(n_flows)  # bits still to move at mark_ps, at flow_rate since
+    mark_ps = np.zeros(n_flows, np.int64)
     flow_rate = np.zeros(n_flows)
     drain_ps = np.zeros(n_flows, np.int64)
     begin_ps = np.full(n_flows, -1, np.int64)
     finish_ps = np.full(n_flows, -1, np.int64)
     link_bytes = np.zeros(n_links, np.int64)
-    scratch = (
-        np.zeros(n_links),
-        np.zeros(n_links, np.int64),
-        np.zeros(n_links, np.bool_),
-        np.zeros(n_links, np.bool_),
-        np.empty(n_links, np.int64),
-        np.zeros(n_flows, np.bool_),
-    )
-    now = np.int64(0)
-    events = recomputations = rounds = 0
-    while True:
-        t = times[0] if size > 0 else np.iinfo(np.int64).max
-        for i in range(n_active):
-            t = min(t, drain_ps[active[i]])
-        if t == np.iinfo(np.int64).max:
-            break
-        # the fluid moves on to t; flows whose bytes are through drain and free their share
-        changed = False
-        elapsed = float(t - now)
-        i = 0
-        while i < n_active:
-            f = active[i]
-            left_bits[f] -= flow_rate[f] * elapsed / PS_PER_S
-            if drain_ps[f] <= t or left_bits[f] * PS_PER_S / flow_rate[f] < 0.5:
-                n_active -= 1
-                active[i] = active[n_active]
+    scratch = waterfill_scratch(n_links, n_flows, len(path_links))
+    n_hops = len(path_links)
+    hop_flow = np.empty(n_hops, np.int64)
+    for f in range(n_flows):
+        hop_flow[path_start[f] : path_start[f + 1]] = f
+    first = np.zeros(n_links, np.int64)  # each link's slice of the member list: its hops
+    first[1:] = np.cumsum(np.bincount(path_links, minlength=n_links))[:-1]
+    on_links = (first, np.zeros(n_links, np.int64), np.empty(n_hops, np.int64), np.empty(n_hops, np.int64))
+    seen = (np.full(n_links, -1, np.int64), np.full(n_flows, -1, np.int64))
+    queue = np.empty(n_links, np.int64)
+    changed = np.empty(n_flows, np.int64)
+    component = np.empty(n_flows, np.int64)
+    previous = np.empty(n_flows)
+    now = end = np.int64(0)
+    events = recomputations = rounds = batches = 0
+    while size > 0:
+        now = times[0]
+        n_changed = 0
+        while size > 0 and times[0] == now:  # every event of this picosecond, in any order
+            payload, size = _pop(times, payloads, size)
+            f, kind = payload >> 2, payload & 3
+            if kind == _DRAIN and (state[f] != _ACTIVE or drain_ps[f] != now):
+                continue  # superseded: its rate changed since
+            events += 1
+            end = now
+            if kind == _START:
+                state[f] = _ACTIVE
+                begin_ps[f] = mark_ps[f] = now
+                left_bits[f] = flows.nbytes[f] * 8.0
+                flow_rate[f] = 0.0
+                _enlist(f, path_start, path_links, on_links)
+                changed[n_changed] = f
+                n_changed += 1
+            elif kind == _DRAIN:  # its bytes are through: it frees its share
+                state[f] = _DRAINED
+                _delist(f, path_start, path_links, on_links)
+                changed[n_changed] = f
+                n_changed += 1
                 for h in range(path_start[f], path_start[f + 1]):
                     link_bytes[path_links[h]] += flows.nbytes[f]
-                size = _push(times, payloads, size, t + tail[f], 2 * f + _FINISH)
-                events += 1
-                changed = True
-            else:
-                i += 1
-        now = t
-        while size > 0 and times[0] == now:
-            payload, size = _pop(times, payloads, size)
-            f, kind = payload >> 1, payload & 1
-            events += 1
-            if kind == _START:
-                begin_ps[f] = now
-                left_bits[f] = flows.nbytes[f] * 8.0
-                active[n_active] = f
-                n_active += 1
-                changed = True
-            else:
+                size = _push(times, payloads, size, now + tail[f], 4 * f + _FINISH)
+            else:  # its last byte is at the receiver
                 finish_ps[f] = now
+                times, payloads = _room(
+                    times, payloads, size, flows.dependents_start[f + 1] - flows.dependents_start[f]
+                )
                 for k in range(flows.dependents_start[f], flows.dependents_start[f + 1]):
                     d = flows.dependents[k]
                     deps_left[d] -= 1
                     if deps_left[d] == 0:
                         at = max(flows.start_ps[d], now + flows.gap_ps[d])
-                        size = _push(times, payloads, size, at, 2 * d + _START)
-        if changed and n_active > 0:
-            recomputations += 1
-            rounds += _waterfill(active, n_active, path_start, path_links, links.rate_bps, flow_rate, scratch)
-            for i in range(n_active):
-                f = active[i]
-                drain_ps[f] = now + np.int64(round(left_bits[f] * PS_PER_S / flow_rate[f]))
-    return begin_ps, finish_ps, link_bytes, events, recomputations, rounds, now
+                        size = _push(times, payloads, size, at, 4 * d + _START)
+        if n_changed == 0:
+            continue
+        batches += 1
+        n = _component(changed, n_changed, path_start, path_links, hop_flow, on_links, seen, queue, batches, component)
+        if n == 0:
+            continue
+        recomputations += 1
+        for i in range(n):  # the fluid of the flows whose rates may change, up to now
+            f = component[i]
+            left_bits[f] -= flow_rate[f] * (now - mark_ps[f]) / PS_PER_S
+            mark_ps[f] = now
+            previous[i] = flow_rate[f]
+        rounds += waterfill(component, n, path_start, path_links, links.rate_bps, flow_rate, scratch)
+        times, payloads = _room(times, payloads, size, n)
+        for i in range(n):
+            f = component[i]
+            if flow_rate[f] != previous[i]:
+                drain_ps[f] = now + max(np.int64(0), np.int64(round(left_bits[f] * PS_PER_S / flow_rate[f])))
+                size = _push(times, payloads, size, drain_ps[f], 4 * f + _DRAIN)
+    return begin_ps, finish_ps, link_bytes, events, recomputations, rounds, end

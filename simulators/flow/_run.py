@@ -1,6 +1,8 @@
 """A flow-level run from plain values: links and flows with paths and dependencies
 (simulators.network.Link, Flow), the inputs the packet simulator takes (less its RoCE settings
-and switches: a fluid has no queues to buffer, pause or mark)."""
+and switches: a fluid has no queues to buffer, pause or mark). What is modelled, and what is
+not, is in _engine.py's docstring: max-min fair rates, a store-and-forward tail per flow, the
+packet engine's dependency rule."""
 
 from __future__ import annotations
 
@@ -41,11 +43,14 @@ class FlowResult:
 
 
 def simulate(links: Sequence[Link], flows: Sequence[Flow]) -> FlowResult:
-    """Run `flows` over `links` at max-min fair rates (simulators/flow/_engine.py)."""
+    """Run `flows` over `links` at max-min fair rates (simulators/flow/_engine.py). Bad input
+    raises a one-line SpecError naming the field, as simulators.packet.simulate does."""
     arrays = flow_arrays(links, flows)
-    bad = next((i for i, link in enumerate(links) if not link.gbps > 0 or not link.delay_s >= 0), None)
-    if bad is not None:
-        raise SpecError(f"links[{bad}]: needs gbps > 0 and delay_s >= 0")
+    for i, link in enumerate(links):
+        if not link.gbps > 0:
+            raise SpecError(f"links[{i}].gbps: {link.gbps!r} is not allowed; allowed: > 0")
+        if not link.delay_s >= 0:
+            raise SpecError(f"links[{i}].delay_s: {link.delay_s!r} is not allowed; allowed: >= 0")
     rates = np.array([link.gbps * 1e9 for link in links])
     engine_links = Links(rates, np.array([round(link.delay_s * PS_PER_S) for link in links], np.int64))
     begin, finish, link_bytes, events, recomputations, rounds, end = simulate_flows(engine_links, arrays)

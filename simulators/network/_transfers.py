@@ -13,6 +13,9 @@ transfer of k of the schedule's C chunks carries max(1, nbytes * k // C) bytes. 
 reduces in the switch (NVLS) sends to and from a node per NVLink domain: `switches[d]`, the
 NVSwitch of members d * per_domain to (d + 1) * per_domain - 1, where the graph has it (a flow
 ends there and the switch's result starts there, the reduction itself taking no time).
+
+`flow_arrays` checks flows against their links and lays them out as the arrays both compiled
+engines read (one place for the checks and their messages).
 """
 
 from __future__ import annotations

@@ -101,6 +101,64 @@ def test_a_parking_lot_gets_max_min_rates_not_proportional_ones():
     assert result.recomputations == 2
 
 
+def test_a_flow_takes_the_whole_link_once_the_other_drains():
+    """Two flows of a and b > a bytes on one link: both at C/2 until the short one drains at
+    2a/C, then the long one at C, draining at (a + b)/C, long before its first-rate drain time
+    2b/C (the run ends at its last finish, not at that superseded time)."""
+    links, a, b = chain(1), 10 * MTU, 100 * MTU
+    flows = [Flow((0,), a, MTU), Flow((0,), b, MTU)]
+    result = simulate(links, flows)
+    expected = [2 * transfer_s(a) + tail_s(links, flows[0]), transfer_s(a + b) + tail_s(links, flows[1])]
+    assert result.finish_s == pytest.approx(expected, abs=1e-12)
+    assert result.end_s == result.finish_s[1]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_water_filling_gives_every_flow_a_bottleneck_it_shares_equally(seed):
+    """Max-min fairness, checked by its definition on random flows over random links: no link
+    carries more than its rate, and every flow crosses a full link on which no flow gets more."""
+    from simulators.flow._engine import waterfill, waterfill_scratch
+
+    rng = np.random.default_rng(seed)
+    n_links, n_flows = 12, 40
+    rate = rng.choice([100e9, 200e9, 400e9], n_links)
+    paths = [rng.choice(n_links, rng.integers(1, 5), replace=False) for _ in range(n_flows)]
+    path_start = np.cumsum([0] + [len(p) for p in paths]).astype(np.int64)
+    path_links = np.concatenate(paths).astype(np.int64)
+    active = rng.permutation(n_flows).astype(np.int64)[: n_flows - 5]  # some flows idle
+    flow_rate = np.zeros(n_flows)
+    scratch = waterfill_scratch(n_links, n_flows, len(path_links))
+    for _ in range(2):  # the scratch arrays are left ready for the next call
+        flow_rate[:] = 0
+        waterfill(active, len(active), path_start, path_links, rate, flow_rate, scratch)
+        load = np.zeros(n_links)
+        for f in active:
+            load[paths[f]] += flow_rate[f]
+        assert (load <= rate * (1 + 1e-9)).all()
+        for f in active:
+            on = [[g for g in active if link in paths[g]] for link in paths[f]]
+            assert any(
+                load[link] >= rate[link] * (1 - 1e-9) and flow_rate[f] >= max(flow_rate[others]) * (1 - 1e-9)
+                for link, others in zip(paths[f], on)
+            ), f"flow {f} has no bottleneck"
+        assert (flow_rate[np.setdiff1d(np.arange(n_flows), active)] == 0).all()
+
+
+def test_runs_on_disjoint_links_do_not_disturb_each_other():
+    """A recomputation covers only the flows linked to what changed: a parking lot beside an
+    incast, in one run, is each of them alone."""
+    lot_links, nbytes = chain(3), 100 * MTU
+    lot = [Flow((0, 1, 2), nbytes, MTU)] + [Flow((i,), nbytes, MTU, start_s=i * 1e-6) for i in (0, 1, 2, 2)]
+    cast_links, cast, _ = scenarios.incast(4, 300_000)
+    shift = len(lot_links)
+    moved = [Link(a.src + 10, a.dst + 10, a.gbps, a.delay_s) for a in cast_links]
+    both = simulate(
+        lot_links + moved, lot + [Flow(tuple(i + shift for i in f.path), f.nbytes, f.mtu_bytes) for f in cast]
+    )
+    alone = np.concatenate([simulate(lot_links, lot).finish_s, simulate(cast_links, cast).finish_s])
+    assert (both.finish_s == alone).all()
+
+
 def test_dependencies_start_flows_as_the_packet_engine_does():
     """After the last flow waited for finishes, plus the gap, or at the flow's own start if later."""
     links = chain(2)
@@ -182,8 +240,10 @@ def test_bad_inputs_are_named():
         simulate(links, [Flow((0,), 0)])
     with pytest.raises(SpecError, match=r"^flows\[1\]\.after: 1 is not another flow's index$"):
         simulate(links, [Flow((0,), MTU), Flow((0,), MTU, after=(1,))])
-    with pytest.raises(SpecError, match=r"^links\[1\]: needs gbps > 0 and delay_s >= 0$"):
+    with pytest.raises(SpecError, match=r"^links\[1\]\.gbps: 0\.0 is not allowed; allowed: > 0$"):
         simulate([links[0], Link(1, 2, 0.0, DELAY_S)], [Flow((0,), MTU)])
+    with pytest.raises(SpecError, match=r"^links\[0\]\.delay_s: -1e-06 is not allowed; allowed: >= 0$"):
+        simulate([Link(0, 1, GBPS, -DELAY_S)], [Flow((0,), MTU)])
     with pytest.raises(SpecError, match=r"^flows: 2 never completed \(a dependency cycle\?\)$"):
         simulate(links, [Flow((0,), MTU, after=(1,)), Flow((0,), MTU, after=(0,))])
     with pytest.raises(SpecError, match="^flows, links: at least one of each is needed$"):
