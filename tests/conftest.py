@@ -59,6 +59,33 @@ seed: 5
 """
 
 
+# Two fabrics of 64 H100s, tensor and pipeline parallelism of 1 or 2: the data-parallel rings cross
+# servers, so the fidelity ladder has collectives to re-price (8 plans, searched exactly).
+FABRIC_SPEC = """
+name: fabrics
+model: llama3-8b
+training: {seq_len: 2048}
+hardware:
+  gpu: [H100-SXM]
+  num_gpus: [64]
+  fabric: {family: [rail-optimized, leaf-spine]}
+search:
+  tp: [1, 2]
+  pp: [1, 2]
+  micro_batch: [1]
+  global_batch: [128]
+  recompute: [none]
+objectives:
+  - iteration_time_s: minimize
+  - usd_per_mtok: minimize
+fidelity:
+  flow: null
+  packet: {top: 3, message_cap_mb: 1}
+budget: {trials: 8, batch_size: 8}
+sampler: grid
+"""
+
+
 # One candidate of TINY_SPEC: every knob set (8 H100s, tp=pp=1, 8 micro-batches of 1).
 TINY_PARAMS = {
     "gpu": "H100-SXM",

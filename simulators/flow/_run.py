@@ -14,11 +14,11 @@ import numpy as np
 from simulators._errors import SpecError
 from simulators.flow._engine import PS_PER_S, Links, simulate_flows
 from simulators.network import Flow, Link
-from simulators.network._transfers import flow_arrays
+from simulators.network._transfers import RunTimes, flow_arrays
 
 
 @dataclass(frozen=True)
-class FlowResult:
+class FlowResult(RunTimes):
     """Seconds per flow (start, finish: its last byte at the receiver, completion time), bytes
     per link, and the run's work: heap events (flow starts and finishes), rate recomputations
     and the water-filling rounds they took."""
@@ -31,15 +31,6 @@ class FlowResult:
     rounds: int
     end_s: float
     link_gbps: np.ndarray = field(repr=False)
-
-    @property
-    def fct_s(self) -> np.ndarray:
-        return self.finish_s - self.start_s
-
-    @property
-    def link_utilisation(self) -> np.ndarray:
-        """Bytes each link carried over the run, as a share of what it could carry."""
-        return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
 
 
 def simulate(links: Sequence[Link], flows: Sequence[Flow]) -> FlowResult:

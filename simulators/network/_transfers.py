@@ -54,6 +54,27 @@ class Flow:
     gap_s: float = 0.0
 
 
+class RunTimes:
+    """What the flow and packet simulators' results share: each flow's start and finish
+    (`start_s`, `finish_s`), each link's bytes and rate (`link_bytes`, `link_gbps`), the run's
+    end (`end_s`); a result dataclass mixes this in for the quantities derived from them."""
+
+    start_s: np.ndarray
+    finish_s: np.ndarray
+    link_bytes: np.ndarray
+    link_gbps: np.ndarray
+    end_s: float
+
+    @property
+    def fct_s(self) -> np.ndarray:
+        return self.finish_s - self.start_s
+
+    @property
+    def link_utilisation(self) -> np.ndarray:
+        """Bytes each link carried over the run, as a share of what it could carry."""
+        return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
+
+
 def collective_flows(
     op: str,
     ranks: Sequence[int],

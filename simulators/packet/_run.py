@@ -17,7 +17,7 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.network import Flow, Link
-from simulators.network._transfers import flow_arrays
+from simulators.network._transfers import RunTimes, flow_arrays
 from simulators.packet._congestion import Params, get
 from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
 
@@ -62,7 +62,7 @@ class RoceSettings:
 
 
 @dataclass(frozen=True)
-class PacketResult:
+class PacketResult(RunTimes):
     """Seconds per flow (start, finish, completion time) and statistics per link."""
 
     start_s: np.ndarray
@@ -78,15 +78,6 @@ class PacketResult:
     end_s: float
     link_gbps: np.ndarray = field(repr=False)
     cc_state: np.ndarray = field(repr=False)  # each flow's congestion-control row at the end (_congestion.py)
-
-    @property
-    def fct_s(self) -> np.ndarray:
-        return self.finish_s - self.start_s
-
-    @property
-    def link_utilisation(self) -> np.ndarray:
-        """Bytes each link carried over the run, as a share of what it could carry."""
-        return self.link_bytes * 8 / (self.link_gbps * 1e9 * self.end_s) if self.end_s > 0 else self.link_bytes * 0.0
 
 
 def _reverse_paths(links: Sequence[Link], flows: Sequence[Flow], needed: bool) -> tuple[np.ndarray, np.ndarray]:

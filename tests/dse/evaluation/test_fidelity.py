@@ -9,37 +9,13 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from dse.study import resolve_study
-from tests.conftest import TINY_PARAMS
-
-FIDELITY_SPEC = """
-name: fidelity
-model: llama3-8b
-training: {seq_len: 2048}
-hardware:
-  gpu: [H100-SXM]
-  num_gpus: [64]
-  fabric: {family: [rail-optimized, leaf-spine]}
-search:
-  tp: [1, 2]
-  pp: [1, 2]
-  micro_batch: [1]
-  global_batch: [128]
-  recompute: [none]
-objectives:
-  - iteration_time_s: minimize
-  - usd_per_mtok: minimize
-fidelity:
-  packet: {top: 3, message_cap_mb: 2}
-budget: {trials: 8, batch_size: 8}
-sampler: grid
-"""
-
+from tests.conftest import FABRIC_SPEC, TINY_PARAMS
 
 SEND_BYTES = 1 << 20  # any size: a factor applies to the nearest measured size of its collective
 
 
 def test_a_slowdown_on_the_network_slows_exactly_the_collectives_it_names(write_spec):
-    resolved = resolve_study(load_study(write_spec(FIDELITY_SPEC)))
+    resolved = resolve_study(load_study(write_spec(FABRIC_SPEC)))
     space = SearchSpace.from_study(resolved)
     params = {**TINY_PARAMS, "num_gpus": 64, "pp": 2, "global_batch": 128, "fabric": "leaf-spine"}
     base = space.candidate(params).system.fabric_network
@@ -57,7 +33,7 @@ def test_a_slowdown_on_the_network_slows_exactly_the_collectives_it_names(write_
 def test_the_ladder_is_for_training_studies(write_spec):
     """An inference study has no collectives to re-price: its levels are off by default, and a
     level (or a physical check) it names is an error naming the field."""
-    text = FIDELITY_SPEC.replace("model: llama3-8b", "model: llama3-8b\nmode: inference").split("search:")[0]
+    text = FABRIC_SPEC.replace("model: llama3-8b", "model: llama3-8b\nmode: inference").split("search:")[0]
     assert resolve_study(load_study(write_spec(text))).study.fidelity.levels() == []
     for section, field in (("{packet: {top: 2}}", "fidelity.packet"), ("{validate_top: 2}", "fidelity.validate_top")):
         with pytest.raises(DseError, match=field):
@@ -65,7 +41,7 @@ def test_the_ladder_is_for_training_studies(write_spec):
 
 
 def test_a_training_study_climbs_both_levels_by_default_and_an_unknown_congestion_control_is_refused(write_spec):
-    text = FIDELITY_SPEC.split("fidelity:")[0] + "budget: {trials: 8}\n"
+    text = FABRIC_SPEC.split("fidelity:")[0] + "budget: {trials: 8}\n"
     assert [name for name, _ in resolve_study(load_study(write_spec(text))).study.fidelity.levels()] == [
         "flow",
         "packet",
@@ -81,14 +57,14 @@ def test_contention_never_speeds_a_collective_up(write_spec, family):
     from simulators.fidelity import LEVELS
 
     congestion_factors = LEVELS["packet"].congestion_factors
-    space = SearchSpace.from_study(resolve_study(load_study(write_spec(FIDELITY_SPEC))))
+    space = SearchSpace.from_study(resolve_study(load_study(write_spec(FABRIC_SPEC))))
     params = {**TINY_PARAMS, "num_gpus": 64, "tp": 2, "pp": 2, "global_batch": 128, "fabric": family}
     factors = congestion_factors(space.candidate(params), space.fabric(family, params["nic_gbps"]), 2 << 20)
     assert len(factors) >= 2 and all(f.groups > 1 for f in factors)
     assert all(f.together_s >= f.alone_s * (1 - 1e-12) for f in factors), [(f.op, f.factor) for f in factors]
 
 
-TP_SPEC = FIDELITY_SPEC.replace(
+TP_SPEC = FABRIC_SPEC.replace(
     "fabric: {family: [rail-optimized, leaf-spine]}", "fabric: {family: [leaf-spine], gpus_per_server: 4}"
 ).replace("tp: [1, 2]", "tp: [8]\n  sequence_parallel: [false]")
 

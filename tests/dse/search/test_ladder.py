@@ -21,30 +21,7 @@ from dse.study import resolve_study
 from simulators.analytical import plan_collectives
 from simulators.fidelity import SimulatedLevel
 from simulators.network import CongestionFactor
-
-LADDER_SPEC = """
-name: ladder
-model: llama3-8b
-training: {seq_len: 2048}
-hardware:
-  gpu: [H100-SXM]
-  num_gpus: [64]
-  fabric: {family: [rail-optimized, leaf-spine]}
-search:
-  tp: [1, 2]
-  pp: [1, 2]
-  micro_batch: [1]
-  global_batch: [128]
-  recompute: [none]
-objectives:
-  - iteration_time_s: minimize
-  - usd_per_mtok: minimize
-fidelity:
-  flow: null
-  packet: {top: 3, message_cap_mb: 1}
-budget: {trials: 8, batch_size: 8}
-sampler: grid
-"""
+from tests.conftest import FABRIC_SPEC
 
 SLOW = 3.0  # the fake level's factor on every collective that crosses servers of a tp-1 plan
 
@@ -67,7 +44,7 @@ def fake_factors(calls: list, stop: threading.Event | None = None):
     return congestion_factors
 
 
-def run(write_spec, tmp_path, spec=LADDER_SPEC, resume=False, stop=None):
+def run(write_spec, tmp_path, spec=FABRIC_SPEC, resume=False, stop=None):
     resolved = resolve_study(load_study(write_spec(spec)))
     return resolved, run_search(resolved, RunSettings(tmp_path, None, "off", resume), stop=stop)
 
@@ -167,7 +144,7 @@ def test_an_interrupted_ladder_resumes_at_the_candidate_it_was_at(write_spec, tm
 def test_a_level_stops_at_its_time_budget_and_a_resumed_run_keeps_it(write_spec, tmp_path, monkeypatch):
     calls: list = []
     monkeypatch.setattr(SimulatedLevel, "congestion_factors", fake_factors(calls))
-    spec = LADDER_SPEC.replace("packet: {top: 3, message_cap_mb: 1}", "packet: {top: 3, budget_s: 1.0e-9}")
+    spec = FABRIC_SPEC.replace("packet: {top: 3, message_cap_mb: 1}", "packet: {top: 3, budget_s: 1.0e-9}")
     _, summary = run(write_spec, tmp_path, spec)
     (progress,) = summary.ladder
     assert (progress.evaluated, progress.stopped) == (1, "time budget spent") and len(calls) == 1
@@ -183,7 +160,7 @@ def test_dse_search_validates_the_top_and_simulate_reads_the_stored_levels(write
 
     from dse.cli.commands import main
 
-    spec = write_spec(LADDER_SPEC.replace("packet: {top: 3, message_cap_mb: 1}", "packet: {top: 2, message_cap_mb: 1}"))
+    spec = write_spec(FABRIC_SPEC.replace("packet: {top: 3, message_cap_mb: 1}", "packet: {top: 2, message_cap_mb: 1}"))
     out = tmp_path / "out"
     assert main(["search", str(spec), "--ray-address", "off", "--out", str(out), "--validate", "1"]) == 0
     printed = capsys.readouterr().out
@@ -206,7 +183,7 @@ def test_dse_search_validates_the_top_and_simulate_reads_the_stored_levels(write
 def test_the_fidelity_flag_stops_the_climb_at_a_level_and_the_saved_spec_says_so(write_spec, tmp_path, capsys):
     from dse.cli.commands import main
 
-    spec = write_spec(LADDER_SPEC.replace("  flow: null\n", "  flow: {top: 4}\n"))
+    spec = write_spec(FABRIC_SPEC.replace("  flow: null\n", "  flow: {top: 4}\n"))
     out = tmp_path / "out"
     assert main(["search", str(spec), "--ray-address", "off", "--out", str(out), "--fidelity", "flow"]) == 0
     printed = capsys.readouterr().out
