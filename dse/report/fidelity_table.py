@@ -30,7 +30,7 @@ def fidelity_frame(study: optuna.Study, resolved: ResolvedStudy, standing: Mappi
     ranks = {}
     for level in levels:
         values = pd.Series(
-            {t: s.outcomes[level].metrics[first] for t, s in standing.items() if _feasible_at(s, level)}, dtype=float
+            {t: s.outcomes[level].metrics[first] for t, s in standing.items() if s.feasible_at(level)}, dtype=float
         )
         ranks[level] = values.rank(ascending=ascending, method="min")
     trials = {t.number: t for t in study.get_trials(deepcopy=False)}
@@ -58,8 +58,3 @@ def fidelity_frame(study: optuna.Study, resolved: ResolvedStudy, standing: Mappi
     table[rank_columns] = table[rank_columns].astype("Int64")
     order = [f"rank_{level}" for level in reversed(levels)]
     return table.sort_values(order, na_position="last", ignore_index=True)
-
-
-def _feasible_at(standing: Standing, level: str) -> bool:
-    outcome = standing.outcomes.get(level)
-    return outcome is not None and outcome.feasible and bool(outcome.metrics)

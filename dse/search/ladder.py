@@ -50,10 +50,6 @@ class Contender:
     outcome: Outcome
 
 
-def _usable(outcome: Outcome) -> bool:
-    return outcome.feasible and bool(outcome.metrics)
-
-
 def climb(
     study: optuna.Study,
     resolved: ResolvedStudy,
@@ -76,7 +72,7 @@ def climb(
         pool = [
             Contender(trial, params[trial], s.outcomes[below])
             for trial, s in standings(study, resolved).items()
-            if s.at(below) and _usable(s.outcomes[below])
+            if s.feasible_at(below)
         ]
         promoted = promote(pool, settings.top, resolved.objectives, resolved.directions)
         level = LevelEvaluator(evaluator, name, int(settings.message_cap_mb * 2**20), settings.options())

@@ -66,7 +66,12 @@ class Standing:
 
     @property
     def feasible(self) -> bool:
-        return self.outcome.feasible and bool(self.outcome.metrics)
+        return self.feasible_at(self.level)
+
+    def feasible_at(self, level: str) -> bool:
+        """Evaluated at `level` and feasible there (a plan without metrics never is: its
+        plan_valid constraint is violated, or it failed)."""
+        return level in self.outcomes and self.outcomes[level].feasible
 
     @property
     def details(self) -> Mapping[str, Any]:
