@@ -69,14 +69,12 @@ def climb(
         # ranked by the level below, whatever higher levels found since (so a resumed run
         # promotes the very candidates the interrupted one did)
         params = {t.number: t.params for t in study.get_trials(deepcopy=False)}
-        pool = [
-            Contender(trial, params[trial], s.outcomes[below])
-            for trial, s in standings(study, resolved).items()
-            if s.feasible_at(below)
-        ]
+        stored = standings(study, resolved)
+        pool = [Contender(t, params[t], s.outcomes[below]) for t, s in stored.items() if s.feasible_at(below)]
         promoted = promote(pool, settings.top, resolved.objectives, resolved.directions)
+        done = {c.trial for c in promoted if stored[c.trial].at(name)}
         level = LevelEvaluator(evaluator, name, int(settings.message_cap_mb * 2**20), settings.options())
-        progress = _run_level(study, level, promoted, settings.budget_s, executor, stop)
+        progress = _run_level(study, level, promoted, done, settings.budget_s, executor, stop)
         if on_level:
             on_level(progress)
         out.append(progress)
@@ -107,15 +105,14 @@ def _run_level(
     study: optuna.Study,
     level: LevelEvaluator,
     promoted: list[Contender],
+    done: set[int],
     budget_s: float,
     executor: Executor,
     stop: threading.Event,
 ) -> LevelProgress:
-    """Evaluate the promoted candidates not yet evaluated at this level, best first, until the
+    """Evaluate the promoted candidates not yet evaluated at this level (not in `done`), best first, until the
     budget (less what earlier runs spent here) is gone; store each result as it comes."""
     name = level.level
-    stored = standings(study, level.evaluator.space.resolved)
-    done = {e.trial for e in promoted if stored[e.trial].at(name)}
     todo = [e for e in promoted if e.trial not in done]
     spent_before = LevelProgress.stored(study, name).wall_s
     started = time.monotonic()
