@@ -24,7 +24,7 @@ GBPS, MTU, DELAY_S = 400, 4096, 1e-6
 def ring(n: int, nbytes: int) -> tuple[float, float, float]:
     """(simulated s, formula s, CPU s) for a ring all-reduce of `nbytes` on n GPUs."""
     links, switches, route = star(n, GBPS, DELAY_S)
-    flows = collective_flows("all_reduce", list(range(n)), nbytes, route, mtu_bytes=MTU)
+    flows = collective_flows("all_reduce", [list(range(n))], nbytes, route, mtu_bytes=MTU)
     start = time.process_time()
     result = simulate(links, flows, RoceSettings.line_rate(), switches)
     cpu = time.process_time() - start

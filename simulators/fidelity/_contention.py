@@ -23,7 +23,7 @@ from simulators.analytical import plan_collectives
 from simulators.network import (
     CongestionFactor,
     Fabric,
-    Flow,
+    FlowArrays,
     Group,
     Link,
     Network,
@@ -39,7 +39,7 @@ from simulators.workload import TrainingCandidate
 MTU_BYTES = 4096
 
 # (links, flows, switch nodes) -> seconds until the last flow completes
-Makespan = Callable[[Sequence[Link], Sequence[Flow], set[int]], float]
+Makespan = Callable[[Sequence[Link], FlowArrays, set[int]], float]
 
 
 def congestion_factors(
@@ -71,25 +71,14 @@ def congestion_factors(
 
 def group_flows(
     graph: nx.Graph, route: Route, network: Network, op: str, ranks: int, stride: int, nbytes: int, algorithm: str
-) -> tuple[list[Flow], list[Flow], int]:
+) -> tuple[FlowArrays, FlowArrays, int]:
     """`op` by `algorithm` for every group of `ranks` members `stride` apart on the GPUs of
     `graph` (placed as on `network`): the first group's flows alone, on the very paths it takes
     with the others; every group's flows together; the number of groups."""
     per_domain = int(Group.place(ranks, stride, network).per_domain)
     groups = groups_of(graph.graph["num_gpus"], ranks, stride)
-    together: list[Flow] = []
-    alone: list[Flow] = []
-    for group in groups:
-        together += collective_flows(
-            op,
-            group,
-            nbytes,
-            route,
-            algorithm=algorithm,
-            per_domain=per_domain,
-            switches=[nvswitch_of(graph, gpu) for gpu in group[::per_domain]],
-            mtu_bytes=MTU_BYTES,
-            offset=len(together),
-        )
-        alone = alone or list(together)
+    switches = [[nvswitch_of(graph, gpu) for gpu in group[::per_domain]] for group in groups]
+    kw = {"algorithm": algorithm, "per_domain": per_domain, "mtu_bytes": MTU_BYTES}
+    together = collective_flows(op, groups, nbytes, route, switches=switches, **kw)
+    alone = collective_flows(op, groups[:1], nbytes, route, switches=switches[:1], **kw)  # routes already chosen
     return alone, together, len(groups)

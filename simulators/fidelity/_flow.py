@@ -8,13 +8,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from simulators.fidelity._level import SimulatedLevel, register
-from simulators.network import Flow, Link
+from simulators.network import FlowArrays, Link
 
 
 class FlowLevel(SimulatedLevel):
     name = "flow"
 
-    def makespan_s(self, links: Sequence[Link], flows: Sequence[Flow], switches: set[int]) -> float:
+    def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         from simulators.flow import simulate
 
         return float(simulate(links, flows).finish_s.max())

@@ -17,7 +17,7 @@ from typing import Any, ClassVar
 
 from simulators._errors import SpecError
 from simulators._registry import Registry
-from simulators.network import CongestionFactor, Fabric, Flow, Link
+from simulators.network import CongestionFactor, Fabric, FlowArrays, Link
 from simulators.workload import TrainingCandidate
 
 
@@ -48,7 +48,7 @@ class SimulatedLevel(NetworkLevel):
     /_contention.py builds every collective's runs and this level's simulator times them."""
 
     @abstractmethod
-    def makespan_s(self, links: Sequence[Link], flows: Sequence[Flow], switches: set[int]) -> float:
+    def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         """Seconds until the last of `flows` completes on `links`."""
 
     def congestion_factors(

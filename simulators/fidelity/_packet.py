@@ -11,7 +11,7 @@ from typing import Any
 
 from simulators._errors import SpecError
 from simulators.fidelity._level import NetworkLevel, SimulatedLevel, register
-from simulators.network import Flow, Link
+from simulators.network import FlowArrays, Link
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,7 +28,7 @@ class PacketLevel(SimulatedLevel):
             raise SpecError(f"fidelity.packet.{unknown[0]}: not allowed; allowed: {', '.join(allowed)}")
         return PacketLevel(RoceSettings(**options))
 
-    def makespan_s(self, links: Sequence[Link], flows: Sequence[Flow], switches: set[int]) -> float:
+    def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         from simulators.packet import RoceSettings, simulate
 
         result = simulate(links, flows, self.roce or RoceSettings(), switches)

@@ -13,7 +13,7 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.flow._engine import PS_PER_S, Links, simulate_flows
-from simulators.network import Flow, Link
+from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
 
 
@@ -33,9 +33,10 @@ class FlowResult(RunTimes):
     link_gbps: np.ndarray = field(repr=False)
 
 
-def simulate(links: Sequence[Link], flows: Sequence[Flow]) -> FlowResult:
-    """Run `flows` over `links` at max-min fair rates (simulators/flow/_engine.py). Bad input
-    raises a one-line SpecError naming the field, as simulators.packet.simulate does."""
+def simulate(links: Sequence[Link], flows: Sequence[Flow] | FlowArrays) -> FlowResult:
+    """Run `flows` (Flow values, or arrays from simulators.network.collective_flows) over
+    `links` at max-min fair rates (simulators/flow/_engine.py). Bad input raises a one-line
+    SpecError naming the field, as simulators.packet.simulate does."""
     arrays = flow_arrays(links, flows)
     for i, link in enumerate(links):
         if not link.gbps > 0:

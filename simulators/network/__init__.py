@@ -25,11 +25,12 @@ from simulators.network._families import TopologyFamily, family_names, get_famil
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
 from simulators.network._schedule import Schedule, Transfer
-from simulators.network._transfers import Flow, Link, Route, collective_flows
+from simulators.network._transfers import Flow, FlowArrays, Link, Route, collective_flows
 
 __all__ = [
     "CongestionFactor",
     "Flow",
+    "FlowArrays",
     "Link",
     "Route",
     "collective_flows",

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from simulators._errors import SpecError
-from simulators.network import Flow, Link
+from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
 from simulators.packet._congestion import Params, get
 from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
@@ -80,27 +80,30 @@ class PacketResult(RunTimes):
     cc_state: np.ndarray = field(repr=False)  # each flow's congestion-control row at the end (_congestion.py)
 
 
-def _reverse_paths(links: Sequence[Link], flows: Sequence[Flow], needed: bool) -> tuple[np.ndarray, np.ndarray]:
+def _reverse_paths(links: Sequence[Link], flows: FlowArrays, needed: bool) -> tuple[np.ndarray, np.ndarray]:
     """Each flow's path back, receiver to sender (for ACKs): for every link of the path, the
     link joining the same nodes the other way (of parallel ones, the nearest in the list, which
     is its twin when links are built in pairs)."""
-    start = np.zeros(len(flows) + 1, np.int64)
     if not needed:
-        return start, np.zeros(0, np.int64)
+        return np.zeros(flows.count + 1, np.int64), np.zeros(0, np.int64)
     by_ends: dict[tuple[int, int], list[int]] = {}
     for i, link in enumerate(links):
         by_ends.setdefault((link.src, link.dst), []).append(i)
-    back = []
-    for n, flow in enumerate(flows):
-        for i in reversed(flow.path):
-            twins = by_ends.get((links[i].dst, links[i].src))
-            if not twins:
-                raise SpecError(
-                    f"flows[{n}]: link {i} has no link back for ACKs; give one or set RoceSettings.acks=False"
-                )
-            back.append(min(twins, key=lambda j: abs(j - i)))
-        start[n + 1] = len(back)
-    return start, np.array(back, np.int64)
+    twin = np.array(
+        [min(by_ends.get((link.dst, link.src), [-1]), key=lambda j: abs(j - i)) for i, link in enumerate(links)],
+        np.int64,
+    )
+    start, lengths = flows.path_start, np.diff(flows.path_start)
+    ends = np.repeat(start[:-1] + start[1:] - 1, lengths)  # position p of a path [a, b) reads a + b - 1 - p
+    forward = flows.path_links[ends - np.arange(len(flows.path_links))]
+    back = twin[forward]
+    missing = np.flatnonzero(back < 0)
+    if len(missing):
+        n = int(np.searchsorted(start, missing[0], side="right") - 1)
+        raise SpecError(
+            f"flows[{n}]: link {forward[missing[0]]} has no link back for ACKs; give one or set RoceSettings.acks=False"
+        )
+    return start.copy(), back
 
 
 def _ints(values: list[int]) -> np.ndarray:
@@ -109,14 +112,18 @@ def _ints(values: list[int]) -> np.ndarray:
 
 def simulate(
     links: Sequence[Link],
-    flows: Sequence[Flow],
+    flows: Sequence[Flow] | FlowArrays,
     roce: RoceSettings,
     switches: set[int],
     window_s: tuple[float, float] = (0.0, 0.0),
 ) -> PacketResult:
-    """Run `flows` over `links`; nodes in `switches` have the shared buffer, PFC and ECN.
-    `window_s` (start, end): also count the bytes each flow delivers in that interval (rates)."""
-    engine_flows = Flows(*flow_arrays(links, flows), *_reverse_paths(links, flows, roce.acks))
+    """Run `flows` (Flow values, or arrays from simulators.network.collective_flows) over
+    `links`; nodes in `switches` have the shared buffer, PFC and ECN. `window_s` (start,
+    end): also count the bytes each flow delivers in that interval (rates)."""
+    arrays = flow_arrays(links, flows)
+    engine_flows = Flows(
+        *(getattr(arrays, name) for name in Flows._fields[:-2]), *_reverse_paths(links, arrays, roce.acks)
+    )
     n_nodes = 1 + max(max(link.src, link.dst) for link in links)
     rates = np.array([link.gbps * 1e9 for link in links])
     to_ps = PS_PER_S

@@ -94,9 +94,9 @@ def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
     params["sequence_parallel"] = False
     runs = []
 
-    def recording(op, group, nbytes, route, **kw):
-        out = collective_flows(op, group, nbytes, route, **kw)
-        runs.append((op, nbytes, kw, out))
+    def recording(op, groups, nbytes, route, **kw):
+        out = collective_flows(op, groups, nbytes, route, **kw)
+        runs.append((op, len(groups), nbytes, kw, out))
         return out
 
     collective_flows = _fidelity.collective_flows
@@ -108,11 +108,14 @@ def test_packet_fidelity_replays_the_algorithm_the_analytical_model_chose(
     schedule = collective_schedule("all_reduce", 8, algorithm, per_domain=4)
     assert len(schedule.transfers) == flows != len(collective_schedule("all_reduce", 8, "ring").transfers)
     replayed = [r for r in runs if r[0] == "all_reduce"]
-    assert len(replayed) == 8  # the 8 tensor-parallel groups
-    for _, nbytes, kw, out in replayed:
+    assert [r[1] for r in replayed] == [8, 1]  # the 8 tensor-parallel groups together, then the first alone
+    for _, groups, nbytes, kw, out in replayed:
         assert (kw["algorithm"], kw["per_domain"]) == (algorithm, 4)
-        assert [f.after for f in out] == [tuple(kw["offset"] + a for a in t.after) for t in schedule.transfers]
-        assert [f.nbytes for f in out] == [nbytes * len(t.chunks) // schedule.chunks for t in schedule.transfers]
+        offsets = [g * len(schedule.transfers) for g in range(groups)]
+        assert [out.waits_for(f) for f in range(out.count)] == [
+            tuple(offset + a for a in t.after) for offset in offsets for t in schedule.transfers
+        ]
+        assert list(out.nbytes) == [nbytes * len(t.chunks) // schedule.chunks for t in schedule.transfers] * groups
     outcome = LevelEvaluator(Evaluator(space), "packet", 16 << 20).simulate_many([params])[0]
     assert ("all_reduce", 8, 1, algorithm) in {
         (f["op"], f["ranks"], f["stride"], f["algorithm"]) for f in outcome.details["factors"]

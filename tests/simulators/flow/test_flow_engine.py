@@ -58,7 +58,7 @@ def test_n_flows_on_one_bottleneck_each_get_a_nth_of_it(n):
 def test_a_ring_all_reduce_on_a_non_blocking_switch_is_the_alpha_beta_formula(n):
     links, _, route = scenarios.star(n, GBPS, DELAY_S)
     nbytes = n * 8 * MTU  # whole packets per chunk
-    flows = collective_flows("all_reduce", list(range(n)), nbytes, route, mtu_bytes=MTU)
+    flows = collective_flows("all_reduce", [list(range(n))], nbytes, route, mtu_bytes=MTU)
     result = simulate(links, flows)
     alpha = 2 * DELAY_S + 2 * transfer_s(MTU)  # a step's two hops, store and forward
     formula = 2 * (n - 1) * alpha + 2 * (n - 1) / n * transfer_s(nbytes)
@@ -225,7 +225,7 @@ def test_reference_scenarios_agree_with_the_packet_engine_at_line_rate(scenario,
 )
 def test_a_collective_agrees_with_the_packet_engine_at_line_rate(op, algorithm):
     links, switches, route = scenarios.star(8, GBPS, DELAY_S)
-    flows = collective_flows(op, list(range(8)), 8 << 20, route, algorithm=algorithm, mtu_bytes=MTU)
+    flows = collective_flows(op, [list(range(8))], 8 << 20, route, algorithm=algorithm, mtu_bytes=MTU)
     flow, packet = simulate(links, flows), simulate_packets(links, flows, LINE, switches)
     assert flow.end_s == pytest.approx(packet.end_s, rel=0.05)
 

@@ -128,8 +128,8 @@ def test_a_tree_all_reduce_takes_its_depth_in_store_and_forward_hops_up_and_down
 
     links, switches, route = star(7, 400)
     nbytes = 8 << 20
-    flows = collective_flows("all_reduce", list(range(7)), nbytes, route, algorithm="tree")
-    assert len(flows) == 2 * 2 * 6  # two trees, each 6 transfers up and 6 down
+    flows = collective_flows("all_reduce", [list(range(7))], nbytes, route, algorithm="tree")
+    assert flows.count == 2 * 2 * 6  # two trees, each 6 transfers up and 6 down
     result = simulate(links, flows, LINE, switches)
     half_s = nbytes / 2 * 8 / 400e9
     assert 4 * half_s < result.finish_s.max() < 4 * 2 * half_s * 1.1  # 4 levels, at most two halves each
@@ -165,8 +165,8 @@ def test_collectives_name_the_allowed_ops_and_algorithms_even_for_one_rank():
 
     route = star(4)[2]
     with pytest.raises(SpecError, match="^op: 'gather' is not a collective; allowed: all_reduce, "):
-        collective_flows("gather", [0], 1024, route)
+        collective_flows("gather", [[0]], 1024, route)
     with pytest.raises(SpecError, match="^algorithm: 'double_binary_tree' does not implement op 'broadcast'"):
-        collective_flows("broadcast", [0], 1024, route, algorithm="tree")
+        collective_flows("broadcast", [[0]], 1024, route, algorithm="tree")
     with pytest.raises(CatalogError, match=r"^algorithm: 'rings' is not a known collective algorithm \(did you mean"):
-        collective_flows("all_reduce", [0, 1], 1024, route, algorithm="rings")
+        collective_flows("all_reduce", [[0, 1]], 1024, route, algorithm="rings")
