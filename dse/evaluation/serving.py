@@ -51,8 +51,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
             tp=params["decode_tp"],
             count=params["decode_replicas"],
             max_batch_requests=params["max_batch_requests"],
-            max_batch_tokens=params["max_batch_tokens"],
-        )
+        )  # its token budget: the engine's default (Pool.token_budget); the knob is the prefill pool's
     return Deployment(
         resolved.model,
         gpu,

@@ -16,7 +16,7 @@ the replicas' peak) and MBU (weight and KV bytes read over their HBM bandwidth).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from simulators.serving._profile import apply_profile
 from simulators.serving._profile_files import VidurProfile
 from simulators.serving._requests import Requests
 from simulators.serving._routers import get_router
-from simulators.serving._schedulers import decoders, get_scheduler
+from simulators.serving._schedulers import SCHEDULERS, decoders, get_scheduler
 
 PERCENTILES = (50, 90, 99)
 
@@ -43,23 +43,60 @@ def _positive_int(name: str, value: object) -> None:
 @dataclass(frozen=True)
 class Pool:
     """`count` replicas of tp x pp GPUs running `scheduler`. `max_batch_tokens` is the token
-    budget of an iteration (vLLM's max_num_batched_tokens, Sarathi's chunk size)."""
+    budget of an iteration (vLLM's max_num_batched_tokens, Sarathi's chunk size); None: the
+    engine's default for the workload (`token_budget`)."""
 
     scheduler: str = "sarathi"
     tp: int = 1
     pp: int = 1
     count: int = 1
     max_batch_requests: int = 128
-    max_batch_tokens: int = 512
+    max_batch_tokens: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scheduler", get_scheduler(self.scheduler).name)
-        for name in ("tp", "pp", "count", "max_batch_requests", "max_batch_tokens"):
+        for name in ("tp", "pp", "count", "max_batch_requests"):
             _positive_int(name, getattr(self, name))
+        if self.max_batch_tokens is not None:
+            _positive_int("max_batch_tokens", self.max_batch_tokens)
 
     @property
     def gpus(self) -> int:
         return self.tp * self.pp * self.count
+
+    def token_budget(self, longest_tokens: int) -> int:
+        """`max_batch_tokens`, or where unset the engine's default for a workload whose longest
+        request is `longest_tokens`: without chunked prefill vLLM's max(max_model_len, 2048),
+        with it 512 (vLLM's default chunk with chunked prefill on, as in Sarathi-Serve)."""
+        if self.max_batch_tokens is not None:
+            return self.max_batch_tokens
+        return 512 if get_scheduler(self.scheduler).chunked_prefill else max(longest_tokens, 2048)
+
+    def refusal(self, longest_tokens: int) -> str | None:
+        """Why the serving engine would refuse these limits at start-up for a workload whose
+        longest request is `longest_tokens` (prompt + output: the max_model_len it must be
+        configured with), or None. vLLM's SchedulerConfig checks max_num_batched_tokens >=
+        max_num_seqs, and >= max_model_len unless chunked prefill is on (a budget below a whole
+        request "effectively limits the maximum sequence length"); TensorRT-LLM's max_num_tokens
+        >= max_input_len without context chunking is the same rule."""
+        scheduler, budget = get_scheduler(self.scheduler), self.token_budget(longest_tokens)
+        if not scheduler.token_budget:
+            return None
+        if budget < self.max_batch_requests:
+            return (
+                f"scheduler {self.scheduler}: max_batch_tokens {budget} is below max_batch_requests "
+                f"{self.max_batch_requests} (vLLM refuses max_num_batched_tokens < max_num_seqs); "
+                f"allowed: max_batch_tokens >= {self.max_batch_requests}"
+            )
+        if not scheduler.chunked_prefill and budget < longest_tokens:
+            chunking = ", ".join(name for name, s in SCHEDULERS.items() if s.chunked_prefill)
+            return (
+                f"scheduler {self.scheduler}: max_batch_tokens {budget} is below the longest request "
+                f"({longest_tokens} tokens); without chunked prefill the engine refuses a token budget below "
+                f"max_model_len (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens); "
+                f"allowed: max_batch_tokens >= {longest_tokens}, or a scheduler with chunked prefill ({chunking})"
+            )
+        return None
 
 
 @dataclass(frozen=True)
@@ -182,18 +219,26 @@ def kv_transfer_s(deployment: Deployment, cost: ReplicaCost, prompt_tokens: np.n
 
 
 def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 0, slo: SLO = SLO()) -> ServingResult:
-    """Serve `requests` on `deployment`; PlanError if a request can never fit a replica's KV cache."""
+    """Serve `requests` on `deployment`; PlanError if the engine would refuse a pool's limits for
+    these requests (`Pool.refusal`) or a request can never fit a replica's KV cache."""
     if len(requests) == 0:
         raise SpecError("requests: 0 requests; allowed: at least one")
     prompt = np.asarray(requests.prompt_tokens, dtype=np.int64)
     output = np.asarray(requests.output_tokens, dtype=np.int64)
+    longest = {ROLE_BOTH: int((prompt + output).max()), ROLE_PREFILL: int(prompt.max()) + 1}
+    longest[ROLE_DECODE] = longest[ROLE_BOTH]
+    roles = [(deployment.pool, ROLE_PREFILL if deployment.decode else ROLE_BOTH)]
+    roles += [(deployment.decode, ROLE_DECODE)] if deployment.decode else []
+    for pool, role in roles:  # before the cost tables: a refused deployment costs nothing to price
+        refusal = pool.refusal(longest[role])
+        if refusal:
+            raise PlanError(("decode pool: " if role == ROLE_DECODE else "") + refusal)
+    roles = [(replace(pool, max_batch_tokens=pool.token_budget(longest[role])), role) for pool, role in roles]
+    deployment = replace(deployment, pool=roles[0][0], decode=roles[1][0] if deployment.decode else None)
     main, dec = pool_costs(deployment, int(prompt.max()))
-    pools = [(deployment.pool, main, ROLE_PREFILL if dec else ROLE_BOTH)]
-    if dec is not None:
-        pools.append((deployment.decode, dec, ROLE_DECODE))
+    pools = [(pool, cost, role) for (pool, role), cost in zip(roles, (main, dec))]
     for pool, cost, role in pools:
-        longest = int((prompt + (output if role != ROLE_PREFILL else 1)).max())
-        if -(-longest // cost.block_tokens) > cost.kv_blocks:
+        if -(-longest[role] // cost.block_tokens) > cost.kv_blocks:
             raise PlanError(
                 f"a request of {longest} tokens does not fit the KV cache of a tp={pool.tp} pp={pool.pp} replica "
                 f"({cost.kv_capacity_tokens} tokens)"

@@ -149,3 +149,25 @@ def test_a_deployment_is_bought_in_whole_servers(write_spec):
     metrics = Evaluator(SearchSpace.from_study(resolved)).evaluate(params).metrics
     assert metrics["capex_usd"] == pytest.approx(294_000 + 8 * 2_000 + 8 * 562.5 + 8 * 750)
     assert metrics["qps_per_owned_usd_hour"] == pytest.approx(metrics["capacity_qps"] / metrics["owned_usd_per_hour"])
+
+
+def test_the_shipped_serving_spec_has_no_deployment_an_engine_would_refuse_on_its_front(write_spec, tmp_path):
+    """search_spaces/llama70b-serving.yaml (fewer requests and trials): every vLLM candidate whose
+    token budget is below the longest request is infeasible with that reason, and no front member
+    is refused by its engine or collapses to about one request per batch (what vLLM at
+    max_batch_tokens 512 with 4096-token prompts did before it was refused)."""
+    shipped = (Path(__file__).resolve().parents[3] / "search_spaces" / "llama70b-serving.yaml").read_text()
+    text = shipped.replace("requests: 1000", "requests: 200").replace("trials: 200", "trials: 40")
+    resolved = resolve_study(load_study(write_spec(text)))
+    summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False))
+    trials, front = write_reports(summary.study, resolved, tmp_path / "out")
+    stream = request_stream(resolved.study.serving, resolved.study.seed)(1.0)
+    longest = int((stream.prompt_tokens + stream.output_tokens).max())
+    refused = trials[(trials["scheduler"] == "vllm") & (trials["max_batch_tokens"] < longest)]
+    stated = refused["reason"].str.extract(r"below the longest request \((\d+) tokens\)")[0].astype(int)
+    assert len(refused) and set(stated) <= {longest, int(stream.prompt_tokens.max()) + 1}  # a prefill pool: prompt + 1
+    assert not front.empty and front["reason"].isna().all()
+    for _, row in front.iterrows():
+        params = {k: row[k] for k in SERVING_KNOBS}
+        assert deployment_of(resolved, params).pool.refusal(longest) is None
+    assert (front["batch_size_mean"] >= 2).all()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulators._errors import SpecError
+from simulators._errors import PlanError, SpecError
 from simulators.hardware import get_gpu
 from simulators.models import get_model
 from simulators.serving import (
@@ -74,17 +74,49 @@ def check_served(result, requests):
 @pytest.mark.parametrize("pp", [1, 2])
 def test_every_request_gets_its_tokens_within_the_batch_limits(scheduler, pp):
     requests = mixed()
-    pool = Pool(scheduler.name, pp=pp, count=2, max_batch_requests=24, max_batch_tokens=1024)
+    budget = 1024 if scheduler.chunked_prefill else 2048  # a whole request fits (1800 tokens at most)
+    pool = Pool(scheduler.name, pp=pp, count=2, max_batch_requests=24, max_batch_tokens=budget)
     result = simulate_deployment(Deployment(LLAMA8B, H100, pool), requests)
     check_served(result, requests)
     engine = result.engine
     assert engine.batch_requests_sum.sum() <= engine.iterations.sum() * 24
-    longest = int((requests.prompt_tokens + requests.output_tokens).max())
-    if scheduler.chunked_prefill:
-        assert engine.batch_tokens_max.max() <= 1024
-    elif scheduler.token_budget:  # an oversized prompt runs alone, decodes are at most the request cap
-        assert engine.batch_tokens_max.max() <= max(1024, 24, longest)
+    if scheduler.token_budget:
+        assert engine.batch_tokens_max.max() <= budget
     assert (engine.replica >= 0).all() and (engine.replica < 2).all()
+
+
+def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
+    """vLLM's start-up checks: a token budget below the request cap, or (without chunked
+    prefill) below the longest request, is refused before anything runs; a scheduler with no
+    token budget has neither limit."""
+    requests = trace([0.0, 0.1], [1000, 200], [500, 10])  # the longest request: 1500 tokens
+    below_cap = Pool(scheduler.name, max_batch_requests=64, max_batch_tokens=32)
+    below_request = Pool(scheduler.name, max_batch_requests=8, max_batch_tokens=1499)
+    if not scheduler.token_budget:
+        for pool in (below_cap, below_request):
+            check_served(simulate_deployment(Deployment(LLAMA8B, H100, pool), requests), requests)
+        return
+    with pytest.raises(
+        PlanError, match=rf"^scheduler {scheduler.name}: max_batch_tokens 32 is below max_batch_requests 64 "
+    ):
+        simulate_deployment(Deployment(LLAMA8B, H100, below_cap), requests)
+    if scheduler.chunked_prefill:
+        check_served(simulate_deployment(Deployment(LLAMA8B, H100, below_request), requests), requests)
+    else:
+        with pytest.raises(
+            PlanError,
+            match=rf"^scheduler {scheduler.name}: max_batch_tokens 1499 is below the longest request \(1500 tokens\); "
+            r".*allowed: max_batch_tokens >= 1500, or a scheduler with chunked prefill \(sarathi\)$",
+        ):
+            simulate_deployment(Deployment(LLAMA8B, H100, below_request), requests)
+        fits = Pool(scheduler.name, max_batch_requests=8, max_batch_tokens=1500)
+        check_served(simulate_deployment(Deployment(LLAMA8B, H100, fits), requests), requests)
+
+
+def test_an_unset_token_budget_is_the_engines_default():
+    """vLLM without chunked prefill: max(max_model_len, 2048); with chunked prefill: 512."""
+    assert Pool("vllm").token_budget(1500) == 2048 and Pool("vllm").token_budget(9000) == 9000
+    assert Pool("sarathi").token_budget(9000) == 512 and Pool("vllm", max_batch_tokens=700).token_budget(9000) == 700
 
 
 def test_the_kv_cache_never_overflows_and_only_paging_preempts(scheduler):
@@ -111,8 +143,8 @@ def test_a_run_is_a_pure_function_of_its_inputs(scheduler):
 def test_disaggregated_pools_serve_every_request(scheduler):
     """Each scheduler prefills for its decode pool; one that can decode also runs a decode pool."""
     requests = mixed(n=150)
-    decode = Pool(scheduler.decode_pool, count=2, max_batch_requests=32, max_batch_tokens=1024)
-    split = Deployment(LLAMA8B, H100, Pool(scheduler.name, count=2, max_batch_tokens=1024), decode=decode)
+    decode = Pool(scheduler.decode_pool, count=2, max_batch_requests=32)  # the engine's default budget
+    split = Deployment(LLAMA8B, H100, Pool(scheduler.name, count=2, max_batch_tokens=2048), decode=decode)
     result = simulate_deployment(split, requests)
     check_served(result, requests)
     assert set(result.replica[requests.output_tokens > 1]) <= {2, 3}  # decoded in the decode pool

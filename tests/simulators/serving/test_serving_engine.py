@@ -38,11 +38,11 @@ def mixed(n=400, rate=20.0, seed=3):
 def test_single_server_batch_of_one_waits_as_m_d_1():
     """Batch cap 1, fixed prompts, one output token: a single server with deterministic service
     D; Poisson arrivals at load rho wait rho * D / (2 (1 - rho)) on average (Pollaczek-Khinchine)."""
-    alone = simulate_deployment(deploy("vllm", max_batch_requests=1, max_batch_tokens=512), trace([0.0], [512], [1]))
+    alone = simulate_deployment(deploy("vllm", max_batch_requests=1, max_batch_tokens=1024), trace([0.0], [512], [1]))
     service_s = alone.metrics["ttft_p50_s"]
     rate = 0.5 / service_s
     requests = make_requests(40_000, 11, rate_qps=rate, prompt=fixed(512), output=fixed(1))
-    result = simulate_deployment(deploy("vllm", max_batch_requests=1, max_batch_tokens=512), requests)
+    result = simulate_deployment(deploy("vllm", max_batch_requests=1, max_batch_tokens=1024), requests)
     ttft = (result.first_token_ns - np.round((requests.arrival_s - requests.arrival_s[0]) * 1e9)) / 1e9
     expected_wait = 0.5 * service_s / (2 * (1 - 0.5))
     assert ttft.mean() - service_s == pytest.approx(expected_wait, rel=0.08)
