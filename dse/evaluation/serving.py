@@ -12,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from dse.cost import Ownership, cost_metrics, ownership
+from dse.spec.metrics import AT_LOAD_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.serving import LengthSettings, ServingSettings
 from simulators.serving import (
@@ -122,6 +123,7 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
     metrics = dict(result.metrics) | {"num_gpus": float(deployment.gpus)}
     if capacity is not None:
         metrics["capacity_qps"] = capacity
+        metrics |= _at_load(deployment, stream, settings.latency_load * capacity, resolved.study.seed)
     excess = max(metrics["ttft_p90_s"] / settings.ttft_p90_s, _finite(metrics["tbt_p99_s"]) / settings.tbt_p99_s) - 1
     reason = None
     if capacity == 0.0:
@@ -133,6 +135,16 @@ def serve(resolved: ResolvedStudy, params: Mapping[str, Any]) -> tuple[dict[str,
             f"tbt_p99_s={metrics['tbt_p99_s']:.3g} (bound {settings.tbt_p99_s:g}) at {settings.qps:g} QPS"
         )
     return metrics, excess, reason
+
+
+def _at_load(deployment: Deployment, stream: Callable[[float], Requests], qps: float, seed: int) -> dict[str, float]:
+    """The latency percentiles at `qps` (a share of the capacity), as the *_at_load_s metrics;
+    NaN where there is no capacity to take a share of."""
+    names = [n for n in AT_LOAD_METRICS if n != "load_qps"]
+    if qps <= 0:
+        return dict.fromkeys(names, float("nan")) | {"load_qps": 0.0}
+    metrics = simulate_deployment(deployment, stream(qps), seed).metrics
+    return {name: metrics[name.replace("_at_load_s", "_s")] for name in names} | {"load_qps": qps}
 
 
 def serving_costs(resolved: ResolvedStudy, params: Mapping[str, Any], metrics: Mapping[str, float]) -> dict[str, float]:

@@ -40,19 +40,25 @@ for _metric in (
 ):
     TRAINING_METRICS.register(_metric.name, _metric)
 
+LATENCIES = (
+    ("ttft", "time to first token"),
+    ("tbt", "time between consecutive tokens"),
+    ("tpot", "time per output token after the first"),
+    ("e2e", "end-to-end request latency"),
+)
 SERVING_METRICS: Registry[Metric] = Registry("inference metric")
 for _metric in (
     *(
         Metric(f"{name}_p{p}_s", "minimize", f"{meaning}, {p}th percentile, s")
-        for name, meaning in (
-            ("ttft", "time to first token"),
-            ("tbt", "time between consecutive tokens"),
-            ("tpot", "time per output token after the first"),
-            ("e2e", "end-to-end request latency"),
-            ("normalized_latency", "end-to-end latency per output token"),
-        )
+        for name, meaning in (*LATENCIES, ("normalized_latency", "end-to-end latency per output token"))
         for p in (50, 90, 99)
     ),
+    *(
+        Metric(f"{name}_p{p}_at_load_s", "minimize", f"{meaning}, {p}th percentile at serving.latency_load x capacity")
+        for name, meaning in LATENCIES
+        for p in (50, 90, 99)
+    ),
+    Metric("load_qps", "maximize", "the arrival rate of the *_at_load_s metrics: serving.latency_load x capacity"),
     Metric("throughput_tok_s", "maximize", "output tokens per second, whole deployment"),
     Metric("total_tok_s", "maximize", "prompt and output tokens per second"),
     Metric("requests_per_s", "maximize", "requests completed per second"),
@@ -86,7 +92,8 @@ for _metric in (
 
 DIRECTIONS = ("minimize", "maximize")
 # Serving metrics of the capacity search: they exist where serving.qps is unset.
-CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour", "qps_per_owned_usd_hour")
+AT_LOAD_METRICS = tuple(name for name in SERVING_METRICS if name.endswith("_at_load_s")) + ("load_qps",)
+CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour", "qps_per_owned_usd_hour", *AT_LOAD_METRICS)
 # Metrics of an owned cluster: they exist where the price book has a server price for the GPU.
 OWNED_METRICS = (
     "capex_usd",

@@ -76,6 +76,9 @@ class ServingSettings(Frozen):
     output: LengthSettings = LengthSettings(dist="uniform", low=16, high=512)
     ttft_p90_s: float = Field(default=2.0, gt=0, le=1e6)
     tbt_p99_s: float = Field(default=0.2, gt=0, le=1e6)
+    # The share of its capacity at which a candidate's latency is also measured (the *_at_load_s
+    # metrics): at capacity every latency sits near the SLO bound, below it they differ.
+    latency_load: float = Field(default=0.7, gt=0, le=1)
     block_tokens: int = Field(default=16, ge=1, le=2**16)
     memory_fraction: float = Field(default=0.9, gt=0, le=1)
     # Measured operation times in Vidur's profile layout (mlp.csv, attention.csv, all_reduce.csv);

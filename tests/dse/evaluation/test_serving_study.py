@@ -171,3 +171,20 @@ def test_the_shipped_serving_spec_has_no_deployment_an_engine_would_refuse_on_it
         params = {k: row[k] for k in SERVING_KNOBS}
         assert deployment_of(resolved, params).pool.refusal(longest) is None
     assert (front["batch_size_mean"] >= 2).all()
+
+
+def test_latency_at_a_stated_load_is_a_run_at_that_share_of_the_capacity(write_spec):
+    """The *_at_load_s metrics are the percentiles of one more run at serving.latency_load x
+    capacity (here 0.5): the same numbers as simulating the deployment at that rate directly,
+    and at half the rate the first token comes no later than at capacity."""
+    text = SERVING_SPEC.replace("  requests: 300\n", "  requests: 300\n  latency_load: 0.5\n")
+    resolved = resolve_study(load_study(write_spec(text)))
+    params = candidate()
+    metrics = Evaluator(SearchSpace.from_study(resolved)).evaluate(params).metrics
+    capacity = metrics["capacity_qps"]
+    assert capacity > 0 and metrics["load_qps"] == pytest.approx(0.5 * capacity)
+    stream = request_stream(resolved.study.serving, resolved.study.seed)
+    direct = simulate_deployment(deployment_of(resolved, params), stream(0.5 * capacity), resolved.study.seed).metrics
+    for name in ("ttft_p90", "tbt_p99", "tpot_p50", "e2e_p99"):
+        assert metrics[f"{name}_at_load_s"] == direct[f"{name}_s"]
+    assert metrics["ttft_p90_at_load_s"] <= metrics["ttft_p90_s"]
