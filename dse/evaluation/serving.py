@@ -44,6 +44,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         count=params["replicas"],
         max_batch_requests=params["max_batch_requests"],
         max_batch_tokens=params["max_batch_tokens"],
+        moe_parallel=params["moe_parallel"],
     )
     decode = None
     if params["disaggregated"]:
@@ -52,6 +53,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
             tp=params["decode_tp"],
             count=params["decode_replicas"],
             max_batch_requests=params["max_batch_requests"],
+            moe_parallel=params["moe_parallel"],
         )  # its token budget: the engine's default (Pool.token_budget); the knob is the prefill pool's
     return Deployment(
         resolved.model,
@@ -63,6 +65,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         block_tokens=settings.block_tokens,
         memory_fraction=settings.memory_fraction,
         compute_fraction=resolved.compute_fraction,
+        expert_imbalance=settings.expert_imbalance,
         profile=_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce),
     )
 

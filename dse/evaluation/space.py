@@ -48,6 +48,7 @@ SERVING_KNOBS = (
     "gpu",
     "tp",
     "pp",
+    "moe_parallel",
     "replicas",
     "scheduler",
     "max_batch_requests",

@@ -11,7 +11,7 @@ from pydantic import (
 )
 
 from dse.spec.fields import MAX_TOKENS, FilePath, Frozen, IntKnob, one_of, positive_knob
-from simulators.serving import ROUTERS, SCHEDULERS
+from simulators.serving import MOE_PARALLEL, ROUTERS, SCHEDULERS
 
 
 class ServingSearch(Frozen):
@@ -24,6 +24,7 @@ class ServingSearch(Frozen):
     kind: Literal["inference"] = Field(default="inference", exclude=True)
     tp: IntKnob = [1, 2, 4, 8]
     pp: IntKnob = [1]
+    moe_parallel: list[str] = ["tp"]
     replicas: IntKnob = [1, 2, 4]
     scheduler: list[str] = ["sarathi"]
     max_batch_requests: IntKnob = [128]
@@ -37,10 +38,15 @@ class ServingSearch(Frozen):
         "tp", "pp", "replicas", "max_batch_requests", "max_batch_tokens", "decode_tp", "decode_replicas"
     )(positive_knob)
 
-    @field_validator("scheduler", "router", "disaggregated")
+    @field_validator("scheduler", "router", "disaggregated", "moe_parallel")
     @classmethod
     def _choices(cls, values: list, info) -> list:
-        allowed = {"scheduler": tuple(SCHEDULERS), "router": tuple(ROUTERS), "disaggregated": (False, True)}
+        allowed = {
+            "scheduler": tuple(SCHEDULERS),
+            "router": tuple(ROUTERS),
+            "disaggregated": (False, True),
+            "moe_parallel": tuple(MOE_PARALLEL),
+        }
         return one_of(values, allowed[info.field_name])
 
 
@@ -79,6 +85,9 @@ class ServingSettings(Frozen):
     # The share of its capacity at which a candidate's latency is also measured (the *_at_load_s
     # metrics): at capacity every latency sits near the SLO bound, below it they differ.
     latency_load: float = Field(default=0.7, gt=0, le=1)
+    # An MoE layer's busiest expert-parallel GPU carries this many times the mean token load
+    # (an assumption: 1 is balanced routing; skewed traffic makes a few experts hot).
+    expert_imbalance: float = Field(default=1.0, ge=1, le=64)
     block_tokens: int = Field(default=16, ge=1, le=2**16)
     memory_fraction: float = Field(default=0.9, gt=0, le=1)
     # Measured operation times in Vidur's profile layout (mlp.csv, attention.csv, all_reduce.csv);

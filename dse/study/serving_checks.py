@@ -14,8 +14,8 @@ from simulators.workload import pp_problem, precision_problem, tp_problem
 
 def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
     settings, search = study.serving, study.search
-    if model.moe_experts:
-        raise SpecError(f"model: {model.name} is a mixture-of-experts model; inference studies price dense models")
+    if not model.is_moe and set(search.moe_parallel) != {"tp"}:
+        raise SpecError(f"search.moe_parallel: {model.name} is a dense model; allowed: [tp]")
     for gpu in gpus:
         if problem := precision_problem(gpu, settings.precision):
             raise SpecError(f"serving.precision: {settings.precision!r}: {problem}")

@@ -1,7 +1,7 @@
 """Serving: request streams, replica iteration costs, schedulers and routing, capacity search."""
 
 from simulators.serving._capacity import Capacity, capacity_search
-from simulators.serving._cost import ReplicaCost, replica_cost
+from simulators.serving._cost import MOE_PARALLEL, ReplicaCost, replica_cost
 from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
 from simulators.serving._lengths import empirical, fixed, uniform, zipf
 from simulators.serving._profile import apply_profile
@@ -11,6 +11,7 @@ from simulators.serving._routers import ROUTERS, Router, get_router, register_ro
 from simulators.serving._schedulers import SCHEDULERS, Scheduler, get_scheduler, register_scheduler
 
 __all__ = [
+    "MOE_PARALLEL",
     "ARRIVALS",
     "ROUTERS",
     "SCHEDULERS",

@@ -52,6 +52,7 @@ class Pool:
     count: int = 1
     max_batch_requests: int = 128
     max_batch_tokens: int | None = None
+    moe_parallel: str = "tp"  # how a stage's tp GPUs share an MoE layer (simulators.serving.MOE_PARALLEL)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "scheduler", get_scheduler(self.scheduler).name)
@@ -114,6 +115,7 @@ class Deployment:
     block_tokens: int = 16
     memory_fraction: float = 0.9  # vLLM's gpu_memory_utilization default
     compute_fraction: float = 1.0
+    expert_imbalance: float = 1.0  # an MoE layer's busiest expert-parallel GPU over the mean (1: balanced)
     network: Network | None = None  # default: the GPU's reference system
     profile: VidurProfile | None = None  # measured operation times replacing the analytical ones
 
@@ -129,6 +131,8 @@ class Deployment:
         for name in ("memory_fraction", "compute_fraction"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"{name}: {getattr(self, name)!r} is not allowed; allowed: a number in (0, 1]")
+        if not 1 <= self.expert_imbalance <= 64:
+            raise SpecError(f"expert_imbalance: {self.expert_imbalance!r} is not allowed; allowed: a number in [1, 64]")
 
     @property
     def gpus(self) -> int:
@@ -201,6 +205,8 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
             memory_fraction=deployment.memory_fraction,
             compute_fraction=deployment.compute_fraction,
             kv_precision=deployment.kv_precision,
+            moe_parallel=pool.moe_parallel,
+            expert_imbalance=deployment.expert_imbalance,
         )
         if deployment.profile is None:
             return analytical

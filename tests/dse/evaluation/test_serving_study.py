@@ -27,6 +27,7 @@ def candidate(**changes):
         gpu="H100-SXM",
         tp=2,
         pp=1,
+        moe_parallel="tp",
         replicas=2,
         scheduler="sarathi",
         max_batch_requests=128,
@@ -188,3 +189,22 @@ def test_latency_at_a_stated_load_is_a_run_at_that_share_of_the_capacity(write_s
     for name in ("ttft_p90", "tbt_p99", "tpot_p50", "e2e_p99"):
         assert metrics[f"{name}_at_load_s"] == direct[f"{name}_s"]
     assert metrics["ttft_p90_at_load_s"] <= metrics["ttft_p90_s"]
+
+
+def test_moe_models_are_served_under_each_expert_placement(write_spec, tmp_path):
+    """search_spaces/mixtral-serving.yaml (fewer requests and trials) runs: candidates of every
+    placement tried are feasible, and the placement is a column of the front."""
+    shipped = (Path(__file__).resolve().parents[3] / "search_spaces" / "mixtral-serving.yaml").read_text()
+    text = shipped.replace("requests: 1000", "requests: 200").replace("trials: 150", "trials: 16")
+    resolved = resolve_study(load_study(write_spec(text)))
+    summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False))
+    trials, front = write_reports(summary.study, resolved, tmp_path / "out")
+    feasible = trials[trials["reason"].isna()]
+    assert set(feasible["moe_parallel"]) == {"tp", "tp_ep", "dp_ep"} and (feasible["capacity_qps"] > 0).all()
+    assert "moe_parallel" in front.columns and not front.empty
+
+
+def test_a_dense_model_has_no_expert_placement_to_search(write_spec):
+    text = SERVING_SPEC.replace("search:\n", "search:\n  moe_parallel: [tp, dp_ep]\n")
+    with pytest.raises(DseError, match=r"search.moe_parallel: .* is a dense model; allowed: \[tp\]"):
+        resolve_study(load_study(write_spec(text)))
