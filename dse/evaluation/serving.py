@@ -66,6 +66,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         memory_fraction=settings.memory_fraction,
         compute_fraction=resolved.compute_fraction,
         expert_imbalance=settings.expert_imbalance,
+        prefix_hit=settings.prefix_share if params["prefix_caching"] else 0.0,
         profile=_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce),
     )
 

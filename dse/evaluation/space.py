@@ -53,6 +53,7 @@ SERVING_KNOBS = (
     "scheduler",
     "max_batch_requests",
     "max_batch_tokens",
+    "prefix_caching",
     "router",
     "disaggregated",
     "decode_tp",

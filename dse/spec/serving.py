@@ -29,6 +29,7 @@ class ServingSearch(Frozen):
     scheduler: list[str] = ["sarathi"]
     max_batch_requests: IntKnob = [128]
     max_batch_tokens: IntKnob = [512]
+    prefix_caching: list[bool] = [False]
     router: list[str] = ["round_robin"]
     disaggregated: list[bool] = [False]
     decode_tp: IntKnob = [4]
@@ -38,13 +39,14 @@ class ServingSearch(Frozen):
         "tp", "pp", "replicas", "max_batch_requests", "max_batch_tokens", "decode_tp", "decode_replicas"
     )(positive_knob)
 
-    @field_validator("scheduler", "router", "disaggregated", "moe_parallel")
+    @field_validator("scheduler", "router", "disaggregated", "moe_parallel", "prefix_caching")
     @classmethod
     def _choices(cls, values: list, info) -> list:
         allowed = {
             "scheduler": tuple(SCHEDULERS),
             "router": tuple(ROUTERS),
             "disaggregated": (False, True),
+            "prefix_caching": (False, True),
             "moe_parallel": tuple(MOE_PARALLEL),
         }
         return one_of(values, allowed[info.field_name])
@@ -88,6 +90,9 @@ class ServingSettings(Frozen):
     # An MoE layer's busiest expert-parallel GPU carries this many times the mean token load
     # (an assumption: 1 is balanced routing; skewed traffic makes a few experts hot).
     expert_imbalance: float = Field(default=1.0, ge=1, le=64)
+    # The share of each prompt that earlier requests already sent (a system prompt, a
+    # conversation's history): what a prefix cache (search.prefix_caching) finds.
+    prefix_share: float = Field(default=0.0, ge=0, lt=1)
     block_tokens: int = Field(default=16, ge=1, le=2**16)
     memory_fraction: float = Field(default=0.9, gt=0, le=1)
     # Measured operation times in Vidur's profile layout (mlp.csv, attention.csv, all_reduce.csv);

@@ -116,6 +116,7 @@ class Deployment:
     memory_fraction: float = 0.9  # vLLM's gpu_memory_utilization default
     compute_fraction: float = 1.0
     expert_imbalance: float = 1.0  # an MoE layer's busiest expert-parallel GPU over the mean (1: balanced)
+    prefix_hit: float = 0.0  # share of each prompt found in the prefix cache (0: no prefix caching)
     network: Network | None = None  # default: the GPU's reference system
     profile: VidurProfile | None = None  # measured operation times replacing the analytical ones
 
@@ -131,6 +132,8 @@ class Deployment:
         for name in ("memory_fraction", "compute_fraction"):
             if not 0 < getattr(self, name) <= 1:
                 raise SpecError(f"{name}: {getattr(self, name)!r} is not allowed; allowed: a number in (0, 1]")
+        if not 0 <= self.prefix_hit < 1:
+            raise SpecError(f"prefix_hit: {self.prefix_hit!r} is not allowed; allowed: a number in [0, 1)")
         if not 1 <= self.expert_imbalance <= 64:
             raise SpecError(f"expert_imbalance: {self.expert_imbalance!r} is not allowed; allowed: a number in [1, 64]")
 
@@ -215,6 +218,13 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
     return cost(deployment.pool), (cost(deployment.decode) if deployment.decode else None)
 
 
+def cached_tokens(prompt: np.ndarray, hit: float, block_tokens: int) -> np.ndarray:
+    """Tokens of each prompt found in the prefix cache: the `hit` share (< 1) rounded down to
+    whole blocks (vLLM caches full blocks only), so never the last token, which is always
+    computed (its logits give the first output token)."""
+    return np.floor(prompt * hit / block_tokens).astype(np.int64) * block_tokens
+
+
 def kv_transfer_s(deployment: Deployment, cost: ReplicaCost, prompt_tokens: np.ndarray) -> np.ndarray:
     """Seconds to move each prompt's KV cache from a prefill replica to a decode replica: every
     GPU of the prefill replica sends its share over its own NIC at once."""
@@ -263,6 +273,7 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
             arrival_ns,
             prompt,
             output,
+            cached_tokens(prompt, deployment.prefix_hit, deployment.block_tokens),
             np.round(transfer * 1e9).astype(np.int64),
             np.array([role for *_, role in replicas], np.int64),
             np.array([get_scheduler(pool.scheduler).row() for _, pool, _, _ in replicas]),

@@ -23,6 +23,10 @@ Its scheduler is a row of `replica_traits` (columns below; the registered combin
   alone); without it a batch is bounded by its request cap only.
 - CHUNKED_PREFILL: prompts are cut into chunks that fill the budget and decodes count against it
   (Sarathi-Serve); without it a prompt that does not fit the budget left waits.
+A request may arrive with the first `cached` tokens of its prompt already in the replica's prefix
+cache (vLLM's automatic prefix caching, SGLang's radix cache): it prefills only the rest, its
+chunks attend to the cached keys too, and its blocks cover the whole prompt (each request's
+copy counted, as if no two shared a block); preempted, it keeps its cached prefix.
 Roles: a replica serves whole requests, only prefills (its requests leave after the first token,
 their KV sent to the decode pool, which costs `transfer_ns`), or only decodes. The router is a
 starting rule and a balancing flag (`_route`; the registered ones are in `_routers.py`).
@@ -110,6 +114,7 @@ def simulate_serving(
     arrival_ns,
     prompt,
     output,
+    cached,
     transfer_ns,
     replica_role,
     replica_traits,
@@ -134,7 +139,7 @@ def simulate_serving(
     # --- per request
     state = np.zeros(n, np.int64)
     replica_of = np.full(n, -1, np.int64)
-    need = prompt.copy()  # tokens to prefill this attempt (prompt, plus produced tokens after preemption)
+    need = prompt - cached  # tokens to prefill this attempt (prompt, plus produced tokens after preemption)
     prefilled = np.zeros(n, np.int64)
     generated = np.zeros(n, np.int64)
     blocks = np.zeros(n, np.int64)
@@ -336,7 +341,7 @@ def simulate_serving(
                     if prefilled[i] < need[i]:
                         c = need[i] - prefilled[i]
                         chunk_len[n_ch] = c
-                        chunk_past[n_ch] = prefilled[i]
+                        chunk_past[n_ch] = cached[i] + prefilled[i]
                         n_ch += 1
                         tok = c
                     else:
@@ -353,9 +358,10 @@ def simulate_serving(
             if prio and role != ROLE_DECODE and head[r] >= 0:
                 # vLLM prefers admitting prefills when the head of the queue fits
                 i = head[r]
-                if n_running[r] < max_req and need[i] <= budget and _blocks_for(need[i], bt) <= free_blocks[r]:
+                want = _blocks_for(cached[i] + need[i], bt)
+                if n_running[r] < max_req and need[i] <= budget and want <= free_blocks[r]:
                     prefill_turn = True
-                elif n_running[r] == 0 and _blocks_for(need[i], bt) <= free_blocks[r]:
+                elif n_running[r] == 0 and want <= free_blocks[r]:
                     prefill_turn = True  # an oversized prompt runs alone
             if not prefill_turn:
                 q = 0
@@ -388,7 +394,7 @@ def simulate_serving(
                             for q2 in range(victim, n_running[r] - 1):
                                 running[r, q2] = running[r, q2 + 1]
                             n_running[r] -= 1
-                            need[v] = prompt[v] + generated[v]
+                            need[v] = prompt[v] - cached[v] + generated[v]
                             prefilled[v] = 0
                             preemptions[v] += 1
                             state[v] = WAITING
@@ -424,7 +430,7 @@ def simulate_serving(
                             continue
                         c = min(need[i] - prefilled[i], left)
                         chunk_len[n_ch] = c
-                        chunk_past[n_ch] = prefilled[i]
+                        chunk_past[n_ch] = cached[i] + prefilled[i]
                         n_ch += 1
                         batch_req[r, slot, nb] = i
                         batch_tok[r, slot, nb] = c
@@ -439,7 +445,7 @@ def simulate_serving(
                     if not paged:
                         want = _blocks_for(prompt[i] + output[i], bt)
                     else:
-                        want = _blocks_for(need[i], bt)
+                        want = _blocks_for(cached[i] + need[i], bt)
                     if want > free_blocks[r]:
                         break
                     if not chunked and need[i] > left and nb > 0:
@@ -447,7 +453,7 @@ def simulate_serving(
                     _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                     c = min(need[i], left) if chunked else need[i]
                     chunk_len[n_ch] = c
-                    chunk_past[n_ch] = 0
+                    chunk_past[n_ch] = cached[i]
                     n_ch += 1
                     batch_req[r, slot, nb] = i
                     batch_tok[r, slot, nb] = c

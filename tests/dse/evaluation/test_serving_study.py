@@ -32,6 +32,7 @@ def candidate(**changes):
         scheduler="sarathi",
         max_batch_requests=128,
         max_batch_tokens=512,
+        prefix_caching=False,
         router="round_robin",
         disaggregated=False,
         decode_tp=1,
