@@ -1,6 +1,7 @@
 """Inference studies end to end: spec, knobs, capacity per candidate, reports."""
 
 import dataclasses
+import re
 from pathlib import Path
 
 import numpy as np
@@ -193,10 +194,17 @@ def test_latency_at_a_stated_load_is_a_run_at_that_share_of_the_capacity(write_s
 
 
 def test_moe_models_are_served_under_each_expert_placement(write_spec, tmp_path):
-    """search_spaces/mixtral-serving.yaml (fewer requests and trials) runs: candidates of every
-    placement tried are feasible, and the placement is a column of the front."""
+    """search_spaces/mixtral-serving.yaml (fewer requests, one scheduler and batch limit, every
+    GPU, size and placement in a grid) runs: candidates of every placement are feasible, and
+    the placement is a column of the front."""
     shipped = (Path(__file__).resolve().parents[3] / "search_spaces" / "mixtral-serving.yaml").read_text()
-    text = shipped.replace("requests: 1000", "requests: 200").replace("trials: 150", "trials: 16")
+    text = shipped.replace("requests: 1000", "requests: 200").replace("trials: 150", "trials: 24")
+    for knob, values in (("scheduler", "[sarathi]"), ("replicas", "[1]"), ("max_batch_requests", "[128]")):
+        text = re.sub(rf"  {knob}: \[.*\]", f"  {knob}: {values}", text)
+    text = re.sub(r"  max_batch_tokens: \[.*\].*", "  max_batch_tokens: [2048]", text)
+    text = re.sub(r"  prefix_caching: \[.*\]", "  prefix_caching: [true]", text).replace(
+        "sampler: tpe", "sampler: grid"
+    )
     resolved = resolve_study(load_study(write_spec(text)))
     summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False))
     trials, front = write_reports(summary.study, resolved, tmp_path / "out")
