@@ -15,10 +15,12 @@ from dse.cost import Ownership, cost_metrics, ownership
 from dse.spec.metrics import AT_LOAD_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.serving import LengthSettings, ServingSettings
+from simulators.models import get_model
 from simulators.serving import (
     Deployment,
     Pool,
     Requests,
+    Speculation,
     VidurProfile,
     capacity_search,
     fixed,
@@ -67,8 +69,14 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         compute_fraction=resolved.compute_fraction,
         expert_imbalance=settings.expert_imbalance,
         prefix_hit=settings.prefix_share if params["prefix_caching"] else 0.0,
+        speculation=_speculation(settings.draft_model, params["speculative_tokens"], params["speculative_acceptance"]),
         profile=_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce),
     )
+
+
+def _speculation(draft: str | None, tokens: int, acceptance: float | None) -> Speculation | None:
+    """Speculative decoding with `tokens` draft tokens of `draft`, or None for none."""
+    return Speculation(get_model(draft, "serving.draft_model"), tokens, acceptance) if tokens else None
 
 
 def request_stream(settings: ServingSettings, seed: int) -> Callable[[float], Requests]:

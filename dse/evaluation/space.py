@@ -54,6 +54,8 @@ SERVING_KNOBS = (
     "max_batch_requests",
     "max_batch_tokens",
     "prefix_caching",
+    "speculative_tokens",
+    "speculative_acceptance",
     "router",
     "disaggregated",
     "decode_tp",

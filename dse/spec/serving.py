@@ -10,7 +10,7 @@ from pydantic import (
     model_validator,
 )
 
-from dse.spec.fields import MAX_TOKENS, FilePath, Frozen, IntKnob, one_of, positive_knob
+from dse.spec.fields import MAX_TOKENS, FilePath, Frozen, IntKnob, non_empty_unique, one_of, positive_knob
 from simulators.serving import MOE_PARALLEL, ROUTERS, SCHEDULERS
 
 
@@ -30,6 +30,8 @@ class ServingSearch(Frozen):
     max_batch_requests: IntKnob = [128]
     max_batch_tokens: IntKnob = [512]
     prefix_caching: list[bool] = [False]
+    speculative_tokens: list[int] = [0]  # draft tokens a verify step (0: no speculative decoding)
+    speculative_acceptance: list[float] = [0.7]  # the chance each draft token is accepted
     router: list[str] = ["round_robin"]
     disaggregated: list[bool] = [False]
     decode_tp: IntKnob = [4]
@@ -38,6 +40,19 @@ class ServingSearch(Frozen):
     _counts = field_validator(
         "tp", "pp", "replicas", "max_batch_requests", "max_batch_tokens", "decode_tp", "decode_replicas"
     )(positive_knob)
+
+    @field_validator("speculative_tokens")
+    @classmethod
+    def _draft_tokens(cls, values: list[int]) -> list[int]:
+        return one_of(values, range(16))
+
+    @field_validator("speculative_acceptance")
+    @classmethod
+    def _acceptance(cls, values: list[float]) -> list[float]:
+        non_empty_unique(values)
+        if any(not 0 <= v < 1 for v in values):
+            raise ValueError(f"{values} holds a value outside [0, 1)")
+        return values
 
     @field_validator("scheduler", "router", "disaggregated", "moe_parallel", "prefix_caching")
     @classmethod
@@ -93,6 +108,9 @@ class ServingSettings(Frozen):
     # The share of each prompt that earlier requests already sent (a system prompt, a
     # conversation's history): what a prefix cache (search.prefix_caching) finds.
     prefix_share: float = Field(default=0.0, ge=0, lt=1)
+    # The draft model of speculative decoding (a zoo name; needed where search.speculative_tokens
+    # holds a value above 0): it must share the model's tokenizer.
+    draft_model: str | None = Field(default=None, min_length=1, max_length=255)
     block_tokens: int = Field(default=16, ge=1, le=2**16)
     memory_fraction: float = Field(default=0.9, gt=0, le=1)
     # Measured operation times in Vidur's profile layout (mlp.csv, attention.csv, all_reduce.csv);

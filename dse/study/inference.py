@@ -53,10 +53,13 @@ class InferenceKind(StudyKind):
         meets the SLO is each trial's verdict."""
 
     def canonical_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
-        """The decode pool of a deployment that is not disaggregated has no effect (None)."""
+        """The decode pool of a deployment that is not disaggregated, and the acceptance rate
+        of one that does not speculate, have no effect (None)."""
         canonical = dict(params)
         if not canonical["disaggregated"]:
             canonical["decode_tp"] = canonical["decode_replicas"] = None
+        if not canonical["speculative_tokens"]:
+            canonical["speculative_acceptance"] = None
         return canonical
 
     def simulate_many(

@@ -7,13 +7,17 @@ from dse.spec.fields import knob_values
 from dse.spec.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, regular_file
 from dse.spec.study import Study
 from simulators.hardware import GpuSpec
-from simulators.models import ModelSpec
+from simulators.models import ModelSpec, get_model
 from simulators.serving import load_trace, load_vidur_profile
 from simulators.workload import pp_problem, precision_problem, tp_problem
 
 
 def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
     settings, search = study.serving, study.search
+    if any(search.speculative_tokens) and settings.draft_model is None:
+        raise SpecError("serving.draft_model: needed where search.speculative_tokens holds a value above 0")
+    if settings.draft_model is not None:
+        get_model(settings.draft_model, "serving.draft_model")
     if not model.is_moe and set(search.moe_parallel) != {"tp"}:
         raise SpecError(f"search.moe_parallel: {model.name} is a dense model; allowed: [tp]")
     for gpu in gpus:

@@ -9,6 +9,7 @@ from simulators.serving._profile_files import VidurProfile, load_vidur_profile
 from simulators.serving._requests import ARRIVALS, Requests, TraceData, load_trace, make_requests
 from simulators.serving._routers import ROUTERS, Router, get_router, register_router
 from simulators.serving._schedulers import SCHEDULERS, Scheduler, get_scheduler, register_scheduler
+from simulators.serving._speculative import Speculation
 
 __all__ = [
     "MOE_PARALLEL",
@@ -16,6 +17,7 @@ __all__ = [
     "ROUTERS",
     "SCHEDULERS",
     "SLO",
+    "Speculation",
     "Capacity",
     "Deployment",
     "Pool",

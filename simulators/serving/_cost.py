@@ -80,6 +80,7 @@ class ReplicaCost:
     kv_blocks: int
     block_tokens: int
     kv_bytes_per_token: float  # whole replica: every layer, K and V
+    kv_bytes_per_token_per_gpu: float  # what one GPU caches of a token (its layers, its heads)
     weight_bytes_per_gpu: float
     flops_per_token: float  # linear GEMMs of the whole model (2 x weights), logits excluded
     attention_flops_per_pair: float  # per (query, key) pair over the whole model (QK^T and PV)
@@ -265,6 +266,7 @@ def replica_cost(
         kv_blocks=blocks,
         block_tokens=block_tokens,
         kv_bytes_per_token=float(kv_per_token),
+        kv_bytes_per_token_per_gpu=float(kv_per_token_per_gpu),
         weight_bytes_per_gpu=float(weights_per_gpu),
         flops_per_token=_flops_per_token(model),
         attention_flops_per_pair=2.0 * model.layers * model.heads * (model.d_head + (model.v_head_dim or model.d_head)),

@@ -31,6 +31,7 @@ from simulators.serving._profile_files import VidurProfile
 from simulators.serving._requests import Requests
 from simulators.serving._routers import get_router
 from simulators.serving._schedulers import SCHEDULERS, decoders, get_scheduler
+from simulators.serving._speculative import Speculation
 
 PERCENTILES = (50, 90, 99)
 
@@ -117,6 +118,7 @@ class Deployment:
     compute_fraction: float = 1.0
     expert_imbalance: float = 1.0  # an MoE layer's busiest expert-parallel GPU over the mean (1: balanced)
     prefix_hit: float = 0.0  # share of each prompt found in the prefix cache (0: no prefix caching)
+    speculation: Speculation | None = None  # speculative decoding where the requests decode
     network: Network | None = None  # default: the GPU's reference system
     profile: VidurProfile | None = None  # measured operation times replacing the analytical ones
 
@@ -218,6 +220,29 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
     return cost(deployment.pool), (cost(deployment.decode) if deployment.decode else None)
 
 
+def _speculation_rows(deployment: Deployment, pool: Pool, target: ReplicaCost):
+    """The draft's engine rows for `pool` and its target cost with the draft's memory taken out
+    (simulators/serving/_speculative.py)."""
+    speculation = deployment.speculation
+    speculation.check(deployment.model, pool.pp, pool.moe_parallel, deployment.block_tokens)
+    width = len(target.linear_s) - 1
+    draft = replica_cost(
+        speculation.draft,
+        deployment.gpu,
+        pool.tp,
+        1,
+        deployment.fabric_network,
+        precision=deployment.precision,
+        max_batch_tokens=width,
+        max_batch_requests=width,
+        block_tokens=deployment.block_tokens,
+        memory_fraction=deployment.memory_fraction,
+        compute_fraction=deployment.compute_fraction,
+        kv_precision=deployment.kv_precision,
+    )
+    return speculation.engine_rows(target, draft)
+
+
 def cached_tokens(prompt: np.ndarray, hit: float, block_tokens: int) -> np.ndarray:
     """Tokens of each prompt found in the prefix cache: the `hit` share (< 1) rounded down to
     whole blocks (vLLM caches full blocks only), so never the last token, which is always
@@ -253,13 +278,20 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
     deployment = replace(deployment, pool=roles[0][0], decode=roles[1][0] if deployment.decode else None)
     main, dec = pool_costs(deployment, int(prompt.max()))
     pools = [(pool, cost, role) for (pool, role), cost in zip(roles, (main, dec))]
+    tables = np.zeros((len(pools), 7, len(main.linear_s)))
+    tables[:, 5, 3] = 1.0  # tokens a decode step yields
+    if deployment.speculation is not None:  # the pool where requests decode speculates
+        k = len(pools) - 1
+        pool, cost, role = pools[k]
+        tables[k, 6], tables[k, 5, 4], cost = _speculation_rows(deployment, pool, cost)
+        tables[k, 5, 2:4] = (deployment.speculation.tokens, deployment.speculation.tokens_per_step)
+        pools[k] = (pool, cost, role)
     for pool, cost, role in pools:
         if -(-longest[role] // cost.block_tokens) > cost.kv_blocks:
             raise PlanError(
-                f"a request of {longest} tokens does not fit the KV cache of a tp={pool.tp} pp={pool.pp} replica "
-                f"({cost.kv_capacity_tokens} tokens)"
+                f"a request of {longest[role]} tokens does not fit the KV cache of a tp={pool.tp} pp={pool.pp} "
+                f"replica ({cost.kv_capacity_tokens} tokens)"
             )
-    tables = np.zeros((len(pools), 6, len(main.linear_s)))
     for k, (_, c, _) in enumerate(pools):
         for row, values in enumerate((c.linear_s, c.allreduce_s, c.prefill_attention_s, c.send_s, c.logits_s)):
             tables[k, row] = values

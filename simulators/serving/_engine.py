@@ -27,6 +27,11 @@ A request may arrive with the first `cached` tokens of its prompt already in the
 cache (vLLM's automatic prefix caching, SGLang's radix cache): it prefills only the rest, its
 chunks attend to the cached keys too, and its blocks cover the whole prompt (each request's
 copy counted, as if no two shared a block); preempted, it keeps its cached prefix.
+Speculative decoding (a replica's cost row 5 holds k draft tokens and E, the tokens a verify
+step yields on average): a decode carries 1 + k tokens through the model, the draft model's k
+steps are priced before it (row 6 by decodes, plus a cost per cached token), and each request
+gains floor(c + E) - floor(c) tokens a step, c its running sum of E (integer tokens, the mean
+exact, a run still a pure function of its inputs); tokens of one step arrive together.
 Roles: a replica serves whole requests, only prefills (its requests leave after the first token,
 their KV sent to the decode pool, which costs `transfer_ns`), or only decodes. The router is a
 starting rule and a balancing flag (`_route`; the registered ones are in `_routers.py`).
@@ -65,7 +70,9 @@ def _iteration_ns(
     """(latency, first-stage occupancy) of one batch, integer ns.
 
     cost: float64 rows [linear, allreduce, prefill_attention, send] by tokens, then a row of
-    logits by sequences; scalars packed in cost[5, :2] = decode fixed, decode per token."""
+    logits by sequences; scalars packed in cost[5, :5] = decode fixed, decode per token,
+    draft tokens k, tokens per verify step E, the draft's cost per cached token; row 6 the
+    draft model's step by decodes."""
     per_layer = _lookup(cost[0], tokens, 1.0) + _lookup(cost[1], tokens, 1.0)
     for j in range(n_chunks):
         c = chunk_len[j]
@@ -75,8 +82,11 @@ def _iteration_ns(
     stage = layers_per_stage * per_layer
     logits = _lookup(cost[4], n_logits, 1.0) if n_logits > 0 else 0.0
     send = _lookup(cost[3], tokens, 1.0)
-    latency = pp * stage + (pp - 1) * send + logits
-    occupancy = latency if pp == 1 else stage + send + logits
+    draft = 0.0
+    if n_decodes > 0 and cost[5, 2] > 0:  # the draft proposes k tokens for every decode first
+        draft = cost[5, 2] * (_lookup(cost[6], n_decodes, 1.0) + cost[5, 4] * decode_context)
+    latency = pp * stage + (pp - 1) * send + logits + draft
+    occupancy = latency if pp == 1 else stage + send + logits + draft
     return np.int64(round(latency * 1e9)), np.int64(round(occupancy * 1e9))
 
 
@@ -142,6 +152,7 @@ def simulate_serving(
     need = prompt - cached  # tokens to prefill this attempt (prompt, plus produced tokens after preemption)
     prefilled = np.zeros(n, np.int64)
     generated = np.zeros(n, np.int64)
+    carry = np.zeros(n)  # running sum of the tokens speculative verify steps yield on average
     blocks = np.zeros(n, np.int64)
     in_flight = np.zeros(n, np.bool_)
     first_ns = np.full(n, -1, np.int64)
@@ -233,18 +244,23 @@ def simulate_serving(
                 if state[i] == DONE:  # static padding
                     continue
                 produced = False
+                count = 1
                 if prefilled[i] < need[i]:
                     prefilled[i] += tok
                     produced = prefilled[i] == need[i]
                 else:
                     produced = True
+                    yields = costs[replica_cost_index[r], 5, 3]
+                    count = min(np.int64(np.floor(carry[i] + yields) - np.floor(carry[i])), output[i] - generated[i])
+                    carry[i] += yields
                 if produced:
-                    generated[i] += 1
-                    if generated[i] == 1:
-                        first_ns[i] = t
-                    else:
-                        gaps[gap_offset[i] + generated[i] - 2] = t - last_ns[i]
-                    last_ns[i] = t
+                    for _ in range(count):
+                        generated[i] += 1
+                        if generated[i] == 1:
+                            first_ns[i] = t
+                        else:
+                            gaps[gap_offset[i] + generated[i] - 2] = t - last_ns[i]
+                        last_ns[i] = t
                     leaves = generated[i] == output[i]
                     if leaves:
                         state[i] = DONE
@@ -310,6 +326,7 @@ def simulate_serving(
         paged, prio = replica_traits[r, PAGED], replica_traits[r, PREFILL_PRIORITY]
         mixed, budgeted = replica_traits[r, MIXED], replica_traits[r, TOKEN_BUDGET]
         chunked = replica_traits[r, CHUNKED_PREFILL]
+        step = 1 + np.int64(costs[replica_cost_index[r], 5, 2])  # tokens a decode carries: 1 + draft tokens
         role = replica_role[r]
         bt = block_tokens
         nb = 0  # requests in the new batch
@@ -345,7 +362,7 @@ def simulate_serving(
                         n_ch += 1
                         tok = c
                     else:
-                        tok = 1
+                        tok = step
                         n_dec += 1
                         dec_ctx += prompt[i] + generated[i]
                     batch_req[r, slot, nb] = i
@@ -376,7 +393,7 @@ def simulate_serving(
                     if nb >= per_batch or (chunked and nb >= budget):
                         break
                     if paged:
-                        want = _blocks_for(prompt[i] + generated[i], bt)
+                        want = _blocks_for(prompt[i] + generated[i] + step - 1, bt)
                         preempted_self = False
                         while blocks[i] < want and free_blocks[r] == 0:
                             # preempt the most recently admitted request not in flight
@@ -416,9 +433,9 @@ def simulate_serving(
                             free_blocks[r] -= 1
                             blocks[i] += 1
                     batch_req[r, slot, nb] = i
-                    batch_tok[r, slot, nb] = 1
+                    batch_tok[r, slot, nb] = step
                     nb += 1
-                    tokens += 1
+                    tokens += step
                     n_dec += 1
                     dec_ctx += prompt[i] + generated[i]
                     q += 1
@@ -464,15 +481,15 @@ def simulate_serving(
                 # decode-only replicas admit arrivals whose cache fits, then decode them next time
                 while head[r] >= 0 and n_running[r] < max_req and nb < per_batch:
                     i = head[r]
-                    want = _blocks_for(prompt[i] + generated[i], bt)
+                    want = _blocks_for(prompt[i] + generated[i] + step - 1, bt)
                     if want > free_blocks[r]:
                         break
                     _admit(r, want, head, tail, next_in_queue, free_blocks, blocks, state, running, n_running)
                     prefilled[i] = need[i]
                     batch_req[r, slot, nb] = i
-                    batch_tok[r, slot, nb] = 1
+                    batch_tok[r, slot, nb] = step
                     nb += 1
-                    tokens += 1
+                    tokens += step
                     n_dec += 1
                     dec_ctx += prompt[i] + generated[i]
         if nb == 0:
@@ -480,7 +497,9 @@ def simulate_serving(
         for j in range(nb):
             i = batch_req[r, slot, j]
             in_flight[i] = True
-            if prefilled[i] + batch_tok[r, slot, j] >= need[i]:  # a decode, or a chunk ending the prompt
+            if prefilled[i] >= need[i]:  # a decode: logits for each token it carries
+                n_logits += batch_tok[r, slot, j]
+            elif prefilled[i] + batch_tok[r, slot, j] >= need[i]:  # a chunk ending the prompt
                 n_logits += 1
         ci = replica_cost_index[r]
         latency, occupancy = _iteration_ns(

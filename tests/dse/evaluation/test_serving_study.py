@@ -34,6 +34,8 @@ def candidate(**changes):
         max_batch_requests=128,
         max_batch_tokens=512,
         prefix_caching=False,
+        speculative_tokens=0,
+        speculative_acceptance=0.7,
         router="round_robin",
         disaggregated=False,
         decode_tp=1,
@@ -217,3 +219,20 @@ def test_a_dense_model_has_no_expert_placement_to_search(write_spec):
     text = SERVING_SPEC.replace("search:\n", "search:\n  moe_parallel: [tp, dp_ep]\n")
     with pytest.raises(DseError, match=r"search.moe_parallel: .* is a dense model; allowed: \[tp\]"):
         resolve_study(load_study(write_spec(text)))
+
+
+def test_speculative_decoding_needs_a_draft_model(write_spec):
+    text = SERVING_SPEC.replace("search:\n", "search:\n  speculative_tokens: [0, 4]\n")
+    with pytest.raises(DseError, match=r"serving.draft_model: needed where search.speculative_tokens holds a value"):
+        resolve_study(load_study(write_spec(text)))
+
+
+def test_a_speculating_candidate_is_the_deployment_with_its_draft(write_spec):
+    """The knobs reach the deployment: k draft tokens of the stated draft at the acceptance
+    asked; without draft tokens there is no speculation, whatever the acceptance knob says."""
+    text = SERVING_SPEC.replace("  requests: 300\n", "  requests: 300\n  draft_model: llama3-8b\n")
+    resolved = resolve_study(load_study(write_spec(text)))
+    speculating = deployment_of(resolved, candidate(speculative_tokens=4, speculative_acceptance=0.6))
+    assert (speculating.speculation.draft.name, speculating.speculation.tokens) == ("llama3-8b", 4)
+    assert speculating.speculation.tokens_per_step == pytest.approx((1 - 0.6**5) / 0.4)
+    assert deployment_of(resolved, candidate(speculative_tokens=0)).speculation is None
