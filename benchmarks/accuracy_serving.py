@@ -60,6 +60,8 @@ def predict(row: dict[str, str], offline_requests: int) -> float:
     if tp * pp != int(row["num_gpus"]):
         raise Skip("tp*pp differs from num_gpus (several replicas)")
     precision = row["precision"] or ("fp16" if gpu.peak_tflops("bf16") is None else "bf16")
+    if not row["input_len"] or not row["output_len"]:
+        raise Skip(f"request lengths follow a dataset ({row['dataset']}) whose lengths are not shipped")
     prompt, output = int(row["input_len"]), int(row["output_len"])
     static = row["scheduler"].startswith("static")
     if static:
