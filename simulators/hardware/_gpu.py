@@ -92,6 +92,15 @@ class GpuSpec(BaseModel):
         """Dense tensor-core peak for a GEMM precision, or None where the GPU lacks it."""
         return getattr(self, f"{precision}_tflops")
 
+    def sustaining(self, fraction: float) -> GpuSpec:
+        """This GPU with its compute peaks at `fraction` of the catalogue's (the share of the
+        modelled kernel speed a software stack sustains) and its memory as it is, so kernels
+        bound by HBM bandwidth keep their speed."""
+        if fraction == 1.0:
+            return self
+        peaks = {f"{p}_tflops": self.peak_tflops(p) * fraction for p in PRECISIONS if self.peak_tflops(p)}
+        return self.model_copy(update=peaks)
+
     def gemm_efficiency_for(self, precision: str) -> float:
         """Measured large-GEMM fraction of the `precision` peak. Where the catalogue has no
         measurement for fp4 (fp8), the fraction of the next wider precision stands in: an

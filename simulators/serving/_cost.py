@@ -209,6 +209,7 @@ def replica_cost(
     if problem := precision_problem(gpu, precision):
         raise PlanError(f"precision: {problem}")
     layout = Layout.of(model, tp, moe_parallel if model.is_moe else "tp")
+    sustained = gpu.sustaining(compute_fraction)  # kernels: compute at the stack's share, HBM as it is
     if layout.attention_tp > 1 and (problem := tp_problem(model, tp)):
         raise PlanError(f"tp={tp}: {problem}")
     if problem := pp_problem(model, pp):
@@ -220,24 +221,25 @@ def replica_cost(
     linear = np.zeros(len(t))
     collectives = np.zeros(len(t))
     for first, count in model.layer_runs:  # tables per layer: the mean over the model's layers
-        linear_s, collective_s = _layer_s(model, gpu, layout, first, t, t_rank, precision, network, expert_imbalance)
+        linear_s, collective_s = _layer_s(
+            model, sustained, layout, first, t, t_rank, precision, network, expert_imbalance
+        )
         linear += linear_s * count / model.layers
         collectives += collective_s * count / model.layers
     prefill_kv = heads if model.is_mla else kv_heads  # MLA prefills with keys and values up-projected per head
-    prefill = attention_time_s(gpu, 1, heads, t, t, model.d_head, True, kv_heads=prefill_kv) / layout.token_share
+    prefill = attention_time_s(sustained, 1, heads, t, t, model.d_head, True, kv_heads=prefill_kv) / layout.token_share
     cached_dim, cached_heads, reads = (
         (model.kv_lora_rank + model.qk_rope_head_dim, 1, 0.5) if model.is_mla else (model.d_head, kv_heads, 1.0)
     )  # MLA decodes against its latent (keys and values are one cache, read once)
-    fixed = float(attention_time_s(gpu, 1, heads, 1, 1, cached_dim, False, kv_heads=cached_heads))
+    fixed = float(attention_time_s(sustained, 1, heads, 1, 1, cached_dim, False, kv_heads=cached_heads))
     long = 1 << 16
-    long_s = float(attention_time_s(gpu, 1, heads, 1, long, cached_dim, False, kv_heads=cached_heads))
+    long_s = float(attention_time_s(sustained, 1, heads, 1, long, cached_dim, False, kv_heads=cached_heads))
     per_token = (long_s - fixed) / (long - 1) * kv_bytes / KV_BYTES["bf16"] * reads / layout.token_share
     n = np.maximum(np.arange(max_batch_requests + 1), 1)
-    logits = gemm_time_s(gpu, n, logits_gemm(model, 1, 1, tp).n, model.hidden, 1, precision)
+    logits = gemm_time_s(sustained, n, logits_gemm(model, 1, 1, tp).n, model.hidden, 1, precision)
     activation_bytes = t * model.hidden * ACTIVATION_BYTES
     stride = tp  # stages sit tp ranks apart
     send = collective_time_s("send_recv", activation_bytes, 2, stride, network) if pp > 1 else 0 * t
-    scale = 1.0 / compute_fraction
     cached_per_layer = cached_dim * (1 if model.is_mla else 2 * model.kv_heads) * kv_bytes
     kv_per_token = model.layers * cached_per_layer
     weights_per_gpu = layout.weight_bytes_per_gpu(model, WEIGHT_BYTES[precision]) / pp
@@ -256,12 +258,12 @@ def replica_cost(
         tp=tp,
         pp=pp,
         layers_per_stage=model.layers / pp,
-        linear_s=np.asarray(linear * scale, dtype=np.float64),
+        linear_s=np.asarray(linear, dtype=np.float64),
         allreduce_s=np.asarray(collectives, dtype=np.float64),
-        prefill_attention_s=np.asarray(prefill * scale, dtype=np.float64),
-        decode_attention_fixed_s=fixed * scale,
-        decode_attention_per_token_s=per_token * scale,
-        logits_s=np.asarray(logits * scale, dtype=np.float64),
+        prefill_attention_s=np.asarray(prefill, dtype=np.float64),
+        decode_attention_fixed_s=fixed,
+        decode_attention_per_token_s=per_token,
+        logits_s=np.asarray(logits, dtype=np.float64),
         send_s=np.asarray(send, dtype=np.float64),
         kv_blocks=blocks,
         block_tokens=block_tokens,
