@@ -230,3 +230,16 @@ def test_decode_shaped_gemms_are_bound_by_reading_the_weights():
         for n, k in ((2560, 8192), (14336, 8192)):
             stream_s = gemm_bytes(m, n, k) / (a100.hbm_gbytes_per_s * 1e9 * a100.hbm_efficiency)
             assert gemm_time_s(a100, m, n, k) == pytest.approx(stream_s + 2e-6, rel=1e-6)
+
+
+def test_a_sustained_fraction_slows_compute_bound_kernels_only():
+    """GpuSpec.sustaining(f) lowers the compute peaks, not the HBM bandwidth: a large GEMM
+    takes 1/f as long (less its fixed launch cost), a one-row GEMM that streams its weights
+    takes exactly as long, and a memory pass is untouched."""
+    gpu = get_gpu("H100-SXM")
+    slow = gpu.sustaining(0.5)
+    big, big_slow = (gemm_time_s(g, 8192, 8192, 8192) - LAUNCH_OVERHEAD_S for g in (gpu, slow))
+    assert big_slow == pytest.approx(2 * big, rel=1e-9)
+    assert gemm_time_s(slow, 1, 8192, 8192) == gemm_time_s(gpu, 1, 8192, 8192)
+    assert elementwise_time_s(slow, 1 << 30) == elementwise_time_s(gpu, 1 << 30)
+    assert slow.hbm_gbytes_per_s == gpu.hbm_gbytes_per_s and gpu.sustaining(1.0) is gpu
