@@ -197,19 +197,12 @@ def pool_costs(deployment: Deployment, max_prompt: int) -> tuple[ReplicaCost, Re
     width = max(min(tokens, 1 << 15), max(p.max_batch_requests for p in pools))
 
     def cost(pool: Pool) -> ReplicaCost:
-        analytical = replica_cost(
+        analytical = _tables(
+            deployment,
             deployment.model,
-            deployment.gpu,
             pool.tp,
             pool.pp,
-            deployment.fabric_network,
-            precision=deployment.precision,
-            max_batch_tokens=width,
-            max_batch_requests=width,
-            block_tokens=deployment.block_tokens,
-            memory_fraction=deployment.memory_fraction,
-            compute_fraction=deployment.compute_fraction,
-            kv_precision=deployment.kv_precision,
+            width,
             moe_parallel=pool.moe_parallel,
             expert_imbalance=deployment.expert_imbalance,
         )
@@ -225,12 +218,18 @@ def _speculation_rows(deployment: Deployment, pool: Pool, target: ReplicaCost):
     (simulators/serving/_speculative.py)."""
     speculation = deployment.speculation
     speculation.check(deployment.model, pool.pp, pool.moe_parallel, deployment.block_tokens)
-    width = len(target.linear_s) - 1
-    draft = replica_cost(
-        speculation.draft,
+    draft = _tables(deployment, speculation.draft, pool.tp, 1, len(target.linear_s) - 1)
+    return speculation.engine_rows(target, draft)
+
+
+def _tables(deployment: Deployment, model: ModelSpec, tp: int, pp: int, width: int, **moe) -> ReplicaCost:
+    """`model`'s iteration tables on tp x pp of the deployment's GPUs, `width` tokens and
+    sequences wide, with the deployment's precision, memory and compute settings."""
+    return replica_cost(
+        model,
         deployment.gpu,
-        pool.tp,
-        1,
+        tp,
+        pp,
         deployment.fabric_network,
         precision=deployment.precision,
         max_batch_tokens=width,
@@ -239,8 +238,8 @@ def _speculation_rows(deployment: Deployment, pool: Pool, target: ReplicaCost):
         memory_fraction=deployment.memory_fraction,
         compute_fraction=deployment.compute_fraction,
         kv_precision=deployment.kv_precision,
+        **moe,
     )
-    return speculation.engine_rows(target, draft)
 
 
 def cached_tokens(prompt: np.ndarray, hit: float, block_tokens: int) -> np.ndarray:
