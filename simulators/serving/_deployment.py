@@ -79,8 +79,9 @@ class Pool:
         longest request is `longest_tokens` (prompt + output: the max_model_len it must be
         configured with), or None. vLLM's SchedulerConfig checks max_num_batched_tokens >=
         max_num_seqs, and >= max_model_len unless chunked prefill is on (a budget below a whole
-        request "effectively limits the maximum sequence length"); TensorRT-LLM's max_num_tokens
-        >= max_input_len without context chunking is the same rule."""
+        request "effectively limits the maximum sequence length"). (TensorRT-LLM's rule without
+        context chunking, max_num_tokens >= max_input_len, bounds the prompt alone; no
+        registered scheduler follows it yet.)"""
         scheduler, budget = get_scheduler(self.scheduler), self.token_budget(longest_tokens)
         if not scheduler.token_budget:
             return None
@@ -94,8 +95,8 @@ class Pool:
             chunking = ", ".join(name for name, s in SCHEDULERS.items() if s.chunked_prefill)
             return (
                 f"scheduler {self.scheduler}: max_batch_tokens {budget} is below the longest request "
-                f"({longest_tokens} tokens); without chunked prefill the engine refuses a token budget below "
-                f"max_model_len (vLLM's max_num_batched_tokens, TensorRT-LLM's max_num_tokens); "
+                f"({longest_tokens} tokens); without chunked prefill vLLM refuses a max_num_batched_tokens below "
+                f"max_model_len; "
                 f"allowed: max_batch_tokens >= {longest_tokens}, or a scheduler with chunked prefill ({chunking})"
             )
         return None
