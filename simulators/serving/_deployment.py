@@ -68,35 +68,46 @@ class Pool:
 
     def token_budget(self, longest_tokens: int) -> int:
         """`max_batch_tokens`, or where unset the engine's default for a workload whose longest
-        request is `longest_tokens`: without chunked prefill vLLM's max(max_model_len, 2048),
-        with it 512 (vLLM's default chunk with chunked prefill on, as in Sarathi-Serve)."""
+        request is `longest_tokens` (_schedulers.START_CHECKS): vLLM's max(max_model_len, 2048)
+        without chunked prefill, 512 with it (as in Sarathi-Serve); TensorRT-LLM's 8192."""
         if self.max_batch_tokens is not None:
             return self.max_batch_tokens
-        return 512 if get_scheduler(self.scheduler).chunked_prefill else max(longest_tokens, 2048)
+        scheduler = get_scheduler(self.scheduler)
+        if scheduler.start_checks == "tensorrt_llm":
+            return 8192
+        return 512 if scheduler.chunked_prefill else max(longest_tokens, 2048)
 
-    def refusal(self, longest_tokens: int) -> str | None:
+    def refusal(self, longest_tokens: int, longest_prompt: int) -> str | None:
         """Why the serving engine would refuse these limits at start-up for a workload whose
         longest request is `longest_tokens` (prompt + output: the max_model_len it must be
-        configured with), or None. vLLM's SchedulerConfig checks max_num_batched_tokens >=
-        max_num_seqs, and >= max_model_len unless chunked prefill is on (a budget below a whole
-        request "effectively limits the maximum sequence length"). (TensorRT-LLM's rule without
-        context chunking, max_num_tokens >= max_input_len, bounds the prompt alone; no
-        registered scheduler follows it yet.)"""
+        configured with) and longest prompt `longest_prompt`, or None (_schedulers.START_CHECKS):
+        vLLM's SchedulerConfig checks max_num_batched_tokens >= max_num_seqs, and >=
+        max_model_len unless chunked prefill is on (a budget below a whole request "effectively
+        limits the maximum sequence length"); TensorRT-LLM checks max_num_tokens >=
+        max_input_len unless context chunking is on."""
         scheduler, budget = get_scheduler(self.scheduler), self.token_budget(longest_tokens)
         if not scheduler.token_budget:
             return None
+        where = f"scheduler {self.scheduler}: max_batch_tokens {budget}"
+        chunking = ", ".join(name for name, s in SCHEDULERS.items() if s.chunked_prefill)
+        if scheduler.start_checks == "tensorrt_llm":
+            if not scheduler.chunked_prefill and budget < longest_prompt:
+                return (
+                    f"{where} is below the longest prompt ({longest_prompt} tokens); without context chunking "
+                    f"TensorRT-LLM refuses a max_num_tokens below max_input_len; "
+                    f"allowed: max_batch_tokens >= {longest_prompt}, or a scheduler with chunked prefill ({chunking})"
+                )
+            return None
         if budget < self.max_batch_requests:
             return (
-                f"scheduler {self.scheduler}: max_batch_tokens {budget} is below max_batch_requests "
-                f"{self.max_batch_requests} (vLLM refuses max_num_batched_tokens < max_num_seqs); "
+                f"{where} is below max_batch_requests {self.max_batch_requests} "
+                f"(vLLM refuses max_num_batched_tokens < max_num_seqs); "
                 f"allowed: max_batch_tokens >= {self.max_batch_requests}"
             )
         if not scheduler.chunked_prefill and budget < longest_tokens:
-            chunking = ", ".join(name for name, s in SCHEDULERS.items() if s.chunked_prefill)
             return (
-                f"scheduler {self.scheduler}: max_batch_tokens {budget} is below the longest request "
-                f"({longest_tokens} tokens); without chunked prefill vLLM refuses a max_num_batched_tokens below "
-                f"max_model_len; "
+                f"{where} is below the longest request ({longest_tokens} tokens); without chunked prefill "
+                f"vLLM refuses a max_num_batched_tokens below max_model_len; "
                 f"allowed: max_batch_tokens >= {longest_tokens}, or a scheduler with chunked prefill ({chunking})"
             )
         return None
@@ -271,7 +282,7 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
     roles = [(deployment.pool, ROLE_PREFILL if deployment.decode else ROLE_BOTH)]
     roles += [(deployment.decode, ROLE_DECODE)] if deployment.decode else []
     for pool, role in roles:  # before the cost tables: a refused deployment costs nothing to price
-        refusal = pool.refusal(longest[role])
+        refusal = pool.refusal(longest[role], int(prompt.max()))
         if refusal:
             raise PlanError(("decode pool: " if role == ROLE_DECODE else "") + refusal)
     roles = [(replace(pool, max_batch_tokens=pool.token_budget(longest[role])), role) for pool, role in roles]

@@ -44,6 +44,7 @@ class Scheduler:
     chunked_prefill: bool = False
     decode_scheduler: str | None = None
     aliases: tuple[str, ...] = ()
+    start_checks: str = "vllm"  # whose start-up limits apply to its token budget (START_CHECKS)
 
     def __post_init__(self) -> None:
         where = f"scheduler {self.name!r}"
@@ -54,6 +55,8 @@ class Scheduler:
             raise SpecError(f"{where}: needs static_batch, prefill_priority or mixed (else it admits nothing)")
         if self.chunked_prefill and not (self.mixed and self.token_budget):
             raise SpecError(f"{where}: chunked_prefill needs mixed and token_budget (chunks fill the budget)")
+        if self.start_checks not in START_CHECKS:
+            raise SpecError(f"{where}: start_checks {self.start_checks!r}; allowed: {', '.join(START_CHECKS)}")
         if self.can_decode == (self.decode_scheduler is not None):
             raise SpecError(f"{where}: decode_scheduler is for a scheduler that cannot decode, and needed by one")
 
@@ -81,6 +84,12 @@ class Scheduler:
             row[column] = value
         return row
 
+
+# The engines whose start-up checks of a token budget a scheduler follows (Pool.refusal):
+# vLLM's SchedulerConfig (max_num_batched_tokens >= max_num_seqs, and >= max_model_len without
+# chunked prefill; default max(max_model_len, 2048), 512 with chunked prefill) and
+# TensorRT-LLM's (max_num_tokens >= max_input_len without context chunking; default 8192).
+START_CHECKS = ("vllm", "tensorrt_llm")
 
 SCHEDULERS: Registry[Scheduler] = Registry("scheduler")
 
@@ -121,6 +130,16 @@ for _scheduler in (
         paged=True,
         prefill_priority=True,
         token_budget=True,
+    ),
+    Scheduler(
+        "trtllm",
+        "TensorRT-LLM: in-flight batching of whole contexts beside generations on a paged KV cache, "
+        "within max_num_tokens (context chunking off)",
+        paged=True,
+        mixed=True,
+        token_budget=True,
+        start_checks="tensorrt_llm",
+        aliases=("tensorrt-llm", "tensorrt_llm"),
     ),
     Scheduler(
         "sarathi",

@@ -174,7 +174,7 @@ def test_the_shipped_serving_spec_has_no_deployment_an_engine_would_refuse_on_it
     assert not front.empty and front["reason"].isna().all()
     for _, row in front.iterrows():
         params = {k: row[k] for k in SERVING_KNOBS}
-        assert deployment_of(resolved, params).pool.refusal(longest) is None
+        assert deployment_of(resolved, params).pool.refusal(longest, int(stream.prompt_tokens.max())) is None
     assert (front["batch_size_mean"] >= 2).all()
 
 

@@ -87,14 +87,24 @@ def test_every_request_gets_its_tokens_within_the_batch_limits(scheduler, pp):
 
 def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
     """vLLM's start-up checks: a token budget below the request cap, or (without chunked
-    prefill) below the longest request, is refused before anything runs; a scheduler with no
-    token budget has neither limit."""
+    prefill) below the longest request, is refused before anything runs; TensorRT-LLM's: a
+    budget below the longest prompt; a scheduler with no token budget has no such limit."""
     requests = trace([0.0, 0.1], [1000, 200], [500, 10])  # the longest request: 1500 tokens
     below_cap = Pool(scheduler.name, max_batch_requests=64, max_batch_tokens=32)
     below_request = Pool(scheduler.name, max_batch_requests=8, max_batch_tokens=1499)
     if not scheduler.token_budget:
         for pool in (below_cap, below_request):
             check_served(simulate_deployment(Deployment(LLAMA8B, H100, pool), requests), requests)
+        return
+    if scheduler.start_checks == "tensorrt_llm":
+        with pytest.raises(
+            PlanError,
+            match=rf"^scheduler {scheduler.name}: max_batch_tokens 999 is below the longest prompt \(1000 tokens\); "
+            r".*allowed: max_batch_tokens >= 1000, or a scheduler with chunked prefill \(sarathi\)$",
+        ):
+            simulate_deployment(Deployment(LLAMA8B, H100, Pool(scheduler.name, max_batch_tokens=999)), requests)
+        fits = Pool(scheduler.name, max_batch_requests=64, max_batch_tokens=1000)  # no request-cap rule
+        check_served(simulate_deployment(Deployment(LLAMA8B, H100, fits), requests), requests)
         return
     with pytest.raises(
         PlanError, match=rf"^scheduler {scheduler.name}: max_batch_tokens 32 is below max_batch_requests 64 "
@@ -114,7 +124,9 @@ def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
 
 
 def test_an_unset_token_budget_is_the_engines_default():
-    """vLLM without chunked prefill: max(max_model_len, 2048); with chunked prefill: 512."""
+    """vLLM without chunked prefill: max(max_model_len, 2048); with chunked prefill: 512;
+    TensorRT-LLM: 8192."""
+    assert Pool("trtllm").token_budget(20000) == 8192
     assert Pool("vllm").token_budget(1500) == 2048 and Pool("vllm").token_budget(9000) == 9000
     assert Pool("sarathi").token_budget(9000) == 512 and Pool("vllm", max_batch_tokens=700).token_budget(9000) == 700
 
@@ -152,7 +164,7 @@ def test_disaggregated_pools_serve_every_request(scheduler):
         behind = Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name, count=2))
         check_served(simulate_deployment(behind, requests), requests)
     else:
-        with pytest.raises(SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, sarathi"):
+        with pytest.raises(SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, trtllm, sarathi"):
             Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name))
 
 
@@ -174,7 +186,7 @@ def test_the_toy_scheduler_admits_one_whole_prompt_an_iteration(monkeypatch):
 
 def test_an_unknown_scheduler_is_one_line_naming_the_registered_ones():
     with pytest.raises(
-        SpecError, match="^scheduler: 'vlm' is not a known scheduler .*; allowed: static, orca, vllm, sarathi$"
+        SpecError, match="^scheduler: 'vlm' is not a known scheduler .*; allowed: static, orca, vllm, trtllm, sarathi$"
     ):
         Pool("vlm")
     with pytest.raises(SpecError, match="static_batch takes no other trait"):
@@ -192,7 +204,7 @@ def test_a_scheduler_registered_at_run_time_reaches_the_spec(monkeypatch, write_
     from tests.dse.evaluation.test_serving_study import candidate
 
     text = SERVING_SPEC.replace("scheduler: [vllm, sarathi]", f"scheduler: [{TOY.name}, static]")
-    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: static, orca, vllm, sarathi"):
+    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: static, orca, vllm, trtllm, sarathi"):
         load_study(write_spec(text))
     registered(monkeypatch, SCHEDULERS, TOY)
     resolved = resolve_study(load_study(write_spec(text)))
