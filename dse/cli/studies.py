@@ -208,7 +208,7 @@ def _header(resolved, settings) -> Text:
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
         + f", sampler {_mode(study.sampler, space, study.budget.trials)}, seed {study.seed}; "
         f"output {settings.out_dir}\n"
-        f"kernels at {resolved.compute_fraction:.3g} of the modelled speed"
+        f"{resolved.kind.slowed_kernels} at {resolved.compute_fraction:.3g} of the modelled speed"
         + (
             " (hardware.compute_fraction)"
             if study.hardware.compute_fraction

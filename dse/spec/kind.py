@@ -33,7 +33,8 @@ class StudyKind(ABC):
     simulator's own feasibility constraint; `derived_columns` are trial-table columns computed
     from the knobs, `nullable_columns` integer columns that may be empty; `has_step_breakdowns`
     whether a candidate's step has time and memory breakdowns to show; `replays_collectives`
-    whether its collectives can be re-run at packet level and on real NICs.
+    whether its collectives can be re-run at packet level and on real NICs; `slowed_kernels`
+    what the fitted compute fraction slows (the run's header says it).
     """
 
     name: ClassVar[str]
@@ -44,6 +45,7 @@ class StudyKind(ABC):
     nullable_columns: ClassVar[tuple[str, ...]] = ()
     has_step_breakdowns: ClassVar[bool]
     replays_collectives: ClassVar[bool]
+    slowed_kernels: ClassVar[str] = "kernels"
 
     @property
     @abstractmethod

@@ -27,6 +27,7 @@ class InferenceKind(StudyKind):
     nullable_columns = ("decode_tp", "decode_replicas")  # unused without disaggregation
     has_step_breakdowns = False
     replays_collectives = False
+    slowed_kernels = "compute-bound kernels"  # GpuSpec.sustaining: HBM-bound ones keep their speed
 
     @property
     def metrics(self):
@@ -43,7 +44,16 @@ class InferenceKind(StudyKind):
     def describe(self, study: Study) -> str:
         serving = study.serving
         rate = f"at {serving.qps:g} QPS" if serving.qps else "capacity under the SLO"
-        return f"{serving.requests} requests per run, {rate}, {serving.precision}"
+        parts = [f"{serving.requests} requests per run", rate, serving.precision]
+        if not serving.qps:
+            parts.append(f"latency also at {serving.latency_load:.0%} of capacity")
+        if serving.prefix_share:
+            parts.append(f"{serving.prefix_share:.0%} of each prompt a shared prefix")
+        if serving.draft_model:
+            parts.append(f"draft model {serving.draft_model}")
+        if serving.expert_imbalance != 1.0:
+            parts.append(f"busiest expert-parallel GPU at {serving.expert_imbalance:g}x the mean load")
+        return ", ".join(parts)
 
     def work(self, study: Study) -> dict[str, Any]:
         return {"work": study.serving.model_dump(mode="json"), "seed": study.seed}  # the seed draws the stream
