@@ -81,9 +81,9 @@ class RunTimes:
 @functools.lru_cache(maxsize=32)
 def _schedule_columns(op: str, ranks: int, algorithm: str, per_domain: int) -> tuple:
     """A schedule as columns (built once per group shape: a 512-rank ring lists half a million
-    transfers): source and destination member, chunks carried, the `after` lists as CSR, the
-    schedule's chunk and switch counts, and its distinct (src, dst) connections in order of
-    first use with each transfer's connection."""
+    transfers; read-only, as the cache shares them): chunks carried by each transfer, the
+    `after` lists as CSR, the schedule's chunk and switch counts, and its distinct (src, dst)
+    member pairs in order of first use with each transfer's pair."""
     schedule = collective_schedule(op, ranks, algorithm, per_domain)
     transfers = schedule.transfers
     n = len(transfers)
@@ -100,7 +100,10 @@ def _schedule_columns(op: str, ranks: int, algorithm: str, per_domain: int) -> t
     rank_of = np.empty(len(order), np.int64)
     rank_of[order] = np.arange(len(order))
     connections = np.stack([pairs[order] // nodes, pairs[order] % nodes], axis=1)
-    return src, dst, chunks, after_start, after, schedule.chunks, schedule.switches, connections, rank_of[connection]
+    columns = (chunks, after_start, after, connections, rank_of[connection])
+    for column in columns:
+        column.setflags(write=False)
+    return (*columns, schedule.chunks, schedule.switches)
 
 
 def collective_flows(
@@ -121,15 +124,15 @@ def collective_flows(
     are rows g * T .. (g + 1) * T - 1 for a schedule of T transfers. Routes are asked for group
     by group, each connection in the order the schedule first uses it, so a route that hashes
     connections in the order it meets them places them as one transfer after another would."""
-    src, dst, chunks, after_start, after, total_chunks, needs, connections, connection = _schedule_columns(
+    if not groups or any(len(g) != len(groups[0]) for g in groups):
+        raise SpecError(f"groups: sizes {sorted({len(g) for g in groups})}; allowed: one or more groups of one size")
+    chunks, after_start, after, connections, connection, total_chunks, needs = _schedule_columns(
         op, len(groups[0]), algorithm, per_domain
     )
-    if any(len(g) != len(groups[0]) for g in groups):
-        raise SpecError(f"groups: sizes {sorted({len(g) for g in groups})}; allowed: one size for every group")
     given = min((len(switches[g]) if g < len(switches) else 0) for g in range(len(groups)))
     if given < needs:
         raise SpecError(f"switches: {given} given; allowed: {needs} (one per NVLink domain) for {algorithm}")
-    count, transfers = len(groups), len(src)
+    count, transfers = len(groups), len(chunks)
     paths = []
     for g, group in enumerate(groups):
         nodes = list(group) + list(switches[g][:needs] if needs else ())
