@@ -42,7 +42,7 @@ for _metric in (
 
 LATENCIES = (
     ("ttft", "time to first token"),
-    ("tbt", "time between consecutive tokens"),
+    ("tbt", "time between consecutive token deliveries (a speculative step's tokens arrive as one)"),
     ("tpot", "time per output token after the first"),
     ("e2e", "end-to-end request latency"),
 )

@@ -6,12 +6,14 @@ counts. `simulate_deployment` prices each pool's iterations (`replica_cost`), th
 between pools over the NIC fabric, runs the compiled engine and summarises the requests.
 
 Metrics (seconds unless named otherwise): TTFT (arrival to first token), TBT (every gap between
-consecutive tokens of a request, pooled over requests), TPOT ((end - first token) / (output - 1)
-per request), end-to-end and normalised latency (end-to-end / output tokens) at p50/p90/p99;
-output and total tokens/s and requests/s over the run (first arrival to last completion); SLO
-attainment and goodput: a request meets the SLO when its TTFT and its TPOT are within the
-bounds (DistServe's per-request convention); KV-cache use and batch sizes; MFU (model FLOPs over
-the replicas' peak) and MBU (weight and KV bytes read over their HBM bandwidth).
+consecutive token deliveries of a request, pooled over requests: the tokens a speculative step
+yields together arrive as one, as a streaming client measures inter-token latency), TPOT ((end -
+first token) / (output - 1) per request), end-to-end and normalised latency (end-to-end / output
+tokens) at p50/p90/p99; output and total tokens/s and requests/s over the run (first arrival to
+last completion); SLO attainment and goodput: a request meets the SLO when its TTFT and its TPOT
+are within the bounds (DistServe's per-request convention); KV-cache use and batch sizes; MFU
+(model FLOPs over the replicas' peak) and MBU (weight and KV bytes read over their HBM
+bandwidth).
 """
 
 from __future__ import annotations
@@ -362,7 +364,7 @@ def _metrics(deployment, arrival_ns, prompt, output, out: EngineOutput, costs, s
     gpus = deployment.gpus
     return {
         **_percentiles("ttft", ttft),
-        **_percentiles("tbt", out.gaps_ns / 1e9),
+        **_percentiles("tbt", out.gaps_ns[out.gaps_ns > 0] / 1e9),  # tokens of one step arrive as one
         **_percentiles("tpot", tpot[output > 1]),
         **_percentiles("e2e", e2e),
         **_percentiles("normalized_latency", e2e / output),

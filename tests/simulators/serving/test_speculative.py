@@ -34,6 +34,8 @@ def test_tokens_arrive_a_verify_step_at_a_time():
         Requests(np.array([0.0]), np.array([512]), np.array([200])),
     )
     assert result.done_ns[0] < plain.done_ns[0]  # 107 longer steps beat 199 plain ones here
+    steps_s = result.gaps_ns[result.gaps_ns > 0] / 1e9  # a client sees one delivery a step
+    assert result.metrics["tbt_p50_s"] == pytest.approx(float(np.percentile(steps_s, 50)))
 
 
 def test_the_draft_takes_its_weights_and_cache_from_the_targets_kv_blocks():
