@@ -79,6 +79,7 @@ class ReplicaCost:
     send_s: np.ndarray  # [T] one activation send between stages
     kv_blocks: int
     block_tokens: int
+    request_blocks: int  # the most one request can hold: one GPU's under data-parallel attention
     kv_bytes_per_token: float  # whole replica: every layer, K and V
     kv_bytes_per_token_per_gpu: float  # what one GPU caches of a token (its layers, its heads)
     weight_bytes_per_gpu: float
@@ -240,14 +241,15 @@ def replica_cost(
     activation_bytes = t * model.hidden * ACTIVATION_BYTES
     stride = tp  # stages sit tp ranks apart
     send = collective_time_s("send_recv", activation_bytes, 2, stride, network) if pp > 1 else 0 * t
-    cached_per_layer = cached_dim * (1 if model.is_mla else 2 * model.kv_heads) * kv_bytes
-    kv_per_token = model.layers * cached_per_layer
+    entries = 1 if model.is_mla else 2  # MLA's latent is keys and values at once
+    kv_per_token = model.layers * cached_dim * entries * (1 if model.is_mla else model.kv_heads) * kv_bytes
     weights_per_gpu = layout.weight_bytes_per_gpu(model, WEIGHT_BYTES[precision]) / pp
     ffn = max(model.ffn_hidden, _routed_width(model)) // layout.attention_tp
     workspace = max_batch_tokens / layout.token_share * (4 * model.hidden + 2 * ffn) * ACTIVATION_BYTES
     free = gpu.hbm_bytes * memory_fraction - weights_per_gpu - workspace
-    kv_per_token_per_gpu = model.layers / pp * cached_dim * (1 if model.is_mla else 2 * kv_heads) * kv_bytes
-    blocks = int(free // (kv_per_token_per_gpu * block_tokens)) * layout.token_share if free > 0 else 0
+    kv_per_token_per_gpu = model.layers / pp * cached_dim * entries * cached_heads * kv_bytes
+    per_gpu = int(free // (kv_per_token_per_gpu * block_tokens)) if free > 0 else 0
+    blocks = per_gpu * layout.token_share  # with data-parallel attention each GPU caches its own requests
     if blocks < 1:
         raise PlanError(
             f"{model.name} on {tp * pp} x {gpu.name} (tp={tp}, pp={pp}) leaves no memory for the KV cache: "
@@ -267,6 +269,7 @@ def replica_cost(
         send_s=np.asarray(send, dtype=np.float64),
         kv_blocks=blocks,
         block_tokens=block_tokens,
+        request_blocks=per_gpu if layout.token_share > 1 else blocks,
         kv_bytes_per_token=float(kv_per_token),
         kv_bytes_per_token_per_gpu=float(kv_per_token_per_gpu),
         weight_bytes_per_gpu=float(weights_per_gpu),

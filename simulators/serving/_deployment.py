@@ -300,10 +300,10 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
         tables[k, 5, 2:4] = (deployment.speculation.tokens, deployment.speculation.tokens_per_step)
         pools[k] = (pool, cost, role)
     for pool, cost, role in pools:
-        if -(-longest[role] // cost.block_tokens) > cost.kv_blocks:
+        if -(-longest[role] // cost.block_tokens) > cost.request_blocks:
             raise PlanError(
                 f"a request of {longest[role]} tokens does not fit the KV cache of a tp={pool.tp} pp={pool.pp} "
-                f"replica ({cost.kv_capacity_tokens} tokens)"
+                f"replica ({cost.request_blocks * cost.block_tokens} tokens for one request)"
             )
     for k, (_, c, _) in enumerate(pools):
         for row, values in enumerate((c.linear_s, c.allreduce_s, c.prefill_attention_s, c.send_s, c.logits_s)):

@@ -18,6 +18,7 @@ import numpy as np
 
 from simulators._errors import PlanError, SpecError
 from simulators.models import ModelSpec
+from simulators.serving._cost import ReplicaCost
 
 
 @dataclass(frozen=True)
@@ -52,7 +53,7 @@ class Speculation:
         if self.tokens >= block_tokens:
             raise PlanError(f"speculative_tokens={self.tokens}: allowed below block_tokens={block_tokens}")
 
-    def engine_rows(self, target, draft) -> tuple[np.ndarray, float, object]:
+    def engine_rows(self, target: ReplicaCost, draft: ReplicaCost) -> tuple[np.ndarray, float, ReplicaCost]:
         """For the target's and the draft's cost tables (ReplicaCost, same width): the draft's
         k steps' unit (seconds of one draft step by decodes in the batch), its seconds per cached
         token of one step, and the target's cost with the draft's weights and cache taken out
@@ -67,4 +68,4 @@ class Speculation:
         blocks = int(free // ((target.kv_bytes_per_token_per_gpu + draft.kv_bytes_per_token_per_gpu) * block))
         if blocks < 1:
             raise PlanError(f"draft model {self.draft.name}: its weights leave the target no KV cache")
-        return step, float(per_token), dataclasses.replace(target, kv_blocks=blocks)
+        return step, float(per_token), dataclasses.replace(target, kv_blocks=blocks, request_blocks=blocks)

@@ -81,3 +81,18 @@ def test_data_parallel_attention_dispatches_and_combines_by_all_to_all_in_moe_la
 def test_experts_that_do_not_split_over_the_gpus_are_refused():
     with pytest.raises(PlanError, match=r"^moe_parallel=tp_ep: 3 GPUs do not share the 8 experts$"):
         Layout.of(MIXTRAL, 3, "tp_ep")
+
+
+def test_with_data_parallel_attention_one_request_must_fit_one_gpus_cache():
+    """Each GPU caches its own requests, so a request larger than one GPU's share of the
+    replica's cache is refused even where the replica's total would hold it."""
+    from simulators.serving import Deployment, Pool, Requests, simulate_deployment
+    from simulators.serving._deployment import pool_costs
+
+    deployment = Deployment(MIXTRAL, H100, Pool("sarathi", tp=4, max_batch_tokens=2048, moe_parallel="dp_ep"))
+    cost = pool_costs(deployment, 1024)[0]
+    assert cost.request_blocks * 4 == cost.kv_blocks
+    prompt = cost.request_blocks * cost.block_tokens  # plus one output token: one block too many
+    assert prompt + 1 < cost.kv_capacity_tokens
+    with pytest.raises(PlanError, match=r"does not fit the KV cache of a tp=4 pp=1 replica \(\d+ tokens for one"):
+        simulate_deployment(deployment, Requests(np.array([0.0]), np.array([prompt]), np.array([1])))
