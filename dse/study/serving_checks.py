@@ -17,7 +17,12 @@ def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> 
     if any(search.speculative_tokens) and settings.draft_model is None:
         raise SpecError("serving.draft_model: needed where search.speculative_tokens holds a value above 0")
     if settings.draft_model is not None:
-        get_model(settings.draft_model, "serving.draft_model")
+        draft = get_model(settings.draft_model, "serving.draft_model")
+        if draft.vocab != model.vocab:
+            raise SpecError(
+                f"serving.draft_model: {draft.name}'s vocabulary {draft.vocab} differs from {model.name}'s "
+                f"{model.vocab}; allowed: a draft sharing the model's tokenizer"
+            )
     if not model.is_moe and set(search.moe_parallel) != {"tp"}:
         raise SpecError(f"search.moe_parallel: {model.name} is a dense model; allowed: [tp]")
     for gpu in gpus:

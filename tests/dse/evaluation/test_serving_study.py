@@ -225,6 +225,9 @@ def test_speculative_decoding_needs_a_draft_model(write_spec):
     text = SERVING_SPEC.replace("search:\n", "search:\n  speculative_tokens: [0, 4]\n")
     with pytest.raises(DseError, match=r"serving.draft_model: needed where search.speculative_tokens holds a value"):
         resolve_study(load_study(write_spec(text)))
+    other = text.replace("  requests: 300\n", "  requests: 300\n  draft_model: llama2-7b\n")
+    with pytest.raises(DseError, match=r"serving.draft_model: llama2-7b's vocabulary 32000 differs from llama3-8b's"):
+        resolve_study(load_study(write_spec(other)))
 
 
 def test_a_speculating_candidate_is_the_deployment_with_its_draft(write_spec):
