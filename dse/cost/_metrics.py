@@ -31,7 +31,7 @@ def ownership(gpu: GpuSpec, num_gpus: int, fabric: Fabric, book: PriceBook) -> O
     if server is None:
         return None
     bom = bill_of_materials(fabric, num_gpus)
-    ports = bom.total_links * 2 - bom.nics * fabric.planes  # both ends of every link, less NIC ends
+    ports = bom.total_links * 2 - bom.links[0]  # both ends of every link, less the NIC ends
     capex = (
         bom.servers * server.value
         + bom.nics * book.by_speed("nic_usd", fabric.nic_gbps).value

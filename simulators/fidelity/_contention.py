@@ -11,6 +11,11 @@ placement. Messages are capped (the factor is a property of the routes, not of t
 transfers are bandwidth-bound) so the runs stay short; collectives that differ only in a size
 above the cap share one run. Each collective of the step keeps its own factor (keyed by op,
 group and size), so two sizes of one op on one group are priced apart.
+
+The graph is the fabric less its failed switches and links (`Fabric.failures`), so ECMP routes
+over what survives; the analytical network has already lost their capacity, so a factor here is
+the contention that the failure's surviving paths add. A level that `spreads` models adaptive
+routing (a family with that trait) as load spread over every equal-cost path (`fabric_links`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from simulators.network import (
     groups_of,
     nvswitch_of,
 )
+from simulators.network._failures import surviving_graph
 from simulators.workload import TrainingCandidate
 
 MTU_BYTES = 4096
@@ -43,13 +49,15 @@ Makespan = Callable[[Sequence[Link], FlowArrays, set[int]], float]
 
 
 def congestion_factors(
-    candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int, makespan_s: Makespan
+    candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int, makespan_s: Makespan, *, spread: bool
 ) -> list[CongestionFactor]:
     """The factor of each collective of `candidate` that crosses servers, each run timed by
-    `makespan_s` (a level's simulator)."""
+    `makespan_s` (a level's simulator); `spread`: adaptive routing spreads flows (module docstring)."""
     system = candidate.system
     graph = fabric_graph(fabric, system.gpu, system.num_gpus)
-    links, switches, route = fabric_links(graph)
+    if fabric.failures:
+        graph = surviving_graph(graph, fabric.failures)
+    links, switches, route = fabric_links(graph, spread=spread)
     runs: dict[tuple, tuple[float, float, int]] = {}
     out = []
     for use in plan_collectives(candidate):

@@ -1,5 +1,6 @@
 """The flow level: the compiled flow simulator (simulators.flow) runs every group's flows at once
-on the fabric graph with ECMP routes, each link's bandwidth shared max-min fairly among the flows
+on the fabric graph with ECMP routes (adaptive routing, where the family has it, as load spread
+over every equal-cost path), each link's bandwidth shared max-min fairly among the flows
 crossing it. No queues, PFC or congestion control: it sees where routes collide and links are
 oversubscribed, in a fraction of the packet level's time. The simulator loads on first use."""
 
@@ -13,6 +14,7 @@ from simulators.network import FlowArrays, Link
 
 class FlowLevel(SimulatedLevel):
     name = "flow"
+    spreads_adaptive_routing = True  # a fluid spreads over every equal-cost path as per-packet AR does
 
     def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         from simulators.flow import simulate

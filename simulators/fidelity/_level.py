@@ -47,6 +47,10 @@ class SimulatedLevel(NetworkLevel):
     """A level that times flow DAGs on the fabric graph: the driver of simulators/fidelity
     /_contention.py builds every collective's runs and this level's simulator times them."""
 
+    # Whether this level models an adaptive-routing family's per-packet spraying (as a fluid
+    # spread over all equal-cost paths); a level that does not routes it with per-flow ECMP.
+    spreads_adaptive_routing: ClassVar[bool] = False
+
     @abstractmethod
     def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         """Seconds until the last of `flows` completes on `links`."""
@@ -56,7 +60,9 @@ class SimulatedLevel(NetworkLevel):
     ) -> list[CongestionFactor]:
         from simulators.fidelity._contention import congestion_factors  # networkx loads on first use
 
-        return congestion_factors(candidate, fabric, message_cap_bytes, self.makespan_s)
+        return congestion_factors(
+            candidate, fabric, message_cap_bytes, self.makespan_s, spread=self.spreads_adaptive_routing
+        )
 
 
 LEVELS: Registry[NetworkLevel] = Registry("network fidelity level")

@@ -19,19 +19,23 @@ link for link as `bill_of_materials` counts them. Choices:
   GPUs (one per server for every catalogue GPU; `Fabric.network` takes the same domain), each GPU
   linked to it at scaleup_gbytes_per_s * 8 Gb/s. A domain of one GPU (gpus_per_server=1) has no
   NVSwitch: the scale-up domain is degenerate. MI300X's xGMI mesh is drawn as a switch too.
-- Latencies (parameters): NVSwitch 25 ns, NIC link 500 ns, switch-to-switch 500 ns, from SimAI's
-  Spectrum-X template (../shared/reference/netsim.md lines 77-78, "NIC latency 500 ns, NVSwitch
-  25 ns"; its topology file gives leaf-spine links the same 0.0005 ms).
-- Wiring, as `_fabric.py` describes: leaf-spine and fat-tree put NIC ports on leaves in rank order,
-  `leaf_down_ports` per leaf; rail families put NIC i of every server in a group of
-  `leaf_down_ports` servers on rail leaf i of that group (and plane). A leaf with n ports in use
-  has ceil(n / oversubscription) uplinks, dealt round-robin over the spines (the spine pointer
-  carries on from leaf to leaf, so no spine takes more than `switch_radix`); dual-plane planes
-  have their own spines. A fat-tree of more than one pod deals each pod's leaf uplinks over its
-  aggregation switches the same way (full bipartite when non-blocking), and aggregation switch j
-  of every pod reaches core group j: uplinks ordered by (j, uplink i, pod) fill the core switches
-  `switch_radix` at a time (Al-Fares wiring when the pods are full). One leaf, or one rail group,
-  joining everything has no tier above it.
+- Latencies (parameters): NVSwitch 25 ns; NIC link and switch-to-switch the fabric's
+  `port_latency_s` (500 ns unless set), from SimAI's Spectrum-X template
+  (../shared/reference/netsim.md lines 77-78, "NIC latency 500 ns, NVSwitch 25 ns"; its
+  topology file gives leaf-spine links the same 0.0005 ms).
+- Wiring, as `_fabric.py` describes: leaf-spine and fat-tree put NIC ports on leaves in rank
+  order, `leaf_down_ports` per leaf (dual-ToR: each NIC's ports on the two leaves of a pair, pair
+  p taking NICs p * leaf_down_ports onwards; a star's one leaf takes them all); rail families put
+  NIC i of every server in a group of `leaf_down_ports` servers on rail leaf i of that group (and
+  plane). A leaf with n ports in use has ceil(n / oversubscription) uplinks, dealt round-robin
+  over the spines (the spine pointer carries on from leaf to leaf, so no spine takes more than
+  `switch_radix`); dual-plane planes have their own spines. A fat-tree of more than one pod deals
+  each pod's leaf uplinks over its aggregation switches the same way (full bipartite when
+  non-blocking), and aggregation switch j of every pod reaches core group j: uplinks ordered by
+  (j, uplink i, pod) fill the core switches `switch_radix` at a time (Al-Fares wiring when the
+  pods are full). One leaf, or one rail group, joining everything has no tier above it.
+  `graph.graph["adaptive_routing"]` carries the family's trait to whoever routes on the graph
+  (`fabric_links`, the packet simulator).
 
 Routes (`ecmp_path`, `Router`): GPUs of one NVLink domain talk over their NVSwitch. Otherwise a
 flow leaves through a NIC, crosses leaves and spines on a shortest path, and enters the
@@ -59,11 +63,10 @@ import networkx as nx
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
 from simulators.network._fabric import Fabric
-from simulators.network._network import NIC_LATENCY_S, NVSWITCH_LATENCY_S
+from simulators.network._network import NVSWITCH_LATENCY_S
 
 KINDS = ("gpu", "nvswitch", "leaf", "spine", "aggregation", "core")
 FABRIC_KINDS = frozenset({"leaf", "spine", "aggregation", "core"})
-SWITCH_LATENCY_S = NIC_LATENCY_S  # SimAI Spectrum-X template: ASW-PSW links at the NIC link's 500 ns
 
 
 def fabric_graph(
@@ -72,14 +75,18 @@ def fabric_graph(
     num_gpus: int,
     *,
     scaleup_latency_s: float = NVSWITCH_LATENCY_S,
-    nic_latency_s: float = NIC_LATENCY_S,
-    switch_latency_s: float = SWITCH_LATENCY_S,
+    nic_latency_s: float | None = None,
+    switch_latency_s: float | None = None,
 ) -> nx.Graph:
-    """The cluster of `num_gpus` GPUs of type `gpu` on `fabric` (see the module docstring).
+    """The cluster of `num_gpus` GPUs of type `gpu` on `fabric` (see the module docstring); NIC
+    and switch latencies default to the fabric's `port_latency_s`.
 
     Edges carry `gbps` (per link, one direction), `latency_s` and `count` (parallel links);
-    `graph.graph` holds family, gpu, num_gpus, gpus_per_server, domain_gpus, port_gbps and pxn."""
+    `graph.graph` holds family, gpu, num_gpus, gpus_per_server, domain_gpus, port_gbps, pxn and
+    adaptive_routing. Failed switches and links are not removed here (`surviving_graph`)."""
     fabric.check(num_gpus)
+    nic_latency_s = fabric.port_latency_s if nic_latency_s is None else nic_latency_s
+    switch_latency_s = fabric.port_latency_s if switch_latency_s is None else switch_latency_s
     for name, value in (
         ("scaleup_latency_s", scaleup_latency_s),
         ("nic_latency_s", nic_latency_s),
@@ -99,6 +106,7 @@ def fabric_graph(
         domain_gpus=domain,
         port_gbps=fabric.port_gbps,
         pxn=rails,
+        adaptive_routing=fabric.traits.adaptive_routing,
     )
     for r in range(num_gpus):
         g.add_node(r, kind="gpu", server=r // gps, local=r % gps)
@@ -135,16 +143,18 @@ def fabric_graph(
                 plane_leaves = [leaf[p, grp, rail] for grp in range(groups) for rail in range(nps)]
                 _spread_up(g, ids, plane_leaves, used, fabric, "spine", {"plane": p}, switch_latency_s)
         return g
-    nic_links = servers * nps
-    leaves = [next(ids) for _ in range(-(-nic_links // down))]
+    nics, homing = servers * nps, fabric.traits.homing
+    leaves = [next(ids) for _ in range(homing * -(-nics // down))]
     half = fabric.switch_radix // 2
     for i, node in enumerate(leaves):
         g.add_node(node, kind="leaf", plane=0, **({"pod": i // half} if fabric.traits.pods else {}))
-    for i in range(nic_links):
+    for i in range(nics):
         s, nic = divmod(i, nps)
-        _link(g, nic_gpu(s, nic), leaves[i // down], port, nic_latency_s)
-        used[leaves[i // down]] = used.get(leaves[i // down], 0) + 1
-    if len(leaves) == 1:
+        for j in range(homing):
+            leaf_node = leaves[i // down * homing + j]
+            _link(g, nic_gpu(s, nic), leaf_node, port, nic_latency_s)
+            used[leaf_node] = used.get(leaf_node, 0) + 1
+    if len(leaves) == homing:  # one leaf (or leaf pair) reaches every NIC
         return g
     if not fabric.traits.pods or len(leaves) <= half:  # two tiers (a fat-tree of one pod too)
         _spread_up(g, ids, leaves, used, fabric, "spine", {"plane": 0}, switch_latency_s)

@@ -56,3 +56,15 @@ def test_a_gpu_without_a_server_price_has_no_owned_metrics():
 def test_a_speed_the_book_lacks_is_a_one_line_error_naming_the_table():
     with pytest.raises(SpecError, match=r"cost.nic_usd: no price for 1600 Gb/s; allowed: 100, 200, 400, 800"):
         ownership(get_gpu("H100-SXM"), 64, Fabric(nic_gbps=1600), default_price_book())
+
+
+def test_capex_of_a_dual_tor_fat_tree_by_hand():
+    """1024 H100s, each NIC two 200G ports: 2048 NIC links, 2048 leaf-aggregation and 2048
+    aggregation-core links (6144 links at the 200G price) and 160 switches of 64 ports, 10240
+    switch ports, at the 200G port price; the NICs stay 400G adapters."""
+    book = default_price_book()
+    owned = ownership(get_gpu("H100-SXM"), 1024, Fabric("fat-tree-dual-tor"), book)
+    ports = 6144 * 2 - 2048
+    assert ports == 160 * 64
+    capex = 128 * 294_000 + 1024 * 2_000 + ports * 281.25 + 6144 * 375
+    assert owned.capex_usd == pytest.approx(capex)

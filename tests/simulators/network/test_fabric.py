@@ -86,3 +86,40 @@ def test_a_server_inside_an_nvl72_domain_is_all_nvlink():
         .domain_gpus
         == 8
     )
+
+
+def test_a_star_puts_every_nic_on_one_switch_and_refuses_more_than_its_radix():
+    """Radix 64, 8 NICs per server: 8 servers, 64 links on one switch and no tier above; the
+    network is NVLink then one fabric level at the full NIC rate. A ninth server is refused."""
+    star = Fabric("star")
+    bom = bill_of_materials(star, 64)
+    assert (bom.servers, bom.switches, bom.links) == (8, (1,), (64,))
+    assert star.max_gpus() == 64 and bill_of_materials(Fabric("star", switch_radix=128), 120).switches == (1,)
+    network = star.network(get_gpu("H100-SXM"), 64)
+    assert len(network.tiers) == 1 and network.tiers[0].oversubscription == 1.0
+    with pytest.raises(SpecError, match=r"num_gpus=72 exceeds .* star fabric of radix 64 holds \(64\); .*switch_radix"):
+        star.check(72)
+    with pytest.raises(SpecError, match="fabric.oversubscription: 2.0 is not allowed for family star"):
+        Fabric("star", oversubscription=2.0)
+
+
+def test_dual_tor_fat_tree_homes_every_nic_on_a_leaf_pair():
+    """1024 GPUs = 1024 NICs with two 200G ports: 32 NICs per leaf pair -> 32 pairs = 64 leaves,
+    2 pods of 32 leaves; 2048 leaf uplinks on 64 aggregation switches, 2048 / 64 = 32 cores.
+    The same GPUs on a single-homed fat-tree: 32 leaves, one pod, two tiers."""
+    bom = bill_of_materials(Fabric("fat-tree-dual-tor"), 1024)
+    assert bom.switches == (64, 64, 32) and bom.links == (2048, 2048, 2048) and bom.port_gbps == 200
+    assert bill_of_materials(Fabric("fat-tree"), 1024).switches == (32, 16)
+    assert bill_of_materials(Fabric("fat-tree-dual-tor"), 4096).switches == (256, 256, 128)
+    network = Fabric("fat-tree-dual-tor").network(get_gpu("H100-SXM"), 1024)
+    assert [t.group_gpus for t in network.tiers] == [32, 512, 1024]  # leaf pair, pod of 16 pairs, all
+    assert network.nic_gbytes_per_s == 50.0  # two 200G ports: the NIC's 400G
+    with pytest.raises(SpecError, match="fabric.switch_radix: 6 is not allowed for family fat-tree-dual-tor"):
+        Fabric("fat-tree-dual-tor", switch_radix=6)
+
+
+def test_port_latency_reaches_every_tier_of_the_network():
+    network = Fabric("leaf-spine", port_latency_s=1e-6).network(get_gpu("H100-SXM"), 1024)
+    assert network.nic_latency_s == 1e-6 and {t.latency_s for t in network.tiers} == {2e-6}
+    with pytest.raises(SpecError, match="fabric.port_latency_s"):
+        Fabric(port_latency_s=-1.0)

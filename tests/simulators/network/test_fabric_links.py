@@ -22,3 +22,31 @@ def test_a_connection_keeps_its_ecmp_path_and_connections_spread_over_the_uplink
 
 def test_groups_follow_the_placement_of_the_plan():
     assert groups_of(16, 4, 2) == [[0, 2, 4, 6], [1, 3, 5, 7], [8, 10, 12, 14], [9, 11, 13, 15]]
+
+
+def _cross_group_makespan_s(family: str, spread: bool, nbytes: int) -> tuple[float, list]:
+    """Rail 0 of every server of one rail group sends `nbytes` to rail 0 of the same server
+    of the other group: 32 flows from one rail leaf to another over its 32 uplinks."""
+    from simulators.flow import Flow, simulate
+
+    graph = fabric_graph(Fabric(family), get_gpu("H100-SXM"), 512)
+    links, _, route = fabric_links(graph, spread=spread)
+    flows = [Flow(route(s * 8, 256 + s * 8), nbytes) for s in range(32)]
+    return float(simulate(links, flows).finish_s.max()), links
+
+
+def test_adaptive_routing_spreads_flows_where_ecmp_hashing_collides():
+    """Spectrum-X (rail-optimized wiring, adaptive routing) spreads the 32 flows over the 32
+    uplinks as one pooled link: each moves at the NIC's 400 Gb/s. ECMP hashes each onto one
+    uplink of 32, and 32 flows on 32 links collide somewhere (the chance of none is 32!/32^32),
+    so the slowest shares a link at least in two. The packet level, which does not spread, and
+    a family without the trait keep ECMP."""
+    nbytes = 64 << 20
+    ideal_s = nbytes * 8 / 400e9
+    spread_s, links = _cross_group_makespan_s("spectrum-x", True, nbytes)
+    assert ideal_s < spread_s < ideal_s + 4 * (0.5e-6 + 4096 * 8 / 400e9)  # a tail: 4 hops' latency and packet
+    pooled = [link for link in links if link.src >= 512 + 64 and link.dst >= 512 + 64]  # switch to switch
+    assert len(pooled) == 2 * 16 and {link.gbps for link in pooled} == {32 * 400.0}  # up and down, 16 leaves
+    hashed_s, _ = _cross_group_makespan_s("spectrum-x", False, nbytes)
+    assert hashed_s >= 2 * ideal_s * (1 - 1e-3)
+    assert _cross_group_makespan_s("rail-optimized", True, nbytes)[0] == hashed_s

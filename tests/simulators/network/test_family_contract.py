@@ -31,15 +31,16 @@ def family(request, monkeypatch):
 
 @pytest.mark.parametrize("num_gpus", [64, 512])
 def test_the_graph_the_bill_of_materials_and_the_network_agree(family, num_gpus):
-    fabric = Fabric(family.name)
+    radix = 64 if Fabric(family.name).max_gpus() >= num_gpus else 512  # a star of 512 GPUs needs a big switch
+    fabric = Fabric(family.name, switch_radix=radix)
     graph = fabric_graph(fabric, H100, num_gpus)
     bom = bill_of_materials(fabric, num_gpus)
     assert nx.is_connected(graph)
     assert sum(1 for _, k in graph.nodes(data="kind") if k == "gpu") == num_gpus
-    assert bom.links[0] == num_gpus // fabric.gpus_per_server * fabric.nics_per_server * family.planes
+    assert bom.links[0] == num_gpus // fabric.gpus_per_server * fabric.nics_per_server * family.ports_per_nic
     switches = sum(1 for _, k in graph.nodes(data="kind") if k in ("leaf", "spine", "aggregation", "core"))
     assert switches == sum(bom.switches)
-    assert fabric.port_gbps == fabric.nic_gbps / family.planes
+    assert fabric.port_gbps == fabric.nic_gbps / family.ports_per_nic
     for node, kind in graph.nodes(data="kind"):
         if kind in ("leaf", "spine", "core"):
             assert graph.degree(node, weight="count") <= fabric.switch_radix
