@@ -38,14 +38,23 @@ def integer(low: int, high: int) -> Callable[[str], int]:
 
 def positive(high: float) -> Callable[[str], float]:
     """A flag type: a finite number in (0, high]."""
-    allowed = f"allowed: a finite number above 0, at most {high:g}"
+    return _number(high, zero=False)
+
+
+def non_negative(high: float) -> Callable[[str], float]:
+    """A flag type: a finite number in [0, high]."""
+    return _number(high, zero=True)
+
+
+def _number(high: float, *, zero: bool) -> Callable[[str], float]:
+    allowed = f"allowed: a finite number {'at least' if zero else 'above'} 0, at most {high:g}"
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number; {allowed}") from None
-        if not (math.isfinite(value) and 0 < value <= high):
+        if not (math.isfinite(value) and (0 <= value if zero else 0 < value) and value <= high):
             raise argparse.ArgumentTypeError(f"{text} is out of range; {allowed}")
         return value
 
@@ -62,3 +71,4 @@ MAX_RANKS = integer(2, 1024)
 MAX_MB = positive(4096)  # MiB per replayed collective: each rank holds a buffer this size
 NUM_GPUS = integer(1, 10**6)
 NIC_GBPS = positive(10**5)
+ECMP_CONVERGENCE_S = non_negative(3600)

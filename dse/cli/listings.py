@@ -87,27 +87,39 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
         write_simai_topology,
     )
 
-    if args.simai:
-        paths.output_file(args.simai, "--simai")
+    if args.simai or args.draw:
         fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
         graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
-        write_simai_topology(simai_topology_of(graph), args.simai)
-        console.print(f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs")
+        if args.draw:
+            from simulators.network._drawing import draw_fabric
+
+            for line in draw_fabric(graph):
+                console.print(line)
+        if args.simai:
+            paths.output_file(args.simai, "--simai")
+            write_simai_topology(simai_topology_of(graph), args.simai)
+            console.print(
+                f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs"
+            )
         return 0
     defaults = Fabric()
-    table = Table(title="Fabric families (hardware.fabric.family); switches per tier for 1024 GPUs at the defaults")
-    for column in ("family", "what it is", "max GPUs", "switches per tier", "links per tier"):
+    title = "Fabric families (hardware.fabric.family); switches and links per tier at the defaults"
+    table = Table(title=f"{title}, for the GPUs shown (at most 1024)")
+    for column in ("family", "what it is", "routing", "max GPUs", "GPUs", "switches per tier", "links per tier"):
         table.add_column(column)
     for family in family_names():
         fabric = Fabric(family)
-        bom = bill_of_materials(fabric, 1024)
-        tiers = " / ".join(map(str, bom.switches))
-        help_text = get_family(family).help
-        table.add_row(family, help_text, str(fabric.max_gpus()), tiers, " / ".join(map(str, bom.links)))
+        traits = get_family(family)
+        gpus = min(1024, fabric.max_gpus())
+        bom = bill_of_materials(fabric, gpus)
+        routing = "adaptive" if traits.adaptive_routing else "ECMP"
+        tiers, links = " / ".join(map(str, bom.switches)), " / ".join(map(str, bom.links))
+        table.add_row(family, traits.help, routing, str(fabric.max_gpus()), str(gpus), tiers, links)
     console.print(table)
     console.print(
         "parameters (hardware.fabric): family, nic_gbps (knobs), gpus_per_server "
         f"({defaults.gpus_per_server}), nics_per_server ({defaults.nics_per_server}), switch_radix "
-        f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g})"
+        f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g}), port_latency_s "
+        f"({defaults.port_latency_s:g}), failures (none); draw one with --draw --family F --num-gpus N"
     )
     return 0

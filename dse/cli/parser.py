@@ -79,6 +79,21 @@ def build_parser() -> argparse.ArgumentParser:
         "simulate", parents=[candidate], help="evaluate one candidate and show its full breakdown"
     )
     simulate.add_argument("--json", action="store_true", help="print one JSON object")
+    simulate.add_argument(
+        "--fail",
+        action="append",
+        default=[],
+        metavar="TIER=COUNT",
+        help="also run the candidate with COUNT failed switches of TIER (leaf, spine, aggregation, core) or "
+        "failed leaf uplinks (links=COUNT), and show what it costs",
+    )
+    simulate.add_argument(
+        "--ecmp-convergence-s",
+        type=flags.ECMP_CONVERGENCE_S,
+        metavar="S",
+        help="with --fail: seconds until ECMP routes around the failure (default: the spec's "
+        "hardware.fabric.failures.ecmp_convergence_s)",
+    )
     simulate.set_defaults(handler=simulate_command)
 
     workload = commands.add_parser("workload", help="SimAI/AICB workload files")
@@ -122,9 +137,12 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=validate_command)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
-    topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --simai)")
-    topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --simai)")
-    topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --simai)")
-    topologies.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --simai)")
+    topologies.add_argument("--draw", action="store_true", help="draw one fabric's tiers and wiring as text")
+    topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --draw or --simai)")
+    topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --draw or --simai)")
+    topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --draw or --simai)")
+    topologies.add_argument(
+        "--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --draw or --simai)"
+    )
     topologies.set_defaults(handler=listings.topologies)
     return parser

@@ -8,10 +8,18 @@ from rich.console import Console
 
 from dse._text import short
 from dse.cli.listings import new_table
+from dse.errors import SpecError
 
 
 def simulate_command(args: argparse.Namespace, console: Console) -> int:
     import json
+
+    if args.fail:
+        from dse.cli.failure import failure_command
+
+        return failure_command(args, console)
+    if args.ecmp_convergence_s is not None:
+        raise SpecError("--ecmp-convergence-s: only with --fail; allowed: --fail TIER=COUNT ... --ecmp-convergence-s S")
 
     from dse.cli.candidate import candidate_params, simulate_params, stored_levels
     from dse.evaluation.space import SearchSpace

@@ -2,16 +2,42 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     Field,
     field_validator,
+    model_validator,
 )
 
 from dse.spec.fields import MAX_GBPS, FilePath, Frozen, Gbps, IntKnob, Name, Price, non_empty_unique, positive_knob
 from dse.spec.inputs import brief
-from simulators.network import family_names
+from simulators.network import Failures, family_names
+from simulators.network._network import NIC_LATENCY_S
+
+SwitchTier = Literal["leaf", "spine", "aggregation", "core"]
+
+
+class FailureSettings(Frozen):
+    """Failed switches per tier and failed leaf uplinks every candidate's fabric loses
+    (simulators/network/_failures.py says which ones); with any, the seconds ECMP takes to
+    route around them, which the first step after the failure pays (`dse simulate --fail`)."""
+
+    switches: dict[SwitchTier, Annotated[int, Field(ge=1, le=1 << 16)]] = {}
+    links: int = Field(default=0, ge=0, le=1 << 20)
+    ecmp_convergence_s: float | None = Field(default=None, ge=0, le=3600)
+
+    @model_validator(mode="after")
+    def _convergence(self) -> FailureSettings:
+        if (self.switches or self.links) and self.ecmp_convergence_s is None:
+            raise ValueError(
+                "ecmp_convergence_s: needed with failed switches or links (seconds until ECMP routes around "
+                "them); allowed: 0 to 3600"
+            )
+        return self
+
+    def value(self) -> Failures:
+        return Failures(tuple(self.switches.items()), self.links, self.ecmp_convergence_s)
 
 
 class FabricSettings(Frozen):
@@ -23,6 +49,8 @@ class FabricSettings(Frozen):
     nics_per_server: int = Field(default=8, ge=1, le=1024)
     switch_radix: int = Field(default=64, ge=4, le=4096)
     oversubscription: float = Field(default=1.0, ge=1.0, le=64.0)
+    port_latency_s: float = Field(default=NIC_LATENCY_S, ge=0, lt=1e-3)  # a NIC or switch-to-switch link
+    failures: FailureSettings = FailureSettings()
 
     @field_validator("family")
     @classmethod

@@ -40,4 +40,6 @@ class ResolvedStudy:
             nics_per_server=settings.nics_per_server,
             switch_radix=settings.switch_radix,
             oversubscription=settings.oversubscription,
+            port_latency_s=settings.port_latency_s,
+            failures=settings.failures.value(),
         )

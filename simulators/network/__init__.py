@@ -21,6 +21,7 @@ from simulators.network._algorithm import (
 )
 from simulators.network._contention import CongestionFactor
 from simulators.network._fabric import BillOfMaterials, Fabric, bill_of_materials
+from simulators.network._failures import Failures
 from simulators.network._families import TopologyFamily, family_names, get_family, register_family
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
@@ -43,6 +44,7 @@ __all__ = [
     "SimaiLink",
     "SimaiTopology",
     "BillOfMaterials",
+    "Failures",
     "TopologyFamily",
     "family_names",
     "get_family",

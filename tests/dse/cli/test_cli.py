@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from dse.cli.commands import main
+from tests.conftest import TINY_SPEC
 
 
 def test_bad_spec_exits_2_with_one_line_and_no_traceback(write_spec, capsys):
@@ -37,8 +38,31 @@ def test_listings_show_the_catalogues(capsys):
     assert "MI300X" in capsys.readouterr().out
     assert main(["topologies"]) == 0
     listing = capsys.readouterr().out
-    assert all(family in listing for family in ("leaf-spine", "fat-tree", "rail-optimized", "dual-plane"))
+    families = ("leaf-spine", "fat-tree", "rail-optimized", "dual-plane", "star", "fat-tree-dual-tor", "spectrum-x")
+    assert all(family in listing for family in families)
     assert "32 / 16" in listing  # 1024 GPUs, radix 64: 32 rail leaves and 16 spines (hand count)
+    assert "64 / 64 / 32" in listing  # dual-ToR, 1024 GPUs: 64 leaves, 64 aggregation, 32 core
+    star = next(line for line in listing.splitlines() if "star" in line)
+    assert "64" in star and "1024" not in star  # a star of radix 64 holds 64 GPUs: shown at that size
+
+
+def test_topologies_draws_a_fabric_tier_by_tier(capsys):
+    """Dual-ToR fat-tree of 1024 GPUs: 32 cores, 64 aggregation switches, 64 leaves, and every
+    NIC's two 200G ports on two leaves; Spectrum-X says it routes adaptively."""
+    assert main(["topologies", "--draw", "--family", "fat-tree-dual-tor", "--num-gpus", "1024"]) == 0
+    drawing = capsys.readouterr().out.splitlines()
+    assert [line.split()[:2] for line in drawing[1::2]] == [
+        ["core", "32"],
+        ["aggregation", "64"],
+        ["leaf", "64"],
+        ["servers", "128"],
+    ]
+    assert "each NIC-holding GPU: 2 links at 200 Gb/s up to 2 leaf switches" in drawing[-2]
+    assert "each leaf: 32 links at 200 Gb/s up to 32 aggregation switches" in drawing[-4]
+    assert main(["topologies", "--draw", "--family", "spectrum-x", "--num-gpus", "512"]) == 0
+    assert "adaptive routing" in capsys.readouterr().out.splitlines()[0]
+    assert main(["topologies", "--draw", "--family", "star", "--num-gpus", "72"]) == 2
+    assert "star fabric of radix 64 holds (64)" in capsys.readouterr().err
 
 
 def test_a_fabric_exports_as_a_simai_topology_that_reads_back(tmp_path, capsys):
@@ -176,3 +200,63 @@ def test_simulate_prices_nvidias_405b_plan_with_the_embedding_and_loss_counted_a
     assert main(["simulate", str(spec), *plan, "--set", "pipeline_split=even", "--json"]) == 0
     refused = json.loads(capsys.readouterr().out)
     assert refused["feasible"] is False and "does not divide layers=126" in refused["reason"]
+
+
+def test_simulate_with_a_failed_spine_shows_what_it_costs(write_spec, capsys):
+    """16 H100s on a leaf-spine of radix 8: 4 NIC ports a leaf, so 4 leaves with 4 uplinks each
+    on 2 spines, two links from every leaf to each. One spine down halves what crosses servers:
+    the pipeline's sends (stages 8 GPUs apart, on two servers) run at half the bandwidth; the
+    data-parallel ones (GPUs 0, 2, 4, 6) stay on NVLink. The first step after the failure also
+    waits the ECMP convergence time."""
+    import json
+
+    spec = write_spec(
+        TINY_SPEC.replace(
+            "  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  fabric: {family: [leaf-spine], switch_radix: 8}"
+        )
+    )
+    args = ["simulate", str(spec), *FIXED, "--fail", "spine=1", "--ecmp-convergence-s", "0.5", "--json"]
+    assert main(args) == 0
+    report = json.loads(capsys.readouterr().out)
+    healthy, failed = report["healthy"], report["failed"]
+    assert report["failures"] == "spine=1" and failed["feasible"] is True
+    uses = [{use["name"]: use for use in r["collectives"]} for r in (healthy, failed)]
+    send = uses[0]["pp send_recv"]  # at half the NIC's 48.5 GB/s it takes nbytes / 48.5 GB/s longer
+    slower_s = uses[1]["pp send_recv"]["time_s"] - send["time_s"]
+    assert slower_s == pytest.approx(send["nbytes"] / (400 / 8 * 0.97 * 1e9), rel=1e-3)
+    assert uses[1]["dp reduce_scatter"] == uses[0]["dp reduce_scatter"]
+    step = failed["metrics"]["iteration_time_s"]
+    assert step > healthy["metrics"]["iteration_time_s"]
+    assert report["delta"]["iteration_time_s"] == pytest.approx(step - healthy["metrics"]["iteration_time_s"])
+    assert report["first_step_after_failure_s"] == pytest.approx(step + 0.5)
+    assert main(["simulate", str(spec), *FIXED, "--fail", "spine=1", "--ecmp-convergence-s", "0.5"]) == 0
+    assert "with spine=1 failed" in capsys.readouterr().out
+
+
+def test_simulate_with_a_failed_leaf_of_a_single_homed_fabric_is_infeasible_with_the_reason(write_spec, capsys):
+    import json
+
+    spec = write_spec(TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  fabric: {family: [leaf-spine]}"))
+    assert main(["simulate", str(spec), *FIXED, "--fail", "leaf=1", "--ecmp-convergence-s", "0", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["healthy"]["feasible"] is True and report["failed"]["feasible"] is False
+    assert "cuts GPU 0 (server 0) off the fabric" in report["failed"]["reason"]
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        (["--fail", "spline=1", "--ecmp-convergence-s", "1"], "--fail: 'spline=1' is not allowed; allowed: TIER=COUNT"),
+        (["--fail", "spine=0", "--ecmp-convergence-s", "1"], "--fail: 'spine=0' is not allowed"),
+        (["--fail", "spine=1"], "--ecmp-convergence-s: needed with --fail"),
+        (["--ecmp-convergence-s", "1"], "--ecmp-convergence-s: only with --fail"),
+        (
+            ["--fail", "spine=1", "--ecmp-convergence-s", "-1"],
+            "--ecmp-convergence-s: -1 is out of range; allowed: a finite number at least 0",
+        ),
+    ],
+)
+def test_simulate_refuses_bad_failures_in_one_line(write_spec, capsys, flags, message):
+    assert main(["simulate", str(write_spec()), *FIXED, *flags]) == 2
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1

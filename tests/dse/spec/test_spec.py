@@ -283,3 +283,45 @@ def test_a_space_where_no_plan_can_run_is_refused_before_any_trial(write_spec, c
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("dse: error: search: no plan of the search space can run")
     assert "interleaved 1F1B needs microbatches=1 to be a multiple of pp=2" in err and not out.exists()
+
+
+def _fabric_spec(fabric: str) -> str:
+    return TINY_SPEC.replace("  num_gpus: [8, 16]", f"  num_gpus: [8, 16]\n  fabric: {fabric}")
+
+
+@pytest.mark.parametrize(
+    ("fabric", "message"),
+    [
+        (
+            "{failures: {switches: {spline: 1}, ecmp_convergence_s: 1}}",
+            "hardware.fabric.failures.switches.spline: 'spline' is not allowed; allowed: 'leaf', 'spine'",
+        ),
+        (
+            "{failures: {switches: {spine: 0}, ecmp_convergence_s: 1}}",
+            "hardware.fabric.failures.switches.spine: 0: Input should be greater than or equal to 1",
+        ),
+        (
+            "{failures: {links: 2}}",
+            "hardware.fabric.failures: ecmp_convergence_s: needed with failed switches or links",
+        ),
+        ("{failures: {spine: 1}}", "hardware.fabric.failures.spine: unknown field; allowed: switches, links"),
+        ("{port_latency_s: -1}", "hardware.fabric.port_latency_s: -1: Input should be greater than or equal to 0"),
+        ("{family: [torus]}", "hardware.fabric.family: 'torus' is not allowed; allowed: leaf-spine, fat-tree"),
+    ],
+)
+def test_bad_fabric_failures_and_latency_are_one_line_errors(write_spec, fabric, message):
+    assert message in error_of(write_spec, _fabric_spec(fabric))
+
+
+def test_the_fabric_of_a_candidate_carries_the_specs_failures_and_port_latency(write_spec):
+    text = _fabric_spec(
+        "{family: [fat-tree-dual-tor], port_latency_s: 1.0e-6, "
+        "failures: {switches: {leaf: 1}, links: 2, ecmp_convergence_s: 0.25}}"
+    )
+    fabric = resolve_study(load_study(write_spec(text))).fabric("fat-tree-dual-tor", 400.0)
+    assert fabric.port_latency_s == 1e-6
+    assert (fabric.failures.switches, fabric.failures.links, fabric.failures.ecmp_convergence_s) == (
+        (("leaf", 1),),
+        2,
+        0.25,
+    )
