@@ -13,6 +13,11 @@ from simulators.workload import pp_problem, precision_problem, tp_problem
 
 
 def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
+    if study.hardware.fabric.failures.switches or study.hardware.fabric.failures.links:
+        raise SpecError(
+            "hardware.fabric.failures: not allowed in a serving study (its network is the deployment's, not the "
+            "fabric's tiers); allowed: failures in training studies"
+        )
     settings, search = study.serving, study.search
     if any(search.speculative_tokens) and settings.draft_model is None:
         raise SpecError("serving.draft_model: needed where search.speculative_tokens holds a value above 0")

@@ -35,7 +35,11 @@ class TopologyFamily:
     # No tier above the leaves: every NIC port on one switch, all its radix facing down (a star).
     star: bool = False
     # Switches spread each flow's packets over every equal-cost egress by load (NVIDIA
-    # Spectrum-X adaptive routing); otherwise ECMP hashes each connection onto one path.
+    # Spectrum-X adaptive routing); otherwise ECMP hashes each connection onto one path. The
+    # analytical model has no hash collisions for any family (load spread evenly, as adaptive
+    # routing spreads it); the flow level spreads this family's flows and hashes the others'
+    # (`fabric_links`), so collisions show there; the packet level hashes every family for now
+    # (the graph carries the trait, `graph.graph["adaptive_routing"]`, for its engine).
     adaptive_routing: bool = False
 
     def __post_init__(self) -> None:

@@ -325,3 +325,13 @@ def test_the_fabric_of_a_candidate_carries_the_specs_failures_and_port_latency(w
         2,
         0.25,
     )
+
+
+def test_a_serving_study_refuses_fabric_failures_it_would_not_model(write_spec):
+    from tests.conftest import SERVING_SPEC
+
+    text = SERVING_SPEC.replace(
+        "  gpu: [H100-SXM]\n",
+        "  gpu: [H100-SXM]\n  fabric: {failures: {switches: {spine: 1}, ecmp_convergence_s: 1}}\n",
+    )
+    assert "hardware.fabric.failures: not allowed in a serving study" in error_of(write_spec, text)

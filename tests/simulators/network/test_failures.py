@@ -96,3 +96,20 @@ def test_failures_a_fabric_cannot_take_name_what_it_has():
     with pytest.raises(SpecError, match="splits the fabric"):
         Fabric("leaf-spine", failures=failed(spine=16)).network(H100, 1024)
     assert str(failed(spine=1, links=2)) == "spine=1, links=2" and not Failures()
+
+
+def test_ecmp_routes_over_what_survives():
+    """After a failed spine no route crosses it; after a failed leaf of a dual-ToR pair the
+    servers under it leave and arrive through the other leaf of the pair."""
+    from simulators.network import fabric_links
+
+    graph = surviving_graph(fabric_graph(Fabric("leaf-spine"), H100, 1024), failed(spine=1))
+    links, _, route = fabric_links(graph)
+    dead = min(n for n, k in fabric_graph(Fabric("leaf-spine"), H100, 1024).nodes(data="kind") if k == "spine")
+    crossed = {links[i].dst for s in range(0, 1024, 37) for d in range(5, 1024, 101) if s != d for i in route(s, d)}
+    assert dead not in crossed and len(crossed & {n for n, k in graph.nodes(data="kind") if k == "spine"}) == 15
+    intact = fabric_graph(Fabric("fat-tree-dual-tor"), H100, 1024)
+    _, second = sorted(n for n, k in intact.nodes(data="kind") if k == "leaf")[:2]
+    links, _, route = fabric_links(surviving_graph(intact, failed(leaf=1)))
+    assert {links[route(0, d)[0]].dst for d in range(64, 1024, 64)} == {second}
+    assert {links[route(s, 0)[-1]].src for s in range(64, 1024, 64)} == {second}
