@@ -16,7 +16,7 @@ from typing import Any
 from rich.console import Console
 
 from dse.errors import SpecError
-from dse.spec.hardware import FailureSettings
+from dse.spec.hardware import MAX_FAILED_LINKS, MAX_FAILED_SWITCHES, FailureSettings
 from dse.spec.study import Study
 
 TIERS = ("leaf", "spine", "aggregation", "core")
@@ -25,19 +25,19 @@ TIERS = ("leaf", "spine", "aggregation", "core")
 def failure_settings(assignments: Sequence[str], convergence_s: float | None, study: Study) -> FailureSettings:
     """The failures `--fail TIER=COUNT` (or links=COUNT) names, with the convergence time of
     --ecmp-convergence-s or else the spec's; a one-line SpecError for anything else."""
-    switches: dict[str, int] = {}
-    links = 0
+    counts: dict[str, int] = {}
     for assignment in assignments:
         name, sep, text = assignment.partition("=")
-        if not sep or name not in (*TIERS, "links") or not text.isdigit() or int(text) < 1:
+        limit = MAX_FAILED_LINKS if name == "links" else MAX_FAILED_SWITCHES
+        ok = sep and name in (*TIERS, "links") and text.isascii() and text.isdigit() and len(text) < 9
+        if not ok or not 1 <= counts.get(name, 0) + int(text) <= limit:
             raise SpecError(
                 f"--fail: {assignment!r} is not allowed; allowed: TIER=COUNT with TIER one of "
-                f"{', '.join(TIERS)} or links, COUNT an integer >= 1"
+                f"{', '.join(TIERS)} or links, COUNT an integer from 1 to {limit:,} (summed over repeats)"
             )
-        if name == "links":
-            links += int(text)
-        else:
-            switches[name] = switches.get(name, 0) + int(text)
+        counts[name] = counts.get(name, 0) + int(text)
+    links = counts.pop("links", 0)
+    switches = counts
     if convergence_s is None:
         convergence_s = study.hardware.fabric.failures.ecmp_convergence_s
     if convergence_s is None:

@@ -16,6 +16,8 @@ from simulators.network import Failures, family_names
 from simulators.network._network import NIC_LATENCY_S
 
 SwitchTier = Literal["leaf", "spine", "aggregation", "core"]
+MAX_FAILED_SWITCHES = 1 << 16  # per tier: beyond any fabric's switch count
+MAX_FAILED_LINKS = 1 << 20
 
 
 class FailureSettings(Frozen):
@@ -23,8 +25,8 @@ class FailureSettings(Frozen):
     (simulators/network/_failures.py says which ones); with any, the seconds ECMP takes to
     route around them, which the first step after the failure pays (`dse simulate --fail`)."""
 
-    switches: dict[SwitchTier, Annotated[int, Field(ge=1, le=1 << 16)]] = {}
-    links: int = Field(default=0, ge=0, le=1 << 20)
+    switches: dict[SwitchTier, Annotated[int, Field(ge=1, le=MAX_FAILED_SWITCHES)]] = {}
+    links: int = Field(default=0, ge=0, le=MAX_FAILED_LINKS)
     ecmp_convergence_s: float | None = Field(default=None, ge=0, le=3600)
 
     @model_validator(mode="after")

@@ -248,6 +248,9 @@ def test_simulate_with_a_failed_leaf_of_a_single_homed_fabric_is_infeasible_with
     [
         (["--fail", "spline=1", "--ecmp-convergence-s", "1"], "--fail: 'spline=1' is not allowed; allowed: TIER=COUNT"),
         (["--fail", "spine=0", "--ecmp-convergence-s", "1"], "--fail: 'spine=0' is not allowed"),
+        (["--fail", "spine=²", "--ecmp-convergence-s", "1"], "--fail: 'spine=²' is not allowed"),
+        (["--fail", "links=99999999999999", "--ecmp-convergence-s", "1"], "COUNT an integer from 1 to 1,048,576"),
+        (["--fail", "spine=65536", "--fail", "spine=1", "--ecmp-convergence-s", "1"], "from 1 to 65,536"),
         (["--fail", "spine=1"], "--ecmp-convergence-s: needed with --fail"),
         (["--ecmp-convergence-s", "1"], "--ecmp-convergence-s: only with --fail"),
         (

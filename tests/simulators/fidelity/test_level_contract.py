@@ -8,22 +8,34 @@ from simulators.analytical import plan_collectives
 from simulators.fidelity import LEVELS
 from simulators.hardware import get_gpu
 from simulators.models import get_model
-from simulators.network import ALGORITHMS, OPS, Fabric
+from simulators.network import ALGORITHMS, OPS, Fabric, Failures
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
 # Two-GPU servers under 8-port leaves, 3:1 oversubscribed: 3 servers a leaf, 2 uplinks shared.
 FABRIC = Fabric(
     family="leaf-spine", nic_gbps=400, gpus_per_server=2, nics_per_server=2, switch_radix=8, oversubscription=3.0
 )
+# The same with a leaf uplink failed (leaf 0 keeps one of two), and two-GPU servers on Spectrum-X
+# (rail leaves of 4 servers, adaptive routing): the contract holds on them too.
+FAILED = Fabric(
+    family="leaf-spine",
+    nic_gbps=400,
+    gpus_per_server=2,
+    nics_per_server=2,
+    switch_radix=8,
+    oversubscription=3.0,
+    failures=Failures(links=1, ecmp_convergence_s=0.1),
+)
+SPECTRUM_X = Fabric(family="spectrum-x", nic_gbps=400, gpus_per_server=2, nics_per_server=2, switch_radix=8)
 CAP_BYTES = 1 << 20
 
 
-def candidate(num_gpus: int, tp: int, pp: int = 1) -> TrainingCandidate:
-    """llama3-8b on H100s of FABRIC: tp inside a server, the dp gradient collectives across."""
+def candidate(num_gpus: int, tp: int, pp: int = 1, fabric: Fabric = FABRIC) -> TrainingCandidate:
+    """llama3-8b on H100s of `fabric`: tp inside a server, the dp gradient collectives across."""
     gpu = get_gpu("H100-SXM")
     dp = num_gpus // (tp * pp)
     plan = ParallelPlan(tp=tp, pp=pp, dp=dp, micro_batch=1, global_batch=4 * dp, seq_len=2048)
-    system = TrainingSystem(gpu, num_gpus, network=FABRIC.network(gpu, num_gpus))
+    system = TrainingSystem(gpu, num_gpus, network=fabric.network(gpu, num_gpus))
     return TrainingCandidate(get_model("llama3-8b"), system, plan)
 
 
@@ -50,9 +62,10 @@ def test_inside_one_server_the_fabric_plays_no_part(level):
     assert level.congestion_factors(candidate(2, tp=1), FABRIC, CAP_BYTES) == []
 
 
-def test_factors_name_collectives_that_cross_servers_and_never_speed_one_up(level):
-    c = candidate(16, tp=1, pp=2)
-    factors = level.congestion_factors(c, FABRIC, CAP_BYTES)
+@pytest.mark.parametrize("fabric", [FABRIC, FAILED, SPECTRUM_X], ids=["oversubscribed", "failed-link", "spectrum-x"])
+def test_factors_name_collectives_that_cross_servers_and_never_speed_one_up(level, fabric):
+    c = candidate(16, tp=1, pp=2, fabric=fabric)
+    factors = level.congestion_factors(c, fabric, CAP_BYTES)
     assert {(f.op, f.ranks, f.stride) for f in factors} <= crossing(c)
     assert len({f.key for f in factors}) == len(factors)  # one factor per collective of the step
     for f in factors:
