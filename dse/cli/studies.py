@@ -215,8 +215,18 @@ def _header(resolved, settings) -> Text:
             else " (measured kernel times)"
             if study.hardware.calibration
             else " (fitted: simulators/hardware/fitted.yaml)"
-        ),
+        )
+        + _failures_line(study),
     )
+
+
+def _failures_line(study) -> str:
+    """The fabric failures every candidate runs with, where the spec names any."""
+    failures = study.hardware.fabric.failures.value()
+    if not failures:
+        return ""
+    converges = f"ECMP converges in {failures.ecmp_convergence_s:g} s"
+    return f"\nfabric with failures: {failures} (hardware.fabric.failures; {converges})"
 
 
 def _mode(sampler: str, space, trials: int) -> str:

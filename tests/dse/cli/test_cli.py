@@ -263,3 +263,16 @@ def test_simulate_refuses_bad_failures_in_one_line(write_spec, capsys, flags, me
     assert main(["simulate", str(write_spec()), *FIXED, *flags]) == 2
     err = capsys.readouterr().err
     assert message in err and len(err.strip().splitlines()) == 1
+
+
+def test_a_study_with_fabric_failures_says_so_in_its_header(write_spec):
+    from dse.cli.studies import _failures_line
+    from dse.spec import load_study
+
+    fabric = "  fabric: {failures: {switches: {spine: 1}, links: 2, ecmp_convergence_s: 0.1}}"
+    study = load_study(write_spec(TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n" + fabric)))
+    assert (
+        _failures_line(study)
+        == "\nfabric with failures: spine=1, links=2 (hardware.fabric.failures; ECMP converges in 0.1 s)"
+    )
+    assert _failures_line(load_study(write_spec())) == ""

@@ -42,6 +42,7 @@ def test_the_graph_loses_exactly_the_failed_spine_and_links():
     uplinks = [sum(e["count"] for v, e in left.adj[leaf].items() if v in spines) for leaf in leaves]
     assert uplinks == [29, 29, 29] + [30] * 29  # two links to the failed spine, then one each for 3 leaves
     assert graph.number_of_nodes() == left.number_of_nodes() + 1  # the input is not changed
+    assert sum(e["count"] for v, e in graph.adj[leaves[0]].items() if v in spines) == 32
 
 
 def test_a_failed_leaf_cuts_single_homed_servers_off_and_halves_dual_homed_ones():
