@@ -80,6 +80,7 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
     from simulators.network import (
         Fabric,
         bill_of_materials,
+        draw_fabric,
         fabric_graph,
         family_names,
         get_family,
@@ -91,8 +92,6 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
         fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
         graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
         if args.draw:
-            from simulators.network._drawing import draw_fabric
-
             for line in draw_fabric(graph):
                 console.print(line)
         if args.simai:

@@ -38,8 +38,8 @@ from simulators.network import (
     fabric_links,
     groups_of,
     nvswitch_of,
+    surviving_graph,
 )
-from simulators.network._failures import surviving_graph
 from simulators.workload import TrainingCandidate
 
 MTU_BYTES = 4096

@@ -21,7 +21,7 @@ from simulators.network._algorithm import (
 )
 from simulators.network._contention import CongestionFactor
 from simulators.network._fabric import BillOfMaterials, Fabric, bill_of_materials
-from simulators.network._failures import Failures
+from simulators.network._failures import Failures, surviving_graph
 from simulators.network._families import TopologyFamily, family_names, get_family, register_family
 from simulators.network._network import Network, Tier
 from simulators.network._placement import Group
@@ -45,6 +45,8 @@ __all__ = [
     "SimaiTopology",
     "BillOfMaterials",
     "Failures",
+    "draw_fabric",
+    "surviving_graph",
     "TopologyFamily",
     "family_names",
     "get_family",
@@ -78,6 +80,7 @@ __all__ = [
 _LAZY = {
     **{name: "simulators.network._graphs" for name in ("KINDS", "Router", "ecmp_hops", "ecmp_path", "fabric_graph")},
     **{name: "simulators.network._fabric_links" for name in ("fabric_links", "groups_of", "nvswitch_of")},
+    "draw_fabric": "simulators.network._drawing",
     **{
         name: "simulators.network._simai_topology"
         for name in (
