@@ -15,6 +15,7 @@ from typing import Any
 
 from rich.console import Console
 
+from dse._text import short
 from dse.errors import SpecError
 from dse.spec.hardware import MAX_FAILED_LINKS, MAX_FAILED_SWITCHES, FailureSettings
 from dse.spec.study import Study
@@ -80,7 +81,8 @@ def failure_command(args: argparse.Namespace, console: Console) -> int:
         print(json.dumps(report, indent=2))
         return 0
     table = new_table(
-        f"{study.name}: one candidate, healthy and with {named} failed", ["quantity", "healthy", "failed", "change"]
+        f"{short(study.name)}: one candidate, healthy and with {named} failed",
+        ["quantity", "healthy", "failed", "change"],
     )
     for key, value in params.items():
         table.add_row(key, str(value), "", "")
