@@ -19,7 +19,22 @@ from simulators._errors import SpecError
 from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
 from simulators.packet._congestion import Params, get
-from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
+from simulators.packet._engine import (
+    GO_BACK_N,
+    NO_RECOVERY,
+    PS_PER_S,
+    SELECTIVE_REPEAT,
+    Fabric,
+    Flows,
+    Links,
+    simulate_packets,
+)
+
+# RoceSettings.loss_recovery: what the receiving NIC keeps and the sending NIC resends
+RECOVERY = {"none": NO_RECOVERY, "go_back_n": GO_BACK_N, "selective_repeat": SELECTIVE_REPEAT}
+# The InfiniBand/RoCE local ACK timeout is 4.096 us x 2^exponent; NCCL (NCCL_IB_TIMEOUT) and
+# HCCL (HCCL_RDMA_TIMEOUT, Huawei CANN docs) both set the exponent to 20 by default: 4.29 s.
+DEFAULT_RTO_S = 4.096e-6 * 2**20
 
 
 @dataclass(frozen=True)
@@ -30,7 +45,18 @@ class RoceSettings:
     5 KB, Kmax 200 KB, Pmax 1 %. `congestion_control` names a registered algorithm
     (simulators.packet.CONGESTION_CONTROLS); `congestion_params` its parameters: None for its
     defaults, a mapping of fields to override, or its parameter dataclass (a mapping is held as
-    the latter)."""
+    the latter).
+
+    Loss: a switch drops what its shared buffer cannot hold (PFC normally prevents it), and each
+    link loses a frame with chance `loss_rate` (data and control frames alike). `loss_recovery`
+    is the NICs' answer: `go_back_n` (RoCE's reliable connection: the receiver keeps only the
+    next packet in order, answers the first gap with a NAK, and the sender resends from there),
+    `selective_repeat` (newer NICs: the receiver keeps every packet, the sender resends only
+    the ones NAKed) or `none` (a lost packet stays lost and its flow never completes, the ns-3
+    UDP case). Either way, no cumulative ACK progress for `retransmit_timeout_s` resends from
+    the first unacknowledged packet, and after `retries` such timeouts in a row the flow fails
+    (NCCL's "transport retry counter exceeded"). Recovery needs ACKs: unset, it is `go_back_n`
+    with `acks` on and `none` without."""
 
     buffer_bytes: int = 32 * 2**20
     pfc: bool = True
@@ -44,8 +70,29 @@ class RoceSettings:
     congestion_params: Params | Mapping[str, Any] | None = None
     acks: bool = True  # per-packet 64-byte ACKs back along the reverse path (CNPs ride on them)
     seed: int = 0
+    loss_rate: float = 0.0
+    loss_recovery: str | None = None  # None: go_back_n with ACKs, none without
+    retransmit_timeout_s: float = DEFAULT_RTO_S
+    retries: int = 7  # NCCL_IB_RETRY_CNT's default
 
     def __post_init__(self) -> None:
+        if self.loss_recovery is None:
+            object.__setattr__(self, "loss_recovery", "go_back_n" if self.acks else "none")
+        if self.loss_recovery not in RECOVERY:
+            raise SpecError(f"loss_recovery: {self.loss_recovery!r} is not allowed; allowed: {', '.join(RECOVERY)}")
+        if self.loss_recovery != "none" and not self.acks:
+            raise SpecError(
+                f"loss_recovery: {self.loss_recovery!r} needs acks: true (the sender learns what arrived from ACKs); "
+                "allowed with acks: false: none"
+            )
+        if not 0.0 <= self.loss_rate < 1.0:
+            raise SpecError(f"loss_rate: {self.loss_rate!r} is not allowed; allowed: 0 <= loss_rate < 1")
+        if not isinstance(self.retries, int) or not 0 <= self.retries <= 7:
+            raise SpecError(f"retries: {self.retries!r} is not allowed; allowed: 0 to 7 (a 3-bit field in RoCE)")
+        if not 1e-12 <= self.retransmit_timeout_s < 1e3:
+            raise SpecError(
+                f"retransmit_timeout_s: {self.retransmit_timeout_s!r} is not allowed; allowed: 1e-12 (a picosecond) to 1000"
+            )
         entry = get(self.congestion_control)
         object.__setattr__(self, "congestion_control", entry.name)
         if self.congestion_params is not None:  # None stays None: replace() may change the algorithm
@@ -62,6 +109,36 @@ class RoceSettings:
 
 
 @dataclass(frozen=True)
+class LinkFaults:
+    """Faults of single links, by index in the link list: `loss_rate` a link's own chance of
+    losing a frame (in place of RoceSettings.loss_rate), `down_s` the interval [from, until)
+    in which it loses every frame it finishes sending (a failed link; until inf: for good)."""
+
+    loss_rate: Mapping[int, float] = field(default_factory=dict)
+    down_s: Mapping[int, tuple[float, float]] = field(default_factory=dict)
+
+    def arrays(self, n_links: int, loss_rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per link: loss rate, and the down interval in picoseconds (checked against n_links)."""
+        rates = np.full(n_links, float(loss_rate))
+        never = np.iinfo(np.int64).max
+        down_from, down_until = np.full(n_links, never, np.int64), np.full(n_links, never, np.int64)
+        for name, values in (("loss_rate", self.loss_rate), ("down_s", self.down_s)):
+            for link in values:
+                if not isinstance(link, int) or not 0 <= link < n_links:
+                    raise SpecError(f"faults.{name}: link {link!r} is not allowed; allowed: 0 to {n_links - 1}")
+        for link, rate in self.loss_rate.items():
+            if not 0.0 <= rate < 1.0:
+                raise SpecError(f"faults.loss_rate[{link}]: {rate!r} is not allowed; allowed: 0 <= rate < 1")
+            rates[link] = rate
+        for link, (start_s, end_s) in self.down_s.items():
+            if not 0.0 <= start_s < end_s:
+                raise SpecError(f"faults.down_s[{link}]: {(start_s, end_s)!r} is not allowed; allowed: 0 <= from < until")
+            down_from[link] = round(start_s * PS_PER_S)
+            down_until[link] = never if end_s == np.inf else round(end_s * PS_PER_S)
+        return rates, down_from, down_until
+
+
+@dataclass(frozen=True)
 class PacketResult(RunTimes):
     """Seconds per flow (start, finish, completion time) and statistics per link."""
 
@@ -70,7 +147,11 @@ class PacketResult(RunTimes):
     link_bytes: np.ndarray
     queue_max_bytes: np.ndarray
     pause_frames: np.ndarray
-    drops: np.ndarray
+    drops: np.ndarray  # per link: packets its switch's full buffer dropped
+    lost: np.ndarray  # per link: frames lost on the wire (loss_rate, a link down)
+    retransmits: np.ndarray  # per flow: data packets sent again
+    timeouts: np.ndarray  # per flow: retransmission timeouts
+    failed: np.ndarray  # per flow: gave up after `retries` timeouts in a row (NCCL's fatal error)
     cnps: np.ndarray
     marked_packets: np.ndarray
     window_bytes: np.ndarray  # bytes each flow delivered within the requested window
@@ -116,10 +197,12 @@ def simulate(
     roce: RoceSettings,
     switches: set[int],
     window_s: tuple[float, float] = (0.0, 0.0),
+    faults: LinkFaults | None = None,
 ) -> PacketResult:
     """Run `flows` (Flow values, or arrays from simulators.network.collective_flows) over
     `links`; nodes in `switches` have the shared buffer, PFC and ECN. `window_s` (start,
-    end): also count the bytes each flow delivers in that interval (rates)."""
+    end): also count the bytes each flow delivers in that interval (rates). `faults`: links
+    that lose frames or fail for a while."""
     arrays = flow_arrays(links, flows)
     engine_flows = Flows(
         *(getattr(arrays, name) for name in Flows._fields[:-2]), *_reverse_paths(links, arrays, roce.acks)
@@ -133,6 +216,7 @@ def simulate(
         _ints([link.dst for link in links]),
         np.full(len(links), roce.pfc_xoff_bytes, np.int64),
         np.full(len(links), roce.pfc_xon_bytes, np.int64),
+        *(faults or LinkFaults()).arrays(len(links), roce.loss_rate),
     )
     fabric = Fabric(
         n_nodes,
@@ -146,13 +230,17 @@ def simulate(
         int(roce.seed),
         round(window_s[0] * to_ps),
         round(window_s[1] * to_ps),
+        RECOVERY[roce.loss_recovery],
+        round(roce.retransmit_timeout_s * to_ps),
+        int(roce.retries),
     )
     cc = get(roce.congestion_control)
     params = np.ascontiguousarray(roce.control_params().vector(), np.float64)
     out = simulate_packets(engine_links, engine_flows, fabric, params, cc.columns, cc.hooks())
-    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end, cc_state = out
+    begin, finish, link_bytes, q_max, pauses, drops, lost, retransmits, timeouts, failed = out[:10]
+    cnps, marked, window_bytes, events, end, cc_state = out[10:]
     unfinished = int((finish < 0).sum())
-    if unfinished and not drops.sum():
+    if unfinished and not (drops.sum() + lost.sum()):
         raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
     return PacketResult(
         begin / to_ps,
@@ -161,6 +249,10 @@ def simulate(
         q_max,
         pauses,
         drops,
+        lost,
+        retransmits,
+        timeouts,
+        failed,
         cnps,
         marked,
         window_bytes,
