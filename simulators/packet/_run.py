@@ -91,7 +91,8 @@ class RoceSettings:
             raise SpecError(f"retries: {self.retries!r} is not allowed; allowed: 0 to 7 (a 3-bit field in RoCE)")
         if not 1e-12 <= self.retransmit_timeout_s < 1e3:
             raise SpecError(
-                f"retransmit_timeout_s: {self.retransmit_timeout_s!r} is not allowed; allowed: 1e-12 (a picosecond) to 1000"
+                f"retransmit_timeout_s: {self.retransmit_timeout_s!r} is not allowed; "
+                "allowed: 1e-12 (a picosecond) to 1000"
             )
         entry = get(self.congestion_control)
         object.__setattr__(self, "congestion_control", entry.name)
@@ -132,7 +133,9 @@ class LinkFaults:
             rates[link] = rate
         for link, (start_s, end_s) in self.down_s.items():
             if not 0.0 <= start_s < end_s:
-                raise SpecError(f"faults.down_s[{link}]: {(start_s, end_s)!r} is not allowed; allowed: 0 <= from < until")
+                raise SpecError(
+                    f"faults.down_s[{link}]: {(start_s, end_s)!r} is not allowed; allowed: 0 <= from < until"
+                )
             down_from[link] = round(start_s * PS_PER_S)
             down_until[link] = never if end_s == np.inf else round(end_s * PS_PER_S)
         return rates, down_from, down_until
