@@ -1,7 +1,8 @@
 """The packet level: the compiled packet engine (simulators.packet) runs every group's flows at
 once on the fabric graph with ECMP routes, with PFC, ECN and the chosen congestion control on
 (RoceSettings' defaults: DCQCN, no random loss, go-back-N; `congestion_control`, `pfc`, `ecn`,
-`loss_rate`, `loss_recovery` and the other RoceSettings fields are its options). The engine loads on first use, so importing the ladder stays light."""
+`loss_rate`, `loss_recovery` and the other RoceSettings fields are its options). The engine
+loads on first use, so importing the ladder stays light."""
 
 from __future__ import annotations
 
