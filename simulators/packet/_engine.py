@@ -5,9 +5,18 @@ Model. Directed links carry packets store-and-forward: a packet is serialised at
 propagation delay; each link has an output queue (FIFO) at its near end. A switch holds queued
 packets in one shared buffer; a packet whose bytes do not fit is dropped. Hosts queue without
 limit. Senders emit a flow's packets at a pace (the rate congestion control gives them),
-the first one pace after the flow starts, into their NIC's queue. A flow completes when its last
-byte reaches the receiver; flows may wait for other flows (a DAG), starting `gap` after the last
-of them completes.
+the first one pace after the flow starts, into their NIC's queue, each on the flow's route of
+the moment (a flow has one, or more when routing converges around a failure). A flow completes
+when its last byte reaches the receiver; flows may wait for other flows (a DAG), starting `gap`
+after the last of them completes.
+
+Loss: a link loses a frame it finishes sending with its loss rate, and every frame while it is
+down. With recovery on (it needs ACKs, which carry the receiver's count of packets in order) the
+receiver answers the first packet beyond a gap with one NAK; go-back-N keeps only packets in
+order and its sender resumes from the NAK's count, selective repeat keeps every packet and
+resends only the one NAKed. A flow without ACK progress for the timeout resends from its first
+unacknowledged packet, and gives up after `retries` timeouts in a row. A resend after a NAK or
+a timeout goes at once, not a pace later.
 
 RoCE behaviour (each part can be switched off):
 - PFC, per ingress port (one priority): when the bytes a switch holds that arrived through a
@@ -112,7 +121,7 @@ def _pop(heap, size):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_next):
+def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next):
     """The packet pool's arrays at twice their length, the new slots chained free; returns them
     and the first new slot (the new free-list head)."""
     old = len(pkt_flow)
@@ -127,6 +136,7 @@ def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_se
         np.concatenate((pkt_last, np.zeros(old, np.bool_))),
         np.concatenate((pkt_kind, np.zeros(old, np.int64))),
         np.concatenate((pkt_seq, np.zeros(old, np.int64))),
+        np.concatenate((pkt_route, np.zeros(old, np.int64))),
         pkt_next,
         old,
     )
@@ -166,13 +176,18 @@ class Flows(NamedTuple):
     mtu: np.ndarray
     start_ps: np.ndarray
     gap_ps: np.ndarray
-    path_start: np.ndarray  # flow f's links: path_links[path_start[f]:path_start[f + 1]]
+    path_start: np.ndarray  # route r's links: path_links[path_start[r]:path_start[r + 1]]
     path_links: np.ndarray
     dep_count: np.ndarray  # flows each waits for
     dependents_start: np.ndarray  # flows waiting for f: dependents[dependents_start[f]:...]
     dependents: np.ndarray
     reverse_start: np.ndarray  # its ACKs' links, receiver to sender (empty without ACKs)
     reverse_links: np.ndarray
+    # Flow f's routes route_list[route_start[f]:route_start[f + 1]], route f first; a packet
+    # takes the last of them whose route_from_ps has come when it is sent (a reroute).
+    route_start: np.ndarray
+    route_list: np.ndarray
+    route_from_ps: np.ndarray
 
 
 class Fabric(NamedTuple):
@@ -220,6 +235,7 @@ def _simulate(
     pkt_last = np.zeros(pcap, np.bool_)
     pkt_kind = np.zeros(pcap, np.int64)
     pkt_seq = np.zeros(pcap, np.int64)  # a data packet's index in its flow; an ACK's cumulative count
+    pkt_route = np.zeros(pcap, np.int64)  # the route it takes (an ACK: back along its packet's)
     pkt_next = np.full(pcap, -1, np.int64)
     free_head = 0
     for i in range(pcap - 1):
@@ -320,8 +336,9 @@ def _simulate(
                 on_timer(state, cc_params, f, now)
             # the packet
             if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_next, free_head = _grow_pool(
-                    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_next
+                pool = (pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next)
+                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next, free_head = (
+                    _grow_pool(*pool)
                 )
             p = free_head
             free_head = pkt_next[p]
@@ -334,7 +351,12 @@ def _simulate(
             nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
             pkt_flow[p] = f
             pkt_bytes[p] = nbytes
-            pkt_hop[p] = path_start[f]
+            r = flows.route_list[flows.route_start[f]]
+            for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
+                if flows.route_from_ps[flows.route_list[k]] <= now:
+                    r = flows.route_list[k]
+            pkt_route[p] = r
+            pkt_hop[p] = path_start[r]
             pkt_ecn[p] = False
             pkt_last[p] = s == n_packets[f] - 1
             pkt_kind[p] = _DATA
@@ -348,7 +370,7 @@ def _simulate(
                 rto_due[f] = True
                 size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
                 seq += 1
-            link = path_links[path_start[f]]
+            link = path_links[path_start[r]]
             # enqueue at the host's NIC (hosts do not drop or pause their senders)
             if q_tail[link] < 0:
                 q_head[link] = p
@@ -385,7 +407,8 @@ def _simulate(
                 q_tail[link] = -1
             q_bytes[link] -= pkt_bytes[p]
             link_bytes[link] += pkt_bytes[p]
-            if pkt_hop[p] > path_start[pkt_flow[p]]:  # it left a switch: free its buffer
+            r = pkt_route[p]
+            if pkt_hop[p] > path_start[r]:  # it left a switch: free its buffer
                 inbound = path_links[pkt_hop[p] - 1]
                 shared_used[link_to[inbound]] -= pkt_bytes[p]
                 in_switch[inbound] -= pkt_bytes[p]
@@ -402,7 +425,7 @@ def _simulate(
                 lost[link] += 1
                 pkt_next[p] = free_head
                 free_head = p
-            elif pkt_hop[p] == path_start[f + 1] - 1 and not pkt_last[p]:
+            elif pkt_hop[p] == path_start[r + 1] - 1 and not pkt_last[p]:
                 # Reaching the receiver changes nothing but its count until the flow's last
                 # packet (which does get an event: completion starts dependants).
                 deliver = p
@@ -415,7 +438,7 @@ def _simulate(
         elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
             p = a
             f = pkt_flow[p]
-            if pkt_hop[p] == reverse_start[f + 1] - 1:  # at the sender
+            if pkt_hop[p] == reverse_start[pkt_route[p] + 1] - 1:  # at the sender
                 if recovery != NO_RECOVERY:
                     if pkt_seq[p] > acked[f]:
                         acked[f] = pkt_seq[p]
@@ -447,7 +470,7 @@ def _simulate(
                 pkt_next[c_tail[link]] = p
             c_tail[link] = p
             kick = link
-        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_flow[a] + 1] - 1:  # at the receiver
+        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_route[a] + 1] - 1:  # at the receiver
             deliver = a
         elif kind == _ARRIVE:  # at a switch
             p = a
@@ -492,7 +515,7 @@ def _simulate(
             kick = link
         elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
             p = a
-            link = reverse_links[reverse_start[pkt_flow[p]]]
+            link = reverse_links[reverse_start[pkt_route[p]]]
             if c_tail[link] < 0:
                 c_head[link] = p
             else:
@@ -565,7 +588,7 @@ def _simulate(
             if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
                 pkt_flow[p] = f
                 pkt_bytes[p] = CNP_BYTES
-                pkt_hop[p] = reverse_start[f]
+                pkt_hop[p] = reverse_start[pkt_route[p]]
                 pkt_kind[p] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
                 pkt_seq[p] = expected[f]
                 pkt_next[p] = -1
@@ -623,7 +646,7 @@ def _signature():
     """Argument types of the one compiled engine: the hooks are first-class function values."""
     ints, floats = numba.int64[::1], numba.float64[::1]
     links = numba.types.NamedTuple([floats] + [ints] * 4 + [floats] + [ints] * 2, Links)
-    flows = numba.types.NamedUniTuple(ints, 11, Flows)
+    flows = numba.types.NamedUniTuple(ints, 14, Flows)
     i, b = numba.int64, numba.boolean
     fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i, i, i, i], Fabric)
     return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)

@@ -29,6 +29,7 @@ from simulators.packet._engine import (
     Links,
     simulate_packets,
 )
+from simulators.packet._faults import LinkFaults, Routes
 
 # RoceSettings.loss_recovery: what the receiving NIC keeps and the sending NIC resends
 RECOVERY = {"none": NO_RECOVERY, "go_back_n": GO_BACK_N, "selective_repeat": SELECTIVE_REPEAT}
@@ -110,38 +111,6 @@ class RoceSettings:
 
 
 @dataclass(frozen=True)
-class LinkFaults:
-    """Faults of single links, by index in the link list: `loss_rate` a link's own chance of
-    losing a frame (in place of RoceSettings.loss_rate), `down_s` the interval [from, until)
-    in which it loses every frame it finishes sending (a failed link; until inf: for good)."""
-
-    loss_rate: Mapping[int, float] = field(default_factory=dict)
-    down_s: Mapping[int, tuple[float, float]] = field(default_factory=dict)
-
-    def arrays(self, n_links: int, loss_rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per link: loss rate, and the down interval in picoseconds (checked against n_links)."""
-        rates = np.full(n_links, float(loss_rate))
-        never = np.iinfo(np.int64).max
-        down_from, down_until = np.full(n_links, never, np.int64), np.full(n_links, never, np.int64)
-        for name, values in (("loss_rate", self.loss_rate), ("down_s", self.down_s)):
-            for link in values:
-                if not isinstance(link, int) or not 0 <= link < n_links:
-                    raise SpecError(f"faults.{name}: link {link!r} is not allowed; allowed: 0 to {n_links - 1}")
-        for link, rate in self.loss_rate.items():
-            if not 0.0 <= rate < 1.0:
-                raise SpecError(f"faults.loss_rate[{link}]: {rate!r} is not allowed; allowed: 0 <= rate < 1")
-            rates[link] = rate
-        for link, (start_s, end_s) in self.down_s.items():
-            if not 0.0 <= start_s < end_s:
-                raise SpecError(
-                    f"faults.down_s[{link}]: {(start_s, end_s)!r} is not allowed; allowed: 0 <= from < until"
-                )
-            down_from[link] = round(start_s * PS_PER_S)
-            down_until[link] = never if end_s == np.inf else round(end_s * PS_PER_S)
-        return rates, down_from, down_until
-
-
-@dataclass(frozen=True)
 class PacketResult(RunTimes):
     """Seconds per flow (start, finish, completion time) and statistics per link."""
 
@@ -164,12 +133,12 @@ class PacketResult(RunTimes):
     cc_state: np.ndarray = field(repr=False)  # each flow's congestion-control row at the end (_congestion.py)
 
 
-def _reverse_paths(links: Sequence[Link], flows: FlowArrays, needed: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each flow's path back, receiver to sender (for ACKs): for every link of the path, the
+def _reverse_paths(links: Sequence[Link], routes: Routes, needed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each route's path back, receiver to sender (for ACKs): for every link of the path, the
     link joining the same nodes the other way (of parallel ones, the nearest in the list, which
     is its twin when links are built in pairs)."""
     if not needed:
-        return np.zeros(flows.count + 1, np.int64), np.zeros(0, np.int64)
+        return np.zeros(len(routes.path_start), np.int64), np.zeros(0, np.int64)
     by_ends: dict[tuple[int, int], list[int]] = {}
     for i, link in enumerate(links):
         by_ends.setdefault((link.src, link.dst), []).append(i)
@@ -177,9 +146,9 @@ def _reverse_paths(links: Sequence[Link], flows: FlowArrays, needed: bool) -> tu
         [min(by_ends.get((link.dst, link.src), [-1]), key=lambda j: abs(j - i)) for i, link in enumerate(links)],
         np.int64,
     )
-    start, lengths = flows.path_start, np.diff(flows.path_start)
+    start, lengths = routes.path_start, np.diff(routes.path_start)
     ends = np.repeat(start[:-1] + start[1:] - 1, lengths)  # position p of a path [a, b) reads a + b - 1 - p
-    forward = flows.path_links[ends - np.arange(len(flows.path_links))]
+    forward = routes.path_links[ends - np.arange(len(routes.path_links))]
     back = twin[forward]
     missing = np.flatnonzero(back < 0)
     if len(missing):
@@ -205,10 +174,24 @@ def simulate(
     """Run `flows` (Flow values, or arrays from simulators.network.collective_flows) over
     `links`; nodes in `switches` have the shared buffer, PFC and ECN. `window_s` (start,
     end): also count the bytes each flow delivers in that interval (rates). `faults`: links
-    that lose frames or fail for a while."""
+    that lose frames, links and switches that fail, and the routes around them (LinkFaults)."""
     arrays = flow_arrays(links, flows)
+    faults = faults or LinkFaults()
+    routes = faults.routes(links, arrays, switches)
     engine_flows = Flows(
-        *(getattr(arrays, name) for name in Flows._fields[:-2]), *_reverse_paths(links, arrays, roce.acks)
+        arrays.nbytes,
+        arrays.mtu,
+        arrays.start_ps,
+        arrays.gap_ps,
+        routes.path_start,
+        routes.path_links,
+        arrays.dep_count,
+        arrays.dependents_start,
+        arrays.dependents,
+        *_reverse_paths(links, routes, roce.acks),
+        routes.route_start,
+        routes.route_list,
+        routes.route_from_ps,
     )
     n_nodes = 1 + max(max(link.src, link.dst) for link in links)
     rates = np.array([link.gbps * 1e9 for link in links])
@@ -219,7 +202,7 @@ def simulate(
         _ints([link.dst for link in links]),
         np.full(len(links), roce.pfc_xoff_bytes, np.int64),
         np.full(len(links), roce.pfc_xon_bytes, np.int64),
-        *(faults or LinkFaults()).arrays(len(links), roce.loss_rate),
+        *faults.link_arrays(links, roce.loss_rate),
     )
     fabric = Fabric(
         n_nodes,

@@ -153,3 +153,53 @@ def test_bad_faults_name_the_link():
         simulate(LINKS, FLOW, RoceSettings(), set(), faults=LinkFaults(down_s={5: (0.0, 1.0)}))
     with pytest.raises(SpecError, match=r"faults.loss_rate\[0\]"):
         simulate(LINKS, FLOW, RoceSettings(), set(), faults=LinkFaults(loss_rate={0: 1.5}))
+
+
+# Two hosts joined through either of two switches: links 0: 0->2, 1: 2->1, 2: 0->3, 3: 3->1, and
+# their twins back; the flow's own route is through switch 2.
+TWO_WAYS = [Link(0, 2, GBPS, DELAY_S), Link(2, 1, GBPS, DELAY_S), Link(0, 3, GBPS, DELAY_S), Link(3, 1, GBPS, DELAY_S)]
+TWO_WAYS += [Link(b.dst, b.src, GBPS, DELAY_S) for b in TWO_WAYS]
+SWITCHES = {2, 3}
+
+
+def test_a_failed_link_is_routed_around_after_convergence_and_go_back_n_recovers_what_it_lost():
+    """Link 2->1 fails at t_f for good; from t_f + c ECMP sends new packets through switch 3.
+    Packet k leaves 2->1 at (k + 3) T + d, so the first lost is j = ceil((t_f - d) / T) - 3;
+    the first sent on the new route is q = ceil((t_f + c) / T) - 1. It reaches the receiver at
+    (q + 3) T + 2 d, beyond the gap: the NAK is back at t_n = (q + 3) T + 4 d + 2 ACK, by
+    when m = floor(t_n / T) packets were sent; go-back-N sends N - j more, the last arriving
+    (m + N - j + 2) T + 2 d."""
+    n, fail_s, converge_s = 200, 5.001e-6, 2e-6
+    settings = RoceSettings(pfc=False, ecn=False, congestion_control="none")
+    faults = LinkFaults(down_s={1: (fail_s, math.inf)}, reroute_after_s=converge_s)
+    result = simulate(TWO_WAYS, [Flow((0, 1), n * M, M)], settings, SWITCHES, faults=faults)
+    j = math.ceil((fail_s - DELAY_S) / T_S) - 3
+    q = math.ceil((fail_s + converge_s) / T_S) - 1
+    t_nak = (q + 3) * T_S + 4 * DELAY_S + 2 * ACK_S
+    m = math.floor(t_nak / T_S)
+    assert m < n
+    assert result.lost[1] == q - j  # everything that reached 2->1 after it failed
+    assert result.link_bytes[3] == (n - j + m - q) * M  # the new route carries the rest
+    assert result.finish_s[0] == pytest.approx((m + n - j + 2) * T_S + 2 * DELAY_S, abs=1e-12)
+    assert result.timeouts[0] == 0
+
+
+def test_without_rerouting_or_a_way_around_a_failed_switch_cuts_the_flow_off():
+    """Switch 2 fails for good: with routing that never converges, or with switch 3 failed as
+    well, the flow's packets are all lost and it fails after its retries; with one way left
+    and rerouting on, it completes through switch 3, which carries every packet sent after
+    the routing converged."""
+    settings = RoceSettings(pfc=False, ecn=False, congestion_control="none", retransmit_timeout_s=20e-6, retries=2)
+    flow = [Flow((0, 1), N * M, M)]
+    for faults in (
+        LinkFaults(switch_down_s={2: (0.0, math.inf)}),
+        LinkFaults(switch_down_s={2: (0.0, math.inf), 3: (0.0, math.inf)}, reroute_after_s=1e-6),
+    ):
+        result = simulate(TWO_WAYS, flow, settings, SWITCHES, faults=faults)
+        assert result.failed[0] and np.isnan(result.finish_s[0])
+    faults = LinkFaults(switch_down_s={2: (0.0, math.inf)}, reroute_after_s=1e-6)
+    result = simulate(TWO_WAYS, flow, settings, SWITCHES, faults=faults)
+    assert np.isfinite(result.finish_s[0]) and not result.failed[0]
+    before = math.ceil(1e-6 / T_S) - 1  # sent before the routing converged: lost at switch 2
+    assert result.lost[0] == before
+    assert result.link_bytes[3] == (N + result.retransmits[0] - before) * M  # the rest through switch 3
