@@ -1,6 +1,6 @@
 """Packet-level network simulation: a compiled discrete-event engine with PFC, ECN and a
-registry of congestion control algorithms (none, DCQCN), and loss with its recovery
-(go-back-N, selective repeat, timeouts). It runs the plain links and flows of
+registry of congestion control algorithms (none, DCQCN), loss with its recovery (go-back-N,
+selective repeat, timeouts), failed links and switches routed around, and adaptive routing. It runs the plain links and flows of
 simulators.network (re-exported here, with collective_flows, for callers of `simulate`)."""
 
 from simulators.network import Flow, Link, collective_flows

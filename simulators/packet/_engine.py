@@ -207,6 +207,8 @@ class Fabric(NamedTuple):
     recovery: int  # NO_RECOVERY, GO_BACK_N or SELECTIVE_REPEAT
     rto_ps: int  # retransmission timeout: no cumulative ACK progress for this long resends
     retries: int  # timeouts in a row after which a flow fails (the NIC's retry count)
+    reorder_packets: int  # the receiver NAKs a gap once it holds a packet this far beyond it
+    adaptive: bool  # at each switch a packet takes the least-queued of its flow's routes
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -353,8 +355,9 @@ def _simulate(
             pkt_bytes[p] = nbytes
             r = flows.route_list[flows.route_start[f]]
             for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
-                if flows.route_from_ps[flows.route_list[k]] <= now:
-                    r = flows.route_list[k]
+                if flows.route_from_ps[flows.route_list[k]] > now:
+                    break
+                r = flows.route_list[k]
             pkt_route[p] = r
             pkt_hop[p] = path_start[r]
             pkt_ecn[p] = False
@@ -474,6 +477,26 @@ def _simulate(
             deliver = a
         elif kind == _ARRIVE:  # at a switch
             p = a
+            f = pkt_flow[p]
+            if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
+                # adaptive routing: of the flow's routes through this switch so far, the one
+                # whose next link has the fewest bytes queued (the current one on a tie)
+                r = pkt_route[p]
+                h = pkt_hop[p] - path_start[r]
+                best, best_q = r, q_bytes[path_links[pkt_hop[p] + 1]]
+                for k in range(flows.route_start[f], flows.route_start[f + 1]):
+                    rk = flows.route_list[k]
+                    if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
+                        continue
+                    same = True
+                    for i in range(h + 1):
+                        if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
+                            same = False
+                            break
+                    if same and q_bytes[path_links[path_start[rk] + h + 1]] < best_q:
+                        best, best_q = rk, q_bytes[path_links[path_start[rk] + h + 1]]
+                pkt_route[p] = best
+                pkt_hop[p] = path_start[best] + h
             inbound = path_links[pkt_hop[p]]
             node = link_to[inbound]
             out = path_links[pkt_hop[p] + 1]
@@ -561,7 +584,7 @@ def _simulate(
             gap = False
             if recovery == GO_BACK_N:
                 accept = s == expected[f]
-                gap = s > expected[f]
+                gap = s >= expected[f] + fabric.reorder_packets
                 expected[f] += accept
             elif recovery == SELECTIVE_REPEAT:
                 accept = not got[got_start[f] + s]
@@ -569,7 +592,7 @@ def _simulate(
                 highest[f] = max(highest[f], s)
                 while expected[f] < n_packets[f] and got[got_start[f] + expected[f]]:
                     expected[f] += 1
-                gap = highest[f] > expected[f]
+                gap = highest[f] >= expected[f] + fabric.reorder_packets
             nak = gap and nak_for[f] != expected[f]
             if nak:
                 nak_for[f] = expected[f]
@@ -648,7 +671,7 @@ def _signature():
     links = numba.types.NamedTuple([floats] + [ints] * 4 + [floats] + [ints] * 2, Links)
     flows = numba.types.NamedUniTuple(ints, 14, Flows)
     i, b = numba.int64, numba.boolean
-    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i, i, i, i], Fabric)
+    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i, i, i, i, i, b], Fabric)
     return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)
 
 

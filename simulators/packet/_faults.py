@@ -75,17 +75,34 @@ class LinkFaults:
             out[link] = (round(start_s * PS_PER_S), NEVER_PS if end_s == np.inf else round(end_s * PS_PER_S))
         return out
 
-    def routes(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> Routes:
+    def routes(self, links: Sequence[Link], flows: FlowArrays, switches: set[int], adaptive: bool = False) -> Routes:
         """Every flow's routes: its own path first, then one around the failures each time the
-        routing converges on a path it uses (module docstring)."""
-        routes = Routes.of(flows)
+        routing converges on a path it uses (module docstring); with `adaptive`, then every
+        other equal-cost path of the live fabric between its ends, which only adaptive routing
+        at the switches takes (they take effect never at the sender)."""
+        extra = self._reroutes(links, flows, switches)
+        if adaptive:
+            finder = _PathFinder(links, set(self._down_ps(links)), switches)
+            for f in range(flows.count):
+                own = flows.path(f)
+                if len(own) < 3:
+                    continue  # one switch or none on the way: no choice to make
+                others = [p for p in finder.all_paths(links[own[0]].src, links[own[-1]].dst) if p != own]
+                extra.setdefault(f, []).extend((NEVER_PS, p) for p in others)
+        return Routes.of(flows).with_extra(extra)
+
+    def _reroutes(
+        self, links: Sequence[Link], flows: FlowArrays, switches: set[int]
+    ) -> dict[int, list[tuple[int, tuple[int, ...]]]]:
+        """For each flow that needs them, its routes around failures with the time each takes
+        effect."""
+        extra: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         if self.reroute_after_s is None:
-            return routes
+            return extra
         after_ps = round(self.reroute_after_s * PS_PER_S)
         # the times routing converges, each with the links down by then (and still down)
         down = self._down_ps(links)
         times = sorted({start + after_ps for start, end in down.values() if end > start + after_ps})
-        extra: dict[int, list[tuple[int, tuple[int, ...]]]] = {}
         for at_ps in times:
             dead = {link for link, (start, end) in down.items() if start + after_ps <= at_ps < end}
             finder = _PathFinder(links, dead, switches)
@@ -98,7 +115,7 @@ class LinkFaults:
                 path = finder.path(links[current[0]].src, links[current[-1]].dst, f)
                 if path is not None:
                     extra.setdefault(f, []).append((at_ps, path))
-        return routes.with_extra(extra)
+        return extra
 
 
 def _checked(values: Mapping[int, object], n_links: int, name: str) -> Mapping[int, object]:
@@ -162,6 +179,7 @@ class _PathFinder:
                 self._out.setdefault(link.src, []).append(i)
                 self._into.setdefault(link.dst, []).append(i)
         self._hops_to: dict[int, dict[int, int]] = {}
+        self._paths: dict[tuple[int, int], list[tuple[int, ...]]] = {}
 
     def _distances(self, dst: int) -> dict[int, int]:
         """Hops from each node to `dst`, through switches only (breadth first, backwards)."""
@@ -179,14 +197,36 @@ class _PathFinder:
             self._hops_to[dst] = hops
         return self._hops_to[dst]
 
+    def _next_hops(self, node: int, dst: int, hops: dict[int, int]) -> list[int]:
+        """The live links from `node` one hop nearer `dst`, into a switch or `dst` itself."""
+        return [
+            i
+            for i in self._out.get(node, ())
+            if hops.get(self._links[i].dst, -1) == hops[node] - 1
+            and (self._links[i].dst == dst or self._links[i].dst in self._switches)
+        ]
+
+    def all_paths(self, src: int, dst: int, cap: int = 256) -> list[tuple[int, ...]]:
+        """Every equal-cost shortest path from `src` to `dst` (at most `cap`, in link order)."""
+        if (src, dst) in self._paths:
+            return self._paths[src, dst]
+        hops = self._distances(dst)
+        paths, stack = self._paths.setdefault((src, dst), []), [(src, ())] if src in hops else []
+        while stack and len(paths) < cap:
+            node, path = stack.pop()
+            if node == dst:
+                paths.append(path)
+                continue
+            stack.extend((self._links[i].dst, (*path, i)) for i in reversed(self._next_hops(node, dst, hops)))
+        return paths
+
     def path(self, src: int, dst: int, flow: int) -> tuple[int, ...] | None:
         hops = self._distances(dst)
         if src not in hops:
             return None  # cut off
         path, node = [], src
         while node != dst:
-            ties = [i for i in self._out[node] if hops.get(self._links[i].dst, -1) == hops[node] - 1]
-            ties = [i for i in ties if self._links[i].dst == dst or self._links[i].dst in self._switches]
+            ties = self._next_hops(node, dst, hops)
             link = ties[(flow * 2654435761 + len(path) * 40503) % len(ties)]
             path.append(link)
             node = self._links[link].dst

@@ -57,7 +57,14 @@ class RoceSettings:
     UDP case). Either way, no cumulative ACK progress for `retransmit_timeout_s` resends from
     the first unacknowledged packet, and after `retries` such timeouts in a row the flow fails
     (NCCL's "transport retry counter exceeded"). Recovery needs ACKs: unset, it is `go_back_n`
-    with `acks` on and `none` without."""
+    with `acks` on and `none` without. The receiver NAKs a gap once it holds a packet
+    `reorder_packets` beyond it (1: at once).
+
+    `adaptive_routing`: each switch sends a packet to the least-queued of the equal-cost next
+    hops towards its receiver (per-packet load balancing, as Spectrum-X and InfiniBand adaptive
+    routing do) where ECMP hashes a flow onto one path. Packets then arrive out of order, so it
+    needs a receiver that places them so (`selective_repeat`, or `none`), with a
+    `reorder_packets` above the reordering the paths cause."""
 
     buffer_bytes: int = 32 * 2**20
     pfc: bool = True
@@ -75,6 +82,8 @@ class RoceSettings:
     loss_recovery: str | None = None  # None: go_back_n with ACKs, none without
     retransmit_timeout_s: float = DEFAULT_RTO_S
     retries: int = 7  # NCCL_IB_RETRY_CNT's default
+    reorder_packets: int = 1
+    adaptive_routing: bool = False
 
     def __post_init__(self) -> None:
         if self.loss_recovery is None:
@@ -88,6 +97,13 @@ class RoceSettings:
             )
         if not 0.0 <= self.loss_rate < 1.0:
             raise SpecError(f"loss_rate: {self.loss_rate!r} is not allowed; allowed: 0 <= loss_rate < 1")
+        if self.adaptive_routing and self.loss_recovery == "go_back_n":
+            raise SpecError(
+                "loss_recovery: 'go_back_n' discards the packets adaptive routing reorders; "
+                "allowed with adaptive_routing: selective_repeat, none"
+            )
+        if not isinstance(self.reorder_packets, int) or self.reorder_packets < 1:
+            raise SpecError(f"reorder_packets: {self.reorder_packets!r} is not allowed; allowed: a whole number >= 1")
         if not isinstance(self.retries, int) or not 0 <= self.retries <= 7:
             raise SpecError(f"retries: {self.retries!r} is not allowed; allowed: 0 to 7 (a 3-bit field in RoCE)")
         if not 1e-12 <= self.retransmit_timeout_s < 1e3:
@@ -177,7 +193,7 @@ def simulate(
     that lose frames, links and switches that fail, and the routes around them (LinkFaults)."""
     arrays = flow_arrays(links, flows)
     faults = faults or LinkFaults()
-    routes = faults.routes(links, arrays, switches)
+    routes = faults.routes(links, arrays, switches, roce.adaptive_routing)
     engine_flows = Flows(
         arrays.nbytes,
         arrays.mtu,
@@ -219,6 +235,8 @@ def simulate(
         RECOVERY[roce.loss_recovery],
         round(roce.retransmit_timeout_s * to_ps),
         int(roce.retries),
+        int(roce.reorder_packets),
+        bool(roce.adaptive_routing),
     )
     cc = get(roce.congestion_control)
     params = np.ascontiguousarray(roce.control_params().vector(), np.float64)

@@ -141,6 +141,8 @@ def test_drop_tail_incast_completes_with_recovery_and_not_without():
         ({"loss_rate": 1.0}, "loss_rate"),
         ({"retransmit_timeout_s": 0.0}, "retransmit_timeout_s"),
         ({"retries": 8}, "retries"),
+        ({"reorder_packets": 0}, "reorder_packets"),
+        ({"adaptive_routing": True}, "loss_recovery"),  # go-back-N would discard what it reorders
     ],
 )
 def test_bad_loss_settings_are_one_line_errors(fields, named):
@@ -203,3 +205,29 @@ def test_without_rerouting_or_a_way_around_a_failed_switch_cuts_the_flow_off():
     before = math.ceil(1e-6 / T_S) - 1  # sent before the routing converged: lost at switch 2
     assert result.lost[0] == before
     assert result.link_bytes[3] == (N + result.retransmits[0] - before) * M  # the rest through switch 3
+
+
+def _two_leaves() -> list[Link]:
+    """Hosts 0, 1 on leaf 4 and 2, 3 on leaf 5; spines 6 and 7; every link 100 Gb/s both ways."""
+    pairs = [(0, 4), (1, 4), (2, 5), (3, 5), (4, 6), (4, 7), (5, 6), (5, 7)]
+    return [Link(a, b, GBPS, DELAY_S) for a, b in pairs] + [Link(b, a, GBPS, DELAY_S) for a, b in pairs]
+
+
+def test_adaptive_routing_spreads_a_hash_collision_over_both_spines():
+    """Two flows, 0 -> 2 and 1 -> 3, that ECMP hashed onto spine 6: under ECMP they share the
+    leaf's one uplink, so together they take twice a lone flow's time; adaptive routing sends
+    each packet to the emptier uplink, so both run at line rate and finish with the lone flow
+    (within 5 %), the receivers placing the few reordered packets without a resend."""
+    links = _two_leaves()
+    up6 = {4: 4, 5: 6}  # the link from each leaf to spine 6
+    down = {2: 10, 3: 11}  # leaf 5 to hosts 2 and 3 (twins listed after the eight links)
+    n = 2000
+    flows = [Flow((src, up6[4], 14, down[dst]), n * M, M) for src, dst in ((0, 2), (1, 3))]  # 14: spine 6 -> leaf 5
+    base = dict(pfc=True, ecn=False, congestion_control="none", loss_recovery="selective_repeat", reorder_packets=16)
+    alone = simulate(links, flows[:1], RoceSettings(**base), {4, 5, 6, 7}).finish_s[0]
+    ecmp = simulate(links, flows, RoceSettings(**base), {4, 5, 6, 7})
+    adaptive = simulate(links, flows, RoceSettings(adaptive_routing=True, **base), {4, 5, 6, 7})
+    assert ecmp.finish_s.max() == pytest.approx(2 * alone, rel=0.05)
+    assert adaptive.finish_s.max() == pytest.approx(alone, rel=0.05)
+    assert adaptive.link_bytes[5] > 0 and adaptive.retransmits.sum() == 0  # spine 7 carried some
+    assert (adaptive.link_bytes[[4, 5]].sum()) == 2 * n * M  # every packet up exactly once
