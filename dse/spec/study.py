@@ -48,8 +48,9 @@ class LevelSettings(Frozen):
     message_cap_mb: float = Field(gt=0, le=1e6)
 
     def options(self) -> dict[str, Any]:
-        """The level's own settings (beyond top, budget and cap), for simulators.fidelity."""
-        return self.model_dump(exclude=set(LevelSettings.model_fields))
+        """The level's own settings (beyond top, budget and cap; unset ones left to the
+        simulator's defaults), for simulators.fidelity."""
+        return self.model_dump(exclude=set(LevelSettings.model_fields), exclude_none=True)
 
 
 class FlowFidelity(LevelSettings):
@@ -62,7 +63,8 @@ class FlowFidelity(LevelSettings):
 
 class PacketFidelity(LevelSettings):
     """Per-packet queues with PFC, ECN and `congestion_control` (simulators.packet
-    CONGESTION_CONTROLS) on."""
+    CONGESTION_CONTROLS) on; each link loses a frame with chance `loss_rate`, and the NICs
+    recover by `loss_recovery` with a `retransmit_timeout_s` (simulators.packet.RoceSettings)."""
 
     top: int = Field(default=4, ge=1, le=10_000)
     budget_s: float = Field(default=120.0, gt=0, le=1e7)
@@ -70,6 +72,9 @@ class PacketFidelity(LevelSettings):
     congestion_control: Name = "dcqcn"
     pfc: bool = True
     ecn: bool = True
+    loss_rate: float = Field(default=0.0, ge=0, lt=1)
+    loss_recovery: Literal["go_back_n", "selective_repeat", "none"] = "go_back_n"
+    retransmit_timeout_s: float | None = Field(default=None, ge=1e-12, lt=1e3)  # None: the NICs' (4.29 s)
 
 
 class Fidelity(Frozen):

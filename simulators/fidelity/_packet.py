@@ -1,13 +1,16 @@
 """The packet level: the compiled packet engine (simulators.packet) runs every group's flows at
 once on the fabric graph with ECMP routes, with PFC, ECN and the chosen congestion control on
-(RoceSettings' defaults: DCQCN; `congestion_control`, `pfc`, `ecn` and the other RoceSettings
-fields are its options). The engine loads on first use, so importing the ladder stays light."""
+(RoceSettings' defaults: DCQCN, no random loss, go-back-N; `congestion_control`, `pfc`, `ecn`,
+`loss_rate`, `loss_recovery` and the other RoceSettings fields are its options). The engine
+loads on first use, so importing the ladder stays light."""
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+import numpy as np
 
 from simulators._errors import SpecError
 from simulators.fidelity._level import NetworkLevel, SimulatedLevel, register
@@ -31,7 +34,18 @@ class PacketLevel(SimulatedLevel):
     def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         from simulators.packet import RoceSettings, simulate
 
-        result = simulate(links, flows, self.roce or RoceSettings(), switches)
+        roce = self.roce or RoceSettings()
+        result = simulate(links, flows, roce, switches)
+        if result.failed.any():
+            raise SpecError(
+                f"fidelity.packet: {int(result.failed.sum())} flows failed after {roce.retries} retransmission "
+                "timeouts in a row (the job would stop); allowed: a fabric that delivers"
+            )
+        if np.isnan(result.finish_s).any():
+            raise SpecError(
+                f"fidelity.packet.loss_recovery: {roce.loss_recovery!r} left flows that lost packets unfinished; "
+                "allowed here: go_back_n, selective_repeat"
+            )
         return float(result.finish_s.max())
 
 

@@ -5,9 +5,18 @@ Model. Directed links carry packets store-and-forward: a packet is serialised at
 propagation delay; each link has an output queue (FIFO) at its near end. A switch holds queued
 packets in one shared buffer; a packet whose bytes do not fit is dropped. Hosts queue without
 limit. Senders emit a flow's packets at a pace (the rate congestion control gives them),
-the first one pace after the flow starts, into their NIC's queue. A flow completes when its last
-byte reaches the receiver; flows may wait for other flows (a DAG), starting `gap` after the last
-of them completes.
+the first one pace after the flow starts, into their NIC's queue, each on the flow's route of
+the moment (a flow has one, or more when routing converges around a failure). A flow completes
+when its last byte reaches the receiver; flows may wait for other flows (a DAG), starting `gap`
+after the last of them completes.
+
+Loss: a link loses a frame it finishes sending with its loss rate, and every frame while it is
+down. With recovery on (it needs ACKs, which carry the receiver's count of packets in order) the
+receiver answers the first packet beyond a gap with one NAK; go-back-N keeps only packets in
+order and its sender resumes from the NAK's count, selective repeat keeps every packet and
+resends only the one NAKed. A flow without ACK progress for the timeout resends from its first
+unacknowledged packet, and gives up after `retries` timeouts in a row. A resend after a NAK or
+a timeout goes at once, not a pace later.
 
 RoCE behaviour (each part can be switched off):
 - PFC, per ingress port (one priority): when the bytes a switch holds that arrived through a
@@ -50,8 +59,13 @@ import numpy as np
 from simulators.packet._congestion import HOOK, LINE, MARK, OWN, RATE, TIMER
 
 # event types
-_SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK = 0, 1, 2, 3, 4, 5, 6, 7
-_DATA, _PLAIN_ACK, _CNP_ACK = 0, 1, 2  # what a packet is: data, or a control frame going back
+_SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK, _RTO = 0, 1, 2, 3, 4, 5, 6, 7, 8
+_KIND_BITS = 4
+# what a packet is: data, or a control frame going back (an ACK, or an ACK carrying a CNP;
+# either may also be a NAK)
+_DATA, _PLAIN_ACK, _CNP_ACK, _NAK = 0, 1, 2, 4
+# loss recovery (Fabric.recovery): none (a lost packet stays lost), go-back-N, selective repeat
+NO_RECOVERY, GO_BACK_N, SELECTIVE_REPEAT = 0, 1, 2
 PS_PER_S = 1e12
 CNP_BYTES = 64
 
@@ -61,7 +75,7 @@ def _push(heap, size, seq, t, kind, a):
     """Insert event (kind, a) at time t, after every event already at t; returns the new size.
     Entries are (time, sequence, payload) triples side by side: one cache line per entry."""
     i = size
-    payload = a * 8 + kind
+    payload = (a << _KIND_BITS) + kind
     while i > 0:
         p = (i - 1) >> 1
         pt = heap[3 * p]
@@ -103,11 +117,11 @@ def _pop(heap, size):
     heap[3 * i] = last_t
     heap[3 * i + 1] = last_s
     heap[3 * i + 2] = last_p
-    return t, payload & 7, payload >> 3, size
+    return t, payload & ((1 << _KIND_BITS) - 1), payload >> _KIND_BITS, size
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next):
+def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next):
     """The packet pool's arrays at twice their length, the new slots chained free; returns them
     and the first new slot (the new free-list head)."""
     old = len(pkt_flow)
@@ -121,9 +135,20 @@ def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_ne
         np.concatenate((pkt_ecn, np.zeros(old, np.bool_))),
         np.concatenate((pkt_last, np.zeros(old, np.bool_))),
         np.concatenate((pkt_kind, np.zeros(old, np.int64))),
+        np.concatenate((pkt_seq, np.zeros(old, np.int64))),
+        np.concatenate((pkt_route, np.zeros(old, np.int64))),
         pkt_next,
         old,
     )
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _uniform(rng_state):
+    """A uniform draw in [0, 1) from the xorshift64* state; returns (draw, next state)."""
+    rng_state ^= rng_state >> np.uint64(12)
+    rng_state ^= rng_state << np.uint64(25)
+    rng_state ^= rng_state >> np.uint64(27)
+    return ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0, rng_state
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -139,6 +164,9 @@ class Links(NamedTuple):
     to: np.ndarray  # int64: the node it feeds
     xoff_bytes: np.ndarray  # int64: PFC thresholds of the switch port it feeds
     xon_bytes: np.ndarray
+    loss_rate: np.ndarray  # float64: the chance a frame is lost on the wire
+    down_from_ps: np.ndarray  # int64: the link loses every frame it finishes in [from, until)
+    down_until_ps: np.ndarray
 
 
 class Flows(NamedTuple):
@@ -148,13 +176,18 @@ class Flows(NamedTuple):
     mtu: np.ndarray
     start_ps: np.ndarray
     gap_ps: np.ndarray
-    path_start: np.ndarray  # flow f's links: path_links[path_start[f]:path_start[f + 1]]
+    path_start: np.ndarray  # route r's links: path_links[path_start[r]:path_start[r + 1]]
     path_links: np.ndarray
     dep_count: np.ndarray  # flows each waits for
     dependents_start: np.ndarray  # flows waiting for f: dependents[dependents_start[f]:...]
     dependents: np.ndarray
     reverse_start: np.ndarray  # its ACKs' links, receiver to sender (empty without ACKs)
     reverse_links: np.ndarray
+    # Flow f's routes route_list[route_start[f]:route_start[f + 1]], route f first; a packet
+    # takes the last of them whose route_from_ps has come when it is sent (a reroute).
+    route_start: np.ndarray
+    route_list: np.ndarray
+    route_from_ps: np.ndarray
 
 
 class Fabric(NamedTuple):
@@ -171,6 +204,11 @@ class Fabric(NamedTuple):
     seed: int
     window_start_ps: int
     window_end_ps: int
+    recovery: int  # NO_RECOVERY, GO_BACK_N or SELECTIVE_REPEAT
+    rto_ps: int  # retransmission timeout: no cumulative ACK progress for this long resends
+    retries: int  # timeouts in a row after which a flow fails (the NIC's retry count)
+    reorder_packets: int  # the receiver NAKs a gap once it holds a packet this far beyond it
+    adaptive: bool  # at each switch a packet takes the least-queued of its flow's routes
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -198,6 +236,8 @@ def _simulate(
     pkt_ecn = np.zeros(pcap, np.bool_)
     pkt_last = np.zeros(pcap, np.bool_)
     pkt_kind = np.zeros(pcap, np.int64)
+    pkt_seq = np.zeros(pcap, np.int64)  # a data packet's index in its flow; an ACK's cumulative count
+    pkt_route = np.zeros(pcap, np.int64)  # the route it takes (an ACK: back along its packet's)
     pkt_next = np.full(pcap, -1, np.int64)
     free_head = 0
     for i in range(pcap - 1):
@@ -219,9 +259,28 @@ def _simulate(
     pauses = np.zeros(n_links, np.int64)
     shared_used = np.zeros(fabric.n_nodes, np.int64)
     drops = np.zeros(n_links, np.int64)
+    lost = np.zeros(n_links, np.int64)  # frames lost on the wire (random loss, a link down)
     # ---- flows
     n_packets = np.zeros(n_flows, np.int64)
-    sent = np.zeros(n_flows, np.int64)
+    recovery = fabric.recovery
+    # sender: the next new packet, one to resend first (selective repeat; -1: none), the
+    # cumulative ACK, when it last advanced, whether a send and a timeout check are scheduled
+    next_seq = np.zeros(n_flows, np.int64)
+    resend_seq = np.full(n_flows, -1, np.int64)
+    acked = np.zeros(n_flows, np.int64)
+    progress_ps = np.zeros(n_flows, np.int64)
+    sending = np.zeros(n_flows, np.bool_)
+    rto_due = np.zeros(n_flows, np.bool_)
+    retransmits = np.zeros(n_flows, np.int64)
+    timeouts = np.zeros(n_flows, np.int64)
+    stalls = np.zeros(n_flows, np.int64)  # timeouts since the last progress
+    failed = np.zeros(n_flows, np.bool_)  # more than `retries` timeouts in a row: given up
+    # receiver: the next packet in order, the one it last sent a NAK for and (selective repeat)
+    # the highest it holds and which it holds, flow f's from got_start[f]
+    expected = np.zeros(n_flows, np.int64)
+    nak_for = np.full(n_flows, -1, np.int64)
+    highest = np.full(n_flows, -1, np.int64)
+    highest_sent = np.zeros(n_flows, np.int64)  # packets below it were sent before: a resend
     received_bytes = np.zeros(n_flows, np.int64)
     window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
@@ -244,6 +303,10 @@ def _simulate(
         if deps_left[f] == 0:
             size = _push(heap, size, seq, flows.start_ps[f], _START, f)
             seq += 1
+    got_start = np.zeros(n_flows + 1, np.int64)
+    if recovery == SELECTIVE_REPEAT:
+        got_start[1:] = np.cumsum(n_packets)
+    got = np.zeros(got_start[n_flows], np.bool_)
     rng_state = np.uint64(fabric.seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
     done = 0
     now = np.int64(0)
@@ -261,31 +324,56 @@ def _simulate(
         if kind == _START:
             f = a
             begin_ps[f] = now
+            progress_ps[f] = now
+            sending[f] = True
             on_start(state, cc_params, f, now)
             pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
             size = _push(heap, size, seq, now + pace, _SEND, f)
             seq += 1
+        elif kind == _SEND and failed[a]:
+            sending[a] = False
         elif kind == _SEND:
             f = a
             if now >= state[f, TIMER]:
                 on_timer(state, cc_params, f, now)
             # the packet
             if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
-                    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next
+                pool = (pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next)
+                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next, free_head = (
+                    _grow_pool(*pool)
                 )
             p = free_head
             free_head = pkt_next[p]
-            nbytes = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+            s = next_seq[f]
+            if resend_seq[f] >= 0:
+                s = resend_seq[f]
+                resend_seq[f] = -1
+            else:
+                next_seq[f] += 1
+            nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
             pkt_flow[p] = f
             pkt_bytes[p] = nbytes
-            pkt_hop[p] = path_start[f]
+            r = flows.route_list[flows.route_start[f]]
+            for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
+                if flows.route_from_ps[flows.route_list[k]] > now:
+                    break
+                r = flows.route_list[k]
+            pkt_route[p] = r
+            pkt_hop[p] = path_start[r]
             pkt_ecn[p] = False
-            pkt_last[p] = sent[f] == n_packets[f] - 1
+            pkt_last[p] = s == n_packets[f] - 1
             pkt_kind[p] = _DATA
+            pkt_seq[p] = s
             pkt_next[p] = -1
-            sent[f] += 1
-            link = path_links[path_start[f]]
+            if s < highest_sent[f]:
+                retransmits[f] += 1
+            else:
+                highest_sent[f] = s + 1
+            if recovery != NO_RECOVERY and not rto_due[f]:
+                rto_due[f] = True
+                size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
+                seq += 1
+            link = path_links[path_start[r]]
             # enqueue at the host's NIC (hosts do not drop or pause their senders)
             if q_tail[link] < 0:
                 q_head[link] = p
@@ -295,7 +383,8 @@ def _simulate(
             q_bytes[link] += nbytes
             q_max[link] = max(q_max[link], q_bytes[link])
             kick = link
-            resend = sent[f] < n_packets[f]
+            resend = next_seq[f] < n_packets[f] or resend_seq[f] >= 0
+            sending[f] = resend
         elif kind == _TX_DONE and tx_control[a]:  # a control frame left: on to the next hop
             link = a
             tx_control[link] = False
@@ -304,8 +393,13 @@ def _simulate(
             if c_head[link] < 0:
                 c_tail[link] = -1
             link_bytes[link] += pkt_bytes[p]
-            size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
-            seq += 1
+            if links.down_from_ps[link] <= now < links.down_until_ps[link]:
+                lost[link] += 1
+                pkt_next[p] = free_head
+                free_head = p
+            else:
+                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
+                seq += 1
             busy[link] = False
             kick = link
         elif kind == _TX_DONE:
@@ -316,7 +410,8 @@ def _simulate(
                 q_tail[link] = -1
             q_bytes[link] -= pkt_bytes[p]
             link_bytes[link] += pkt_bytes[p]
-            if pkt_hop[p] > path_start[pkt_flow[p]]:  # it left a switch: free its buffer
+            r = pkt_route[p]
+            if pkt_hop[p] > path_start[r]:  # it left a switch: free its buffer
                 inbound = path_links[pkt_hop[p] - 1]
                 shared_used[link_to[inbound]] -= pkt_bytes[p]
                 in_switch[inbound] -= pkt_bytes[p]
@@ -325,7 +420,15 @@ def _simulate(
                     size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
             f = pkt_flow[p]
-            if pkt_hop[p] == path_start[f + 1] - 1 and not pkt_last[p]:
+            gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
+            if not gone and links.loss_rate[link] > 0.0:
+                u, rng_state = _uniform(rng_state)
+                gone = u < links.loss_rate[link]
+            if gone:
+                lost[link] += 1
+                pkt_next[p] = free_head
+                free_head = p
+            elif pkt_hop[p] == path_start[r + 1] - 1 and not pkt_last[p]:
                 # Reaching the receiver changes nothing but its count until the flow's last
                 # packet (which does get an event: completion starts dependants).
                 deliver = p
@@ -338,8 +441,22 @@ def _simulate(
         elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
             p = a
             f = pkt_flow[p]
-            if pkt_hop[p] == reverse_start[f + 1] - 1:  # at the sender
-                if pkt_kind[p] == _CNP_ACK:
+            if pkt_hop[p] == reverse_start[pkt_route[p] + 1] - 1:  # at the sender
+                if recovery != NO_RECOVERY:
+                    if pkt_seq[p] > acked[f]:
+                        acked[f] = pkt_seq[p]
+                        progress_ps[f] = now
+                        stalls[f] = 0
+                    if pkt_kind[p] & _NAK:  # resend from the first packet the receiver lacks
+                        if recovery == GO_BACK_N:
+                            next_seq[f] = min(next_seq[f], pkt_seq[p])
+                        else:
+                            resend_seq[f] = pkt_seq[p]
+                        if not sending[f]:
+                            sending[f] = True
+                            size = _push(heap, size, seq, now, _SEND, f)
+                            seq += 1
+                if pkt_kind[p] & _CNP_ACK:
                     size = _push(heap, size, seq, now, _CNP, f)
                     seq += 1
                 else:
@@ -356,10 +473,30 @@ def _simulate(
                 pkt_next[c_tail[link]] = p
             c_tail[link] = p
             kick = link
-        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_flow[a] + 1] - 1:  # at the receiver
+        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_route[a] + 1] - 1:  # at the receiver
             deliver = a
         elif kind == _ARRIVE:  # at a switch
             p = a
+            f = pkt_flow[p]
+            if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
+                # adaptive routing: of the flow's routes through this switch so far, the one
+                # whose next link has the fewest bytes queued (the current one on a tie)
+                r = pkt_route[p]
+                h = pkt_hop[p] - path_start[r]
+                best, best_q = r, q_bytes[path_links[pkt_hop[p] + 1]]
+                for k in range(flows.route_start[f], flows.route_start[f + 1]):
+                    rk = flows.route_list[k]
+                    if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
+                        continue
+                    same = True
+                    for i in range(h + 1):
+                        if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
+                            same = False
+                            break
+                    if same and q_bytes[path_links[path_start[rk] + h + 1]] < best_q:
+                        best, best_q = rk, q_bytes[path_links[path_start[rk] + h + 1]]
+                pkt_route[p] = best
+                pkt_hop[p] = path_start[best] + h
             inbound = path_links[pkt_hop[p]]
             node = link_to[inbound]
             out = path_links[pkt_hop[p] + 1]
@@ -373,10 +510,7 @@ def _simulate(
                 if q_bytes[out] >= kmax_bytes:
                     pkt_ecn[p] = True
                 else:
-                    rng_state ^= rng_state >> np.uint64(12)
-                    rng_state ^= rng_state << np.uint64(25)
-                    rng_state ^= rng_state >> np.uint64(27)
-                    u = ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0
+                    u, rng_state = _uniform(rng_state)
                     if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
                         pkt_ecn[p] = True
             shared_used[node] += nbytes
@@ -402,20 +536,9 @@ def _simulate(
             link = a
             paused[link] = False
             kick = link
-        elif kind == _ACK:  # the receiver sends a 64-byte acknowledgement back along the reverse path
-            f = a >> 1
-            if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
-                    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next
-                )
-            p = free_head
-            free_head = pkt_next[p]
-            pkt_flow[p] = f
-            pkt_bytes[p] = CNP_BYTES
-            pkt_hop[p] = reverse_start[f]
-            pkt_kind[p] = _CNP_ACK if a & 1 else _PLAIN_ACK
-            pkt_next[p] = -1
-            link = reverse_links[reverse_start[f]]
+        elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
+            p = a
+            link = reverse_links[reverse_start[pkt_route[p]]]
             if c_tail[link] < 0:
                 c_head[link] = p
             else:
@@ -425,14 +548,58 @@ def _simulate(
         elif kind == _CNP:
             cnps[a] += 1
             on_cnp(state, cc_params, a, now)
+        elif kind == _RTO:  # no cumulative ACK progress for a timeout: resend from the first unacked
+            f = a
+            rto_due[f] = False
+            if acked[f] < n_packets[f] and not failed[f]:
+                due = progress_ps[f] + fabric.rto_ps
+                if now >= due and stalls[f] == fabric.retries:
+                    failed[f] = True
+                    continue
+                if now >= due:
+                    timeouts[f] += 1
+                    stalls[f] += 1
+                    progress_ps[f] = now
+                    if recovery == GO_BACK_N:
+                        next_seq[f] = acked[f]
+                    else:
+                        resend_seq[f] = acked[f]
+                    if not sending[f]:
+                        sending[f] = True
+                        size = _push(heap, size, seq, now, _SEND, f)
+                        seq += 1
+                    due = now + fabric.rto_ps
+                rto_due[f] = True
+                size = _push(heap, size, seq, due, _RTO, f)
+                seq += 1
         # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
         # flow's last byte completes it and starts the flows waiting for it.
         if deliver >= 0:
             p = deliver
             f = pkt_flow[p]
-            received_bytes[f] += pkt_bytes[p]
-            if fabric.window_start_ps <= arrival < fabric.window_end_ps:
-                window_bytes[f] += pkt_bytes[p]
+            # Go-back-N keeps only the next packet in order; selective repeat every packet it
+            # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
+            s = pkt_seq[p]
+            accept = True
+            gap = False
+            if recovery == GO_BACK_N:
+                accept = s == expected[f]
+                gap = s >= expected[f] + fabric.reorder_packets
+                expected[f] += accept
+            elif recovery == SELECTIVE_REPEAT:
+                accept = not got[got_start[f] + s]
+                got[got_start[f] + s] = True
+                highest[f] = max(highest[f], s)
+                while expected[f] < n_packets[f] and got[got_start[f] + expected[f]]:
+                    expected[f] += 1
+                gap = highest[f] >= expected[f] + fabric.reorder_packets
+            nak = gap and nak_for[f] != expected[f]
+            if nak:
+                nak_for[f] = expected[f]
+            if accept:
+                received_bytes[f] += pkt_bytes[p]
+                if fabric.window_start_ps <= arrival < fabric.window_end_ps:
+                    window_bytes[f] += pkt_bytes[p]
             cnp = False
             if pkt_ecn[p]:
                 marked[f] += 1
@@ -441,12 +608,19 @@ def _simulate(
                     if not acks_on:  # the CNP alone, in the reverse path's latency
                         size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
                         seq += 1
-            if acks_on:  # the receiver acknowledges every packet (the CNP rides on it)
-                size = _push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
+            if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
+                pkt_flow[p] = f
+                pkt_bytes[p] = CNP_BYTES
+                pkt_hop[p] = reverse_start[pkt_route[p]]
+                pkt_kind[p] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
+                pkt_seq[p] = expected[f]
+                pkt_next[p] = -1
+                size = _push(heap, size, seq, arrival, _ACK, p)
                 seq += 1
-            pkt_next[p] = free_head
-            free_head = p
-            if received_bytes[f] == flow_bytes[f]:
+            else:
+                pkt_next[p] = free_head
+                free_head = p
+            if accept and received_bytes[f] == flow_bytes[f]:
                 finish_ps[f] = arrival
                 done += 1
                 for k in range(flows.dependents_start[f], flows.dependents_start[f + 1]):
@@ -467,19 +641,37 @@ def _simulate(
                 size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
                 seq += 1
         if resend:
-            nxt = flow_mtu[f] if sent[f] < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+            s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
+            nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
             size = _push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
             seq += 1
-    return begin_ps, finish_ps, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, now, state
+    return (
+        begin_ps,
+        finish_ps,
+        link_bytes,
+        q_max,
+        pauses,
+        drops,
+        lost,
+        retransmits,
+        timeouts,
+        failed,
+        cnps,
+        marked,
+        window_bytes,
+        events,
+        now,
+        state,
+    )
 
 
 def _signature():
     """Argument types of the one compiled engine: the hooks are first-class function values."""
     ints, floats = numba.int64[::1], numba.float64[::1]
-    links = numba.types.NamedTuple([floats] + [ints] * 4, Links)
-    flows = numba.types.NamedUniTuple(ints, 11, Flows)
+    links = numba.types.NamedTuple([floats] + [ints] * 4 + [floats] + [ints] * 2, Links)
+    flows = numba.types.NamedUniTuple(ints, 14, Flows)
     i, b = numba.int64, numba.boolean
-    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i], Fabric)
+    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i, i, i, i, i, b], Fabric)
     return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)
 
 

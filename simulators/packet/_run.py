@@ -19,7 +19,23 @@ from simulators._errors import SpecError
 from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
 from simulators.packet._congestion import Params, get
-from simulators.packet._engine import PS_PER_S, Fabric, Flows, Links, simulate_packets
+from simulators.packet._engine import (
+    GO_BACK_N,
+    NO_RECOVERY,
+    PS_PER_S,
+    SELECTIVE_REPEAT,
+    Fabric,
+    Flows,
+    Links,
+    simulate_packets,
+)
+from simulators.packet._faults import LinkFaults, Routes
+
+# RoceSettings.loss_recovery: what the receiving NIC keeps and the sending NIC resends
+RECOVERY = {"none": NO_RECOVERY, "go_back_n": GO_BACK_N, "selective_repeat": SELECTIVE_REPEAT}
+# The InfiniBand/RoCE local ACK timeout is 4.096 us x 2^exponent; NCCL (NCCL_IB_TIMEOUT) and
+# HCCL (HCCL_RDMA_TIMEOUT, Huawei CANN docs) both set the exponent to 20 by default: 4.29 s.
+DEFAULT_RTO_S = 4.096e-6 * 2**20
 
 
 @dataclass(frozen=True)
@@ -30,7 +46,25 @@ class RoceSettings:
     5 KB, Kmax 200 KB, Pmax 1 %. `congestion_control` names a registered algorithm
     (simulators.packet.CONGESTION_CONTROLS); `congestion_params` its parameters: None for its
     defaults, a mapping of fields to override, or its parameter dataclass (a mapping is held as
-    the latter)."""
+    the latter).
+
+    Loss: a switch drops what its shared buffer cannot hold (PFC normally prevents it), and each
+    link loses a frame with chance `loss_rate` (data and control frames alike). `loss_recovery`
+    is the NICs' answer: `go_back_n` (RoCE's reliable connection: the receiver keeps only the
+    next packet in order, answers the first gap with a NAK, and the sender resends from there),
+    `selective_repeat` (newer NICs: the receiver keeps every packet, the sender resends only
+    the ones NAKed) or `none` (a lost packet stays lost and its flow never completes, the ns-3
+    UDP case). Either way, no cumulative ACK progress for `retransmit_timeout_s` resends from
+    the first unacknowledged packet, and after `retries` such timeouts in a row the flow fails
+    (NCCL's "transport retry counter exceeded"). Recovery needs ACKs: unset, it is `go_back_n`
+    with `acks` on and `none` without. The receiver NAKs a gap once it holds a packet
+    `reorder_packets` beyond it (1: at once).
+
+    `adaptive_routing`: each switch sends a packet to the least-queued of the equal-cost next
+    hops towards its receiver (per-packet load balancing, as Spectrum-X and InfiniBand adaptive
+    routing do) where ECMP hashes a flow onto one path. Packets then arrive out of order, so it
+    needs a receiver that places them so (`selective_repeat`, or `none`), with a
+    `reorder_packets` above the reordering the paths cause."""
 
     buffer_bytes: int = 32 * 2**20
     pfc: bool = True
@@ -44,8 +78,39 @@ class RoceSettings:
     congestion_params: Params | Mapping[str, Any] | None = None
     acks: bool = True  # per-packet 64-byte ACKs back along the reverse path (CNPs ride on them)
     seed: int = 0
+    loss_rate: float = 0.0
+    loss_recovery: str | None = None  # None: go_back_n with ACKs, none without
+    retransmit_timeout_s: float = DEFAULT_RTO_S
+    retries: int = 7  # NCCL_IB_RETRY_CNT's default
+    reorder_packets: int = 1
+    adaptive_routing: bool = False
 
     def __post_init__(self) -> None:
+        if self.loss_recovery is None:
+            object.__setattr__(self, "loss_recovery", "go_back_n" if self.acks else "none")
+        if self.loss_recovery not in RECOVERY:
+            raise SpecError(f"loss_recovery: {self.loss_recovery!r} is not allowed; allowed: {', '.join(RECOVERY)}")
+        if self.loss_recovery != "none" and not self.acks:
+            raise SpecError(
+                f"loss_recovery: {self.loss_recovery!r} needs acks: true (the sender learns what arrived from ACKs); "
+                "allowed with acks: false: none"
+            )
+        if not 0.0 <= self.loss_rate < 1.0:
+            raise SpecError(f"loss_rate: {self.loss_rate!r} is not allowed; allowed: 0 <= loss_rate < 1")
+        if self.adaptive_routing and self.loss_recovery == "go_back_n":
+            raise SpecError(
+                "loss_recovery: 'go_back_n' discards the packets adaptive routing reorders; "
+                "allowed with adaptive_routing: selective_repeat, none"
+            )
+        if not isinstance(self.reorder_packets, int) or self.reorder_packets < 1:
+            raise SpecError(f"reorder_packets: {self.reorder_packets!r} is not allowed; allowed: a whole number >= 1")
+        if not isinstance(self.retries, int) or not 0 <= self.retries <= 7:
+            raise SpecError(f"retries: {self.retries!r} is not allowed; allowed: 0 to 7 (a 3-bit field in RoCE)")
+        if not 1e-12 <= self.retransmit_timeout_s < 1e3:
+            raise SpecError(
+                f"retransmit_timeout_s: {self.retransmit_timeout_s!r} is not allowed; "
+                "allowed: 1e-12 (a picosecond) to 1000"
+            )
         entry = get(self.congestion_control)
         object.__setattr__(self, "congestion_control", entry.name)
         if self.congestion_params is not None:  # None stays None: replace() may change the algorithm
@@ -70,7 +135,11 @@ class PacketResult(RunTimes):
     link_bytes: np.ndarray
     queue_max_bytes: np.ndarray
     pause_frames: np.ndarray
-    drops: np.ndarray
+    drops: np.ndarray  # per link: packets its switch's full buffer dropped
+    lost: np.ndarray  # per link: frames lost on the wire (loss_rate, a link down)
+    retransmits: np.ndarray  # per flow: data packets sent again
+    timeouts: np.ndarray  # per flow: retransmission timeouts
+    failed: np.ndarray  # per flow: gave up after `retries` timeouts in a row (NCCL's fatal error)
     cnps: np.ndarray
     marked_packets: np.ndarray
     window_bytes: np.ndarray  # bytes each flow delivered within the requested window
@@ -80,12 +149,12 @@ class PacketResult(RunTimes):
     cc_state: np.ndarray = field(repr=False)  # each flow's congestion-control row at the end (_congestion.py)
 
 
-def _reverse_paths(links: Sequence[Link], flows: FlowArrays, needed: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Each flow's path back, receiver to sender (for ACKs): for every link of the path, the
+def _reverse_paths(links: Sequence[Link], routes: Routes, needed: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Each route's path back, receiver to sender (for ACKs): for every link of the path, the
     link joining the same nodes the other way (of parallel ones, the nearest in the list, which
     is its twin when links are built in pairs)."""
     if not needed:
-        return np.zeros(flows.count + 1, np.int64), np.zeros(0, np.int64)
+        return np.zeros(len(routes.path_start), np.int64), np.zeros(0, np.int64)
     by_ends: dict[tuple[int, int], list[int]] = {}
     for i, link in enumerate(links):
         by_ends.setdefault((link.src, link.dst), []).append(i)
@@ -93,9 +162,9 @@ def _reverse_paths(links: Sequence[Link], flows: FlowArrays, needed: bool) -> tu
         [min(by_ends.get((link.dst, link.src), [-1]), key=lambda j: abs(j - i)) for i, link in enumerate(links)],
         np.int64,
     )
-    start, lengths = flows.path_start, np.diff(flows.path_start)
+    start, lengths = routes.path_start, np.diff(routes.path_start)
     ends = np.repeat(start[:-1] + start[1:] - 1, lengths)  # position p of a path [a, b) reads a + b - 1 - p
-    forward = flows.path_links[ends - np.arange(len(flows.path_links))]
+    forward = routes.path_links[ends - np.arange(len(routes.path_links))]
     back = twin[forward]
     missing = np.flatnonzero(back < 0)
     if len(missing):
@@ -116,13 +185,29 @@ def simulate(
     roce: RoceSettings,
     switches: set[int],
     window_s: tuple[float, float] = (0.0, 0.0),
+    faults: LinkFaults | None = None,
 ) -> PacketResult:
     """Run `flows` (Flow values, or arrays from simulators.network.collective_flows) over
     `links`; nodes in `switches` have the shared buffer, PFC and ECN. `window_s` (start,
-    end): also count the bytes each flow delivers in that interval (rates)."""
+    end): also count the bytes each flow delivers in that interval (rates). `faults`: links
+    that lose frames, links and switches that fail, and the routes around them (LinkFaults)."""
     arrays = flow_arrays(links, flows)
+    faults = faults or LinkFaults()
+    routes = faults.routes(links, arrays, switches, roce.adaptive_routing)
     engine_flows = Flows(
-        *(getattr(arrays, name) for name in Flows._fields[:-2]), *_reverse_paths(links, arrays, roce.acks)
+        arrays.nbytes,
+        arrays.mtu,
+        arrays.start_ps,
+        arrays.gap_ps,
+        routes.path_start,
+        routes.path_links,
+        arrays.dep_count,
+        arrays.dependents_start,
+        arrays.dependents,
+        *_reverse_paths(links, routes, roce.acks),
+        routes.route_start,
+        routes.route_list,
+        routes.route_from_ps,
     )
     n_nodes = 1 + max(max(link.src, link.dst) for link in links)
     rates = np.array([link.gbps * 1e9 for link in links])
@@ -133,6 +218,7 @@ def simulate(
         _ints([link.dst for link in links]),
         np.full(len(links), roce.pfc_xoff_bytes, np.int64),
         np.full(len(links), roce.pfc_xon_bytes, np.int64),
+        *faults.link_arrays(links, roce.loss_rate),
     )
     fabric = Fabric(
         n_nodes,
@@ -146,13 +232,19 @@ def simulate(
         int(roce.seed),
         round(window_s[0] * to_ps),
         round(window_s[1] * to_ps),
+        RECOVERY[roce.loss_recovery],
+        round(roce.retransmit_timeout_s * to_ps),
+        int(roce.retries),
+        int(roce.reorder_packets),
+        bool(roce.adaptive_routing),
     )
     cc = get(roce.congestion_control)
     params = np.ascontiguousarray(roce.control_params().vector(), np.float64)
     out = simulate_packets(engine_links, engine_flows, fabric, params, cc.columns, cc.hooks())
-    begin, finish, link_bytes, q_max, pauses, drops, cnps, marked, window_bytes, events, end, cc_state = out
+    begin, finish, link_bytes, q_max, pauses, drops, lost, retransmits, timeouts, failed = out[:10]
+    cnps, marked, window_bytes, events, end, cc_state = out[10:]
     unfinished = int((finish < 0).sum())
-    if unfinished and not drops.sum():
+    if unfinished and not (drops.sum() + lost.sum()):
         raise SpecError(f"flows: {unfinished} never completed (a dependency cycle?)")
     return PacketResult(
         begin / to_ps,
@@ -161,6 +253,10 @@ def simulate(
         q_max,
         pauses,
         drops,
+        lost,
+        retransmits,
+        timeouts,
+        failed,
         cnps,
         marked,
         window_bytes,

@@ -50,6 +50,22 @@ def test_a_training_study_climbs_both_levels_by_default_and_an_unknown_congestio
         resolve_study(load_study(write_spec(text + "fidelity: {packet: {congestion_control: dcqnc}}\n")))
 
 
+def test_the_packet_levels_loss_settings_reach_its_simulator_and_bad_ones_are_refused(write_spec):
+    text = FABRIC_SPEC.split("fidelity:")[0] + "budget: {trials: 8}\n"
+    lossy = "fidelity: {packet: {loss_rate: 0.001, loss_recovery: selective_repeat}}\n"
+    packet = resolve_study(load_study(write_spec(text + lossy))).study.fidelity.packet
+    assert packet.options() == {
+        "congestion_control": "dcqcn",
+        "pfc": True,
+        "ecn": True,
+        "loss_rate": 0.001,
+        "loss_recovery": "selective_repeat",
+    }  # the timeout left unset: the NICs' own
+    for bad, field in (("loss_recovery: sack", "loss_recovery"), ("loss_rate: 1.5", "loss_rate")):
+        with pytest.raises(DseError, match=f"fidelity.packet.{field}"):
+            load_study(write_spec(text + f"fidelity: {{packet: {{{bad}}}}}\n"))
+
+
 @pytest.mark.parametrize("family", ["rail-optimized", "leaf-spine"])
 def test_contention_never_speeds_a_collective_up(write_spec, family):
     """The first group alone runs on the very paths it takes beside the others, so adding the

@@ -108,3 +108,24 @@ def test_the_flow_level_sees_what_a_line_rate_packet_run_sees(shape):
         assert f.alone_s == pytest.approx(p.alone_s, rel=0.02)
         assert f.factor == pytest.approx(p.factor, rel=0.15)
     assert max(f.factor for f in flow) > 1.2  # the oversubscribed uplinks are shared
+
+
+def test_lossy_links_slow_every_crossing_collective_at_the_packet_level():
+    """1 % loss per link (`fidelity.packet.loss_rate`) with go-back-N: each collective that
+    crosses servers takes longer on its own than on a clean fabric (a lost packet and all sent
+    after it go again)."""
+    c = candidate(16, tp=2)
+    clean = LEVELS["packet"].configured({}).congestion_factors(c, FABRIC, CAP_BYTES)
+    lossy_level = LEVELS["packet"].configured({"loss_rate": 0.01, "retransmit_timeout_s": 1e-4})
+    lossy = lossy_level.congestion_factors(c, FABRIC, CAP_BYTES)
+    assert [f.key for f in lossy] == [f.key for f in clean]
+    for f, g in zip(lossy, clean):
+        assert f.alone_s > g.alone_s
+
+
+def test_lost_packets_without_recovery_are_an_error_naming_the_field():
+    from simulators._errors import SpecError
+
+    level = LEVELS["packet"].configured({"loss_rate": 0.01, "loss_recovery": "none", "acks": False})
+    with pytest.raises(SpecError, match="^fidelity.packet.loss_recovery: 'none'"):
+        level.congestion_factors(candidate(16, tp=2), FABRIC, CAP_BYTES)
