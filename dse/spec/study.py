@@ -73,7 +73,7 @@ class PacketFidelity(LevelSettings):
     pfc: bool = True
     ecn: bool = True
     loss_rate: float = Field(default=0.0, ge=0, lt=1)
-    loss_recovery: Literal["go_back_n", "selective_repeat", "none"] = "go_back_n"
+    loss_recovery: Literal["go_back_n", "selective_repeat", "none"] | None = None  # None: the NICs' own
     retransmit_timeout_s: float | None = Field(default=None, ge=1e-12, lt=1e3)  # None: the NICs' (4.29 s)
 
 

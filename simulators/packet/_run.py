@@ -56,9 +56,11 @@ class RoceSettings:
     the ones NAKed) or `none` (a lost packet stays lost and its flow never completes, the ns-3
     UDP case). Either way, no cumulative ACK progress for `retransmit_timeout_s` resends from
     the first unacknowledged packet, and after `retries` such timeouts in a row the flow fails
-    (NCCL's "transport retry counter exceeded"). Recovery needs ACKs: unset, it is `go_back_n`
-    with `acks` on and `none` without. The receiver NAKs a gap once it holds a packet
-    `reorder_packets` beyond it (1: at once).
+    (NCCL's "transport retry counter exceeded"). Recovery needs ACKs. Unset, it is what the
+    NICs do: `none` without ACKs, `selective_repeat` under adaptive routing (a SuperNIC placing
+    packets out of order), `go_back_n` otherwise. The receiver NAKs a gap once it holds a packet
+    `reorder_packets` beyond it; unset, 1 (at once), or 64 under adaptive routing (this model's
+    allowance for the reordering of equal paths, not a published NIC figure).
 
     `adaptive_routing`: each switch sends a packet to the least-queued of the equal-cost next
     hops towards its receiver (per-packet load balancing, as Spectrum-X and InfiniBand adaptive
@@ -79,30 +81,29 @@ class RoceSettings:
     acks: bool = True  # per-packet 64-byte ACKs back along the reverse path (CNPs ride on them)
     seed: int = 0
     loss_rate: float = 0.0
-    loss_recovery: str | None = None  # None: go_back_n with ACKs, none without
+    loss_recovery: str | None = None  # None: the NICs' own (docstring)
     retransmit_timeout_s: float = DEFAULT_RTO_S
     retries: int = 7  # NCCL_IB_RETRY_CNT's default
-    reorder_packets: int = 1
+    reorder_packets: int | None = None  # None: 1, or 64 under adaptive routing
     adaptive_routing: bool = False
 
     def __post_init__(self) -> None:
-        if self.loss_recovery is None:
-            object.__setattr__(self, "loss_recovery", "go_back_n" if self.acks else "none")
-        if self.loss_recovery not in RECOVERY:
-            raise SpecError(f"loss_recovery: {self.loss_recovery!r} is not allowed; allowed: {', '.join(RECOVERY)}")
-        if self.loss_recovery != "none" and not self.acks:
+        recovery = self.recovery()
+        if recovery not in RECOVERY:
+            raise SpecError(f"loss_recovery: {recovery!r} is not allowed; allowed: {', '.join(RECOVERY)}")
+        if recovery != "none" and not self.acks:
             raise SpecError(
-                f"loss_recovery: {self.loss_recovery!r} needs acks: true (the sender learns what arrived from ACKs); "
+                f"loss_recovery: {recovery!r} needs acks: true (the sender learns what arrived from ACKs); "
                 "allowed with acks: false: none"
             )
         if not 0.0 <= self.loss_rate < 1.0:
             raise SpecError(f"loss_rate: {self.loss_rate!r} is not allowed; allowed: 0 <= loss_rate < 1")
-        if self.adaptive_routing and self.loss_recovery == "go_back_n":
+        if self.adaptive_routing and recovery == "go_back_n":
             raise SpecError(
                 "loss_recovery: 'go_back_n' discards the packets adaptive routing reorders; "
                 "allowed with adaptive_routing: selective_repeat, none"
             )
-        if not isinstance(self.reorder_packets, int) or self.reorder_packets < 1:
+        if not isinstance(self.reorder(), int) or self.reorder() < 1:
             raise SpecError(f"reorder_packets: {self.reorder_packets!r} is not allowed; allowed: a whole number >= 1")
         if not isinstance(self.retries, int) or not 0 <= self.retries <= 7:
             raise SpecError(f"retries: {self.retries!r} is not allowed; allowed: 0 to 7 (a 3-bit field in RoCE)")
@@ -115,6 +116,18 @@ class RoceSettings:
         object.__setattr__(self, "congestion_control", entry.name)
         if self.congestion_params is not None:  # None stays None: replace() may change the algorithm
             object.__setattr__(self, "congestion_params", entry.make_params(self.congestion_params))
+
+    def recovery(self) -> str:
+        """The loss recovery: the one given, or the NICs' own (class docstring)."""
+        if self.loss_recovery is not None:
+            return self.loss_recovery
+        return "none" if not self.acks else "selective_repeat" if self.adaptive_routing else "go_back_n"
+
+    def reorder(self) -> int:
+        """How far beyond a gap a packet must be for the receiver to NAK it (class docstring)."""
+        if self.reorder_packets is not None:
+            return self.reorder_packets
+        return 64 if self.adaptive_routing else 1
 
     def control_params(self) -> Params:
         """The congestion control's parameters: those given, or the algorithm's defaults."""
@@ -232,10 +245,10 @@ def simulate(
         int(roce.seed),
         round(window_s[0] * to_ps),
         round(window_s[1] * to_ps),
-        RECOVERY[roce.loss_recovery],
+        RECOVERY[roce.recovery()],
         round(roce.retransmit_timeout_s * to_ps),
         int(roce.retries),
-        int(roce.reorder_packets),
+        int(roce.reorder()),
         bool(roce.adaptive_routing),
     )
     cc = get(roce.congestion_control)

@@ -129,3 +129,19 @@ def test_lost_packets_without_recovery_are_an_error_naming_the_field():
     level = LEVELS["packet"].configured({"loss_rate": 0.01, "loss_recovery": "none", "acks": False})
     with pytest.raises(SpecError, match="^fidelity.packet.loss_recovery: 'none'"):
         level.congestion_factors(candidate(16, tp=2), FABRIC, CAP_BYTES)
+
+
+def test_on_spectrum_x_the_packet_engine_sprays_packets_and_never_loses_to_ecmp():
+    """The packet level runs an adaptive-routing family with per-packet adaptive routing in its
+    switches: each collective together takes no longer than the same flows hashed by ECMP on
+    the same links (within 2 %), and the first group alone no longer either."""
+    from simulators.fidelity._packet import PacketLevel
+    from simulators.packet import RoceSettings
+
+    c = candidate(16, tp=2)
+    sprayed = LEVELS["packet"].congestion_factors(c, SPECTRUM_X, CAP_BYTES)
+    hashed = PacketLevel(RoceSettings(loss_recovery="selective_repeat"))
+    hashed_runs = super(PacketLevel, hashed).congestion_factors(c, SPECTRUM_X, CAP_BYTES)
+    assert [f.key for f in sprayed] == [f.key for f in hashed_runs]
+    for f, g in zip(sprayed, hashed_runs):
+        assert f.together_s <= g.together_s * 1.02 and f.alone_s <= g.alone_s * 1.02

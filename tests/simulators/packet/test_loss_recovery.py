@@ -142,12 +142,19 @@ def test_drop_tail_incast_completes_with_recovery_and_not_without():
         ({"retransmit_timeout_s": 0.0}, "retransmit_timeout_s"),
         ({"retries": 8}, "retries"),
         ({"reorder_packets": 0}, "reorder_packets"),
-        ({"adaptive_routing": True}, "loss_recovery"),  # go-back-N would discard what it reorders
+        ({"adaptive_routing": True, "loss_recovery": "go_back_n"}, "loss_recovery"),  # it discards the reordered
     ],
 )
 def test_bad_loss_settings_are_one_line_errors(fields, named):
     with pytest.raises(SpecError, match=f"^{named}: .*allowed"):
         RoceSettings(**fields)
+
+
+def test_unset_recovery_is_what_the_nics_do():
+    assert (RoceSettings().recovery(), RoceSettings().reorder()) == ("go_back_n", 1)
+    assert RoceSettings(acks=False).recovery() == "none"
+    sprayed = RoceSettings(adaptive_routing=True)
+    assert (sprayed.recovery(), sprayed.reorder()) == ("selective_repeat", 64)
 
 
 def test_bad_faults_name_the_link():
