@@ -260,6 +260,7 @@ def _simulate(
     shared_used = np.zeros(fabric.n_nodes, np.int64)
     drops = np.zeros(n_links, np.int64)
     lost = np.zeros(n_links, np.int64)  # frames lost on the wire (random loss, a link down)
+    faulty = (links.loss_rate > 0.0) | (links.down_from_ps < links.down_until_ps)
     # ---- flows
     n_packets = np.zeros(n_flows, np.int64)
     recovery = fabric.recovery
@@ -353,7 +354,7 @@ def _simulate(
             nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
             pkt_flow[p] = f
             pkt_bytes[p] = nbytes
-            r = flows.route_list[flows.route_start[f]]
+            r = f  # its own route, unless a reroute has taken effect
             for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
                 if flows.route_from_ps[flows.route_list[k]] > now:
                     break
@@ -365,14 +366,15 @@ def _simulate(
             pkt_kind[p] = _DATA
             pkt_seq[p] = s
             pkt_next[p] = -1
-            if s < highest_sent[f]:
-                retransmits[f] += 1
-            else:
-                highest_sent[f] = s + 1
-            if recovery != NO_RECOVERY and not rto_due[f]:
-                rto_due[f] = True
-                size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
-                seq += 1
+            if recovery != NO_RECOVERY:
+                if s < highest_sent[f]:
+                    retransmits[f] += 1
+                else:
+                    highest_sent[f] = s + 1
+                if not rto_due[f]:
+                    rto_due[f] = True
+                    size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
+                    seq += 1
             link = path_links[path_start[r]]
             # enqueue at the host's NIC (hosts do not drop or pause their senders)
             if q_tail[link] < 0:
@@ -393,7 +395,7 @@ def _simulate(
             if c_head[link] < 0:
                 c_tail[link] = -1
             link_bytes[link] += pkt_bytes[p]
-            if links.down_from_ps[link] <= now < links.down_until_ps[link]:
+            if faulty[link] and links.down_from_ps[link] <= now < links.down_until_ps[link]:
                 lost[link] += 1
                 pkt_next[p] = free_head
                 free_head = p
@@ -420,10 +422,12 @@ def _simulate(
                     size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
             f = pkt_flow[p]
-            gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
-            if not gone and links.loss_rate[link] > 0.0:
-                u, rng_state = _uniform(rng_state)
-                gone = u < links.loss_rate[link]
+            gone = False
+            if faulty[link]:
+                gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
+                if not gone and links.loss_rate[link] > 0.0:
+                    u, rng_state = _uniform(rng_state)
+                    gone = u < links.loss_rate[link]
             if gone:
                 lost[link] += 1
                 pkt_next[p] = free_head
