@@ -18,11 +18,15 @@ RoCE behaviour (each part can be switched off):
   Kmin, Pmax (q - Kmin) / (Kmax - Kmin) up to Kmax, 1 above (a seeded generator).
 - ACKs: the receiver acknowledges every packet with a 64-byte frame that travels the reverse
   path through the links' queues, ahead of data (strict priority) and never paused; without
-  ACKs a CNP alone takes the reverse path's latency (propagation and serialisation).
+  ACKs a CNP alone takes the reverse path's latency (propagation and serialisation). The ACK
+  is the data packet's own slot sent back, so it echoes the packet's send time (an RTT
+  sample) and, with `telemetry`, the INT each switch egress wrote into it as the packet left
+  (queue bytes behind it, the link's bytes sent, the time).
 - Congestion control at the sender (_congestion.py): the engine paces each flow at the rate in
-  its state row and calls the algorithm's hooks when the flow starts, at a send once its timer
-  is due, when a marked packet reaches the receiver (which may answer with a CNP), and when a
-  CNP or an ACK reaches the sender.
+  its state row, holds it while its bytes in flight reach the row's window, and calls the
+  algorithm's hooks when the flow starts, at a send once its timer is due, when a marked packet
+  reaches the receiver (which may answer with a CNP), and when a CNP or an ACK reaches the
+  sender (after writing the ACK's RTT and telemetry into the row).
 Events at equal times run in the order they were scheduled (ns-3's rule), so runs are exact and
 deterministic. Every event queues a frame on, or frees, at most one link (`kick`), whose next
 transmission one block at the end of the loop starts, before a sender's next packet is scheduled
@@ -35,8 +39,8 @@ factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
 Numba's on-disk cache keys a kernel on its own file, so the heap, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
 kernel running the old code); the hooks are called through their addresses and cached on their
-own. Only the shared columns (RATE, LINE, TIMER, OWN of _congestion.py) come from elsewhere:
-after changing them, delete simulators/packet/__pycache__.
+own. Only the shared columns (RATE ... OWN, MAX_INT_HOPS of _congestion.py) come from
+elsewhere: after changing them, delete simulators/packet/__pycache__.
 """
 
 from __future__ import annotations
@@ -47,13 +51,31 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from simulators.packet._congestion import HOOK, LINE, MARK, OWN, RATE, TIMER
+from simulators.packet._congestion import (
+    BASE_RTT_PS,
+    HOOK,
+    INT,
+    INT_HOPS,
+    INT_QLEN,
+    INT_RATE_BPS,
+    INT_TS_PS,
+    INT_TX_BYTES,
+    LINE,
+    MARK,
+    MAX_INT_HOPS,
+    OWN,
+    RATE,
+    RTT_PS,
+    TIMER,
+    WINDOW,
+)
 
 # event types
 _SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK = 0, 1, 2, 3, 4, 5, 6, 7
 _DATA, _PLAIN_ACK, _CNP_ACK = 0, 1, 2  # what a packet is: data, or a control frame going back
 PS_PER_S = 1e12
 CNP_BYTES = 64
+INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link bytes sent, time per hop
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -107,13 +129,15 @@ def _pop(heap, size):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next):
+def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, pkt_sent_ps, pkt_int):
     """The packet pool's arrays at twice their length, the new slots chained free; returns them
     and the first new slot (the new free-list head)."""
     old = len(pkt_flow)
     pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
     for i in range(old, 2 * old - 1):
         pkt_next[i] = i + 1
+    grown_int = np.zeros((2 * old, pkt_int.shape[1]), np.int64)
+    grown_int[:old] = pkt_int
     return (
         np.concatenate((pkt_flow, np.empty(old, np.int64))),
         np.concatenate((pkt_bytes, np.empty(old, np.int64))),
@@ -122,6 +146,8 @@ def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_ne
         np.concatenate((pkt_last, np.zeros(old, np.bool_))),
         np.concatenate((pkt_kind, np.zeros(old, np.int64))),
         pkt_next,
+        np.concatenate((pkt_sent_ps, np.zeros(old, np.int64))),
+        grown_int,
         old,
     )
 
@@ -158,7 +184,7 @@ class Flows(NamedTuple):
 
 
 class Fabric(NamedTuple):
-    """Switch buffers, PFC, ECN, ACKs, the seed and the rate-counting window (scalars)."""
+    """Switch buffers, PFC, ECN, ACKs, telemetry, the seed and the rate-counting window (scalars)."""
 
     n_nodes: int
     buffer_bytes: int
@@ -168,6 +194,7 @@ class Fabric(NamedTuple):
     kmax_bytes: int
     pmax: float
     acks: bool
+    telemetry: bool  # data packets record INT at each switch's egress, their ACKs bring it back
     seed: int
     window_start_ps: int
     window_end_ps: int
@@ -180,7 +207,7 @@ def _simulate(
     link_rate_bps, link_delay_ps, link_to = links.rate_bps, links.delay_ps, links.to
     flow_bytes, flow_mtu, path_start, path_links = flows.nbytes, flows.mtu, flows.path_start, flows.path_links
     reverse_start, reverse_links = flows.reverse_start, flows.reverse_links
-    pfc_on, ecn_on, acks_on = fabric.pfc, fabric.ecn, fabric.acks
+    pfc_on, ecn_on, acks_on, int_on = fabric.pfc, fabric.ecn, fabric.acks, fabric.telemetry
     kmin_bytes, kmax_bytes = fabric.kmin_bytes, fabric.kmax_bytes
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
@@ -199,6 +226,8 @@ def _simulate(
     pkt_last = np.zeros(pcap, np.bool_)
     pkt_kind = np.zeros(pcap, np.int64)
     pkt_next = np.full(pcap, -1, np.int64)
+    pkt_sent_ps = np.zeros(pcap, np.int64)  # when its sender's NIC began sending it (its ACK echoes it)
+    pkt_int = np.zeros((pcap, INT_WIDTH if int_on else 0), np.int64)
     free_head = 0
     for i in range(pcap - 1):
         pkt_next[i] = i + 1
@@ -222,6 +251,8 @@ def _simulate(
     # ---- flows
     n_packets = np.zeros(n_flows, np.int64)
     sent = np.zeros(n_flows, np.int64)
+    in_flight = np.zeros(n_flows, np.int64)  # bytes sent and not yet acknowledged
+    blocked = np.zeros(n_flows, np.bool_)  # at its window: the next ACK below it resumes the sender
     received_bytes = np.zeros(n_flows, np.int64)
     window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
@@ -236,11 +267,14 @@ def _simulate(
         state[f, LINE] = link_rate_bps[path_links[path_start[f]]]
         state[f, RATE] = state[f, LINE]
         state[f, TIMER] = np.inf
-        back = 0
+        state[f, WINDOW] = np.inf
+        back, there = 0, 0
         for h in range(path_start[f], path_start[f + 1]):
             link = path_links[h]
             back += link_delay_ps[link] + _ser_ps(CNP_BYTES, link_rate_bps[link])
+            there += link_delay_ps[link] + _ser_ps(flow_mtu[f], link_rate_bps[link])
         reverse_ps[f] = back
+        state[f, BASE_RTT_PS] = there + back
         if deps_left[f] == 0:
             size = _push(heap, size, seq, flows.start_ps[f], _START, f)
             seq += 1
@@ -269,10 +303,16 @@ def _simulate(
             f = a
             if now >= state[f, TIMER]:
                 on_timer(state, cc_params, f, now)
+            if in_flight[f] >= state[f, WINDOW]:  # at its window: an ACK resumes it
+                blocked[f] = True
+                continue
             # the packet
             if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
-                    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next
+                pool = _grow_pool(
+                    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, pkt_sent_ps, pkt_int
+                )
+                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, pkt_sent_ps, pkt_int, free_head = (
+                    pool
                 )
             p = free_head
             free_head = pkt_next[p]
@@ -285,6 +325,7 @@ def _simulate(
             pkt_kind[p] = _DATA
             pkt_next[p] = -1
             sent[f] += 1
+            in_flight[f] += nbytes
             link = path_links[path_start[f]]
             # enqueue at the host's NIC (hosts do not drop or pause their senders)
             if q_tail[link] < 0:
@@ -317,6 +358,11 @@ def _simulate(
             q_bytes[link] -= pkt_bytes[p]
             link_bytes[link] += pkt_bytes[p]
             if pkt_hop[p] > path_start[pkt_flow[p]]:  # it left a switch: free its buffer
+                if int_on:  # telemetry of this egress, as the packet leaves it
+                    i = 3 * (pkt_hop[p] - path_start[pkt_flow[p]] - 1)
+                    pkt_int[p, i] = q_bytes[link]
+                    pkt_int[p, i + 1] = link_bytes[link]
+                    pkt_int[p, i + 2] = now
                 inbound = path_links[pkt_hop[p] - 1]
                 shared_used[link_to[inbound]] -= pkt_bytes[p]
                 in_switch[inbound] -= pkt_bytes[p]
@@ -324,6 +370,8 @@ def _simulate(
                     pause_sent[inbound] = False
                     size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
+            else:  # it left its sender's NIC, which stamps when it began sending it
+                pkt_sent_ps[p] = now - np.int64(round(pkt_bytes[p] * ps_per_byte[link]))
             f = pkt_flow[p]
             if pkt_hop[p] == path_start[f + 1] - 1 and not pkt_last[p]:
                 # Reaching the receiver changes nothing but its count until the flow's last
@@ -338,7 +386,17 @@ def _simulate(
         elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
             p = a
             f = pkt_flow[p]
-            if pkt_hop[p] == reverse_start[f + 1] - 1:  # at the sender
+            if pkt_hop[p] == reverse_start[f + 1] - 1:  # at the sender: the data packet's echo
+                in_flight[f] -= flow_mtu[f] if not pkt_last[p] else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                state[f, RTT_PS] = now - pkt_sent_ps[p]
+                if int_on:
+                    hops = path_start[f + 1] - path_start[f] - 1
+                    state[f, INT_HOPS] = hops
+                    for i in range(hops):
+                        state[f, INT + 4 * i + INT_QLEN] = pkt_int[p, 3 * i]
+                        state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
+                        state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
+                        state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[f] + 1 + i]]
                 if pkt_kind[p] == _CNP_ACK:
                     size = _push(heap, size, seq, now, _CNP, f)
                     seq += 1
@@ -346,6 +404,10 @@ def _simulate(
                     on_ack(state, cc_params, f, now)
                 pkt_next[p] = free_head
                 free_head = p
+                if blocked[f] and in_flight[f] < state[f, WINDOW]:  # the window opened: send now
+                    blocked[f] = False
+                    size = _push(heap, size, seq, now, _SEND, f)
+                    seq += 1
                 continue
             pkt_hop[p] += 1
             link = reverse_links[pkt_hop[p]]
@@ -402,18 +464,11 @@ def _simulate(
             link = a
             paused[link] = False
             kick = link
-        elif kind == _ACK:  # the receiver sends a 64-byte acknowledgement back along the reverse path
-            f = a >> 1
-            if free_head < 0:  # grow the pool
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next, free_head = _grow_pool(
-                    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_next
-                )
-            p = free_head
-            free_head = pkt_next[p]
-            pkt_flow[p] = f
+        elif kind == _ACK:  # the data packet's slot goes back as its 64-byte ACK, along the reverse path
+            p = a
+            f = pkt_flow[p]
             pkt_bytes[p] = CNP_BYTES
             pkt_hop[p] = reverse_start[f]
-            pkt_kind[p] = _CNP_ACK if a & 1 else _PLAIN_ACK
             pkt_next[p] = -1
             link = reverse_links[reverse_start[f]]
             if c_tail[link] < 0:
@@ -442,10 +497,12 @@ def _simulate(
                         size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
                         seq += 1
             if acks_on:  # the receiver acknowledges every packet (the CNP rides on it)
-                size = _push(heap, size, seq, arrival, _ACK, 2 * f + cnp)
+                pkt_kind[p] = _CNP_ACK if cnp else _PLAIN_ACK
+                size = _push(heap, size, seq, arrival, _ACK, p)
                 seq += 1
-            pkt_next[p] = free_head
-            free_head = p
+            else:
+                pkt_next[p] = free_head
+                free_head = p
             if received_bytes[f] == flow_bytes[f]:
                 finish_ps[f] = arrival
                 done += 1
@@ -479,7 +536,7 @@ def _signature():
     links = numba.types.NamedTuple([floats] + [ints] * 4, Links)
     flows = numba.types.NamedUniTuple(ints, 11, Flows)
     i, b = numba.int64, numba.boolean
-    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i], Fabric)
+    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, b, i, i, i], Fabric)
     return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)
 
 

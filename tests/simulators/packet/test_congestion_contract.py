@@ -95,22 +95,36 @@ def test_a_lone_flow_finishes_at_the_store_and_forward_time(cc, hops, nbytes):
     no algorithm may slow it: FCT = one packet's pace, every packet serialised once on the
     first link, then the last one waits on each of the h - 1 further hops for the full packet
     ahead of it and is serialised, plus h propagation delays (each serialisation rounded to 1 ps,
-    as here): exact, whatever the algorithm."""
+    as here): exact, whatever the algorithm, unless it aims below the full rate by design
+    (`utilisation_target` eta < 1, HPCC): then no faster than that and no slower than the
+    sender's share at eta (3 % slack: its utilisation estimate lags the rate it lowers, so the
+    rate undershoots eta for a few round trips; 2.2 % over these 100 packets)."""
     links, switches = chain(hops)
     result = simulate(links, [Flow(tuple(range(hops)), nbytes, 4096)], roce(cc), switches)
     full, last = packet_time_s(4096, 100), packet_time_s(nbytes - (nbytes - 1) // 4096 * 4096, 100)
     packets = -(-nbytes // 4096)
-    expected = full + (packets - 1) * full + last + (hops - 1) * full + hops * 1e-6
+    rest = (hops - 1) * full + hops * 1e-6
+    expected = full + (packets - 1) * full + last + rest
+    eta = RoceSettings(congestion_control=cc.name).control_params().utilisation_target()
     assert result.marked_packets.sum() == 0
-    assert result.fct_s[0] == pytest.approx(expected, rel=1e-12)
+    if eta == 1 or hops == 1:  # one link has no switch to report its load (HPCC's telemetry)
+        assert result.fct_s[0] == pytest.approx(expected, rel=1e-12)
+    else:
+        at_eta = (full + (packets - 1) * full + last) / eta + rest
+        assert expected < result.fct_s[0] <= 1.03 * at_eta
 
 
 @pytest.mark.parametrize("acks", [True, False])
 def test_every_byte_arrives_exactly_once_when_lossless(cc, acks):
     """16 senders into one port, PFC on: no drops, each flow's bytes counted once at the
     receiver (the window spans the run), the receiver's link carries every data byte and its
-    uplink one 64-byte ACK a packet."""
+    uplink one 64-byte ACK a packet. An algorithm that learns from ACKs refuses to run
+    without them, in one line."""
     links, flows, switches = scenarios.incast(16, 500_000, mtu=4096)
+    if cc.acks and not acks:
+        with pytest.raises(SpecError, match=f"^acks: False is not allowed with congestion_control '{cc.name}'"):
+            roce(cc, acks=acks)
+        return
     result = simulate(links, flows, roce(cc, acks=acks), switches, window_s=(0.0, 1.0))
     packets = sum(-(-f.nbytes // f.mtu_bytes) for f in flows)
     assert result.drops.sum() == 0 and np.isfinite(result.finish_s).all()
@@ -182,6 +196,8 @@ def recorded(entry):
 def test_the_rate_stays_between_the_floor_and_the_line_rate(cc, acks, monkeypatch):
     """Every hook call of a congested run, watched: no rate above the flow's first link, none
     below the algorithm's floor."""
+    if cc.acks and not acks:
+        pytest.skip("refused without ACKs (test_every_byte_arrives_exactly_once_when_lossless)")
     watched = registered_for_the_test(monkeypatch, recorded(cc))
     links, flows, switches = scenarios.incast(8, 2_000_000, mtu=4096)
     result = simulate(links, flows, roce(watched, acks=acks, kmin_bytes=2_000, pmax=0.5), switches)
