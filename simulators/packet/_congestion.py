@@ -21,8 +21,9 @@ algorithm's own `columns` from OWN on. Times are integer picoseconds held exactl
                NIC's hardware timestamps do for TIMELY) to the ACK's arrival;
   INT_HOPS     how many hops of in-band telemetry that ACK carries, then at INT + 4 i for hop
                i (the i-th link out of a switch on the path) INT_QLEN, INT_TX_BYTES, INT_TS_PS,
-               INT_RATE_BPS: the bytes queued behind the data packet and the link's cumulative
-               bytes sent when it left that link, the time it left, the link's rate. Written
+               INT_RATE_BPS: when that egress dequeued the data packet to send it, the bytes
+               left queued behind it, the link's cumulative bytes sent (it included), the
+               time, and the link's rate. Written
                only for an algorithm with `telemetry` (the engine pays for it only then), on
                paths of at most MAX_INT_HOPS switches (ns-3 HPCC's IntHeader::maxHop).
 The engine writes RTT_PS and the telemetry into the row just before it calls `on_ack`.

@@ -20,8 +20,8 @@ RoCE behaviour (each part can be switched off):
   path through the links' queues, ahead of data (strict priority) and never paused; without
   ACKs a CNP alone takes the reverse path's latency (propagation and serialisation). The ACK
   is the data packet's own slot sent back, so it echoes the packet's send time (an RTT
-  sample) and, with `telemetry`, the INT each switch egress wrote into it as the packet left
-  (queue bytes behind it, the link's bytes sent, the time).
+  sample) and, with `telemetry`, the INT each switch egress wrote into it as it dequeued the
+  packet to send it (queue bytes left behind it, the link's bytes sent with it, the time).
 - Congestion control at the sender (_congestion.py): the engine paces each flow at the rate in
   its state row, holds it while its bytes in flight reach the row's window, and calls the
   algorithm's hooks when the flow starts, at a send once its timer is due, when a marked packet
@@ -358,11 +358,6 @@ def _simulate(
             q_bytes[link] -= pkt_bytes[p]
             link_bytes[link] += pkt_bytes[p]
             if pkt_hop[p] > path_start[pkt_flow[p]]:  # it left a switch: free its buffer
-                if int_on:  # telemetry of this egress, as the packet leaves it
-                    i = 3 * (pkt_hop[p] - path_start[pkt_flow[p]] - 1)
-                    pkt_int[p, i] = q_bytes[link]
-                    pkt_int[p, i + 1] = link_bytes[link]
-                    pkt_int[p, i + 2] = now
                 inbound = path_links[pkt_hop[p] - 1]
                 shared_used[link_to[inbound]] -= pkt_bytes[p]
                 in_switch[inbound] -= pkt_bytes[p]
@@ -520,6 +515,13 @@ def _simulate(
             if nxt >= 0:
                 busy[kick] = True
                 tx_control[kick] = c_head[kick] >= 0
+                if int_on and not tx_control[kick] and pkt_hop[nxt] > path_start[pkt_flow[nxt]]:
+                    # a switch's egress dequeues it: the bytes left behind it, the link's bytes
+                    # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
+                    i = 3 * (pkt_hop[nxt] - path_start[pkt_flow[nxt]] - 1)
+                    pkt_int[nxt, i] = q_bytes[kick] - pkt_bytes[nxt]
+                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt_bytes[nxt]
+                    pkt_int[nxt, i + 2] = now
                 done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[kick]))
                 size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
                 seq += 1
