@@ -58,18 +58,11 @@ def _aimd_ack(state, params, flow, now_ps):
 TOY = CongestionControl("toy-aimd", Aimd, 0, _aimd_nothing, _aimd_nothing, _aimd_marked, _aimd_cnp, _aimd_ack)
 
 
-def registered_for_the_test(monkeypatch, entry):
-    """Register `entry` until the test ends (the registry's tables are restored after it)."""
-    monkeypatch.setattr(CONGESTION_CONTROLS, "_entries", dict(CONGESTION_CONTROLS._entries))
-    monkeypatch.setattr(CONGESTION_CONTROLS, "_keys", dict(CONGESTION_CONTROLS._keys))
-    return register(entry)
-
-
 @pytest.fixture(params=[*CONGESTION_CONTROLS, TOY.name])
-def cc(request, monkeypatch):
+def cc(request, registered):
     """Every registered algorithm, and the toy one registered for this test only."""
     if request.param == TOY.name:
-        registered_for_the_test(monkeypatch, TOY)
+        registered(TOY)
     return CONGESTION_CONTROLS[request.param]
 
 
@@ -193,12 +186,12 @@ def recorded(entry):
 
 
 @pytest.mark.parametrize("acks", [True, False])
-def test_the_rate_stays_between_the_floor_and_the_line_rate(cc, acks, monkeypatch):
+def test_the_rate_stays_between_the_floor_and_the_line_rate(cc, acks, registered):
     """Every hook call of a congested run, watched: no rate above the flow's first link, none
     below the algorithm's floor."""
     if cc.acks and not acks:
         pytest.skip("refused without ACKs (test_every_byte_arrives_exactly_once_when_lossless)")
-    watched = registered_for_the_test(monkeypatch, recorded(cc))
+    watched = registered(recorded(cc))
     links, flows, switches = scenarios.incast(8, 2_000_000, mtu=4096)
     result = simulate(links, flows, roce(watched, acks=acks, kmin_bytes=2_000, pmax=0.5), switches)
     lowest, highest = result.cc_state[:, OWN + cc.columns], result.cc_state[:, OWN + cc.columns + 1]
@@ -219,11 +212,11 @@ def test_a_run_is_the_same_for_the_same_seed(cc):
     assert first.marked_packets.tolist() != other.marked_packets.tolist()
 
 
-def test_the_toy_reaches_the_settings_by_name_and_reacts_where_none_does_not(monkeypatch):
+def test_the_toy_reaches_the_settings_by_name_and_reacts_where_none_does_not(registered):
     links, flows, switches = scenarios.incast(8, 2_000_000, mtu=4096)
     with pytest.raises(CatalogError, match="'toy-aimd' is not a known congestion control"):
         RoceSettings(congestion_control="toy-aimd")
-    registered_for_the_test(monkeypatch, TOY)
+    registered(TOY)
     toy = RoceSettings(congestion_control="TOY-AIMD", congestion_params={"step_gbps": 0.5})
     assert toy.congestion_control == "toy-aimd" and toy.congestion_params == Aimd(step_gbps=0.5)
     reacting = simulate(links, flows, toy, switches)
@@ -242,7 +235,7 @@ def test_the_toy_is_gone_after_its_test():
 def test_unknown_names_and_parameters_are_one_line_naming_the_allowed_ones():
     with pytest.raises(CatalogError, match="^congestion_control: 'cubic' is not a known congestion control; allowed: "):
         RoceSettings(congestion_control="cubic")
-    with pytest.raises(CatalogError, match=r"\(did you mean 'dcqcn'\?\); allowed: dcqcn, none$"):
+    with pytest.raises(CatalogError, match=r"\(did you mean 'dcqcn'\?\); allowed: dcqcn, hpcc, none, timely$"):
         RoceSettings(congestion_control="dcqnc")
     with pytest.raises(SpecError, match="^congestion_params.gain: not a parameter of 'dcqcn'; allowed: g, alpha_"):
         RoceSettings(congestion_params={"gain": 0.5})
