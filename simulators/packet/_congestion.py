@@ -23,9 +23,9 @@ algorithm's own `columns` from OWN on. Times are integer picoseconds held exactl
                i (the i-th link out of a switch on the path) INT_QLEN, INT_TX_BYTES, INT_TS_PS,
                INT_RATE_BPS: when that egress dequeued the data packet to send it, the bytes
                left queued behind it, the link's cumulative bytes sent (it included), the
-               time, and the link's rate. Written
-               only for an algorithm with `telemetry` (the engine pays for it only then), on
-               paths of at most MAX_INT_HOPS switches (ns-3 HPCC's IntHeader::maxHop).
+               time, and the link's rate. Written only for an algorithm with `telemetry` (the
+               engine pays for it only then), on paths of at most MAX_INT_HOPS switches (ns-3
+               HPCC's IntHeader::maxHop; a longer path is a one-line SpecError).
 The engine writes RTT_PS and the telemetry into the row just before it calls `on_ack`.
 
 Hooks, each `numba.njit(cache=True)` of (state, params, flow, now_ps), `params` the entry's
