@@ -16,8 +16,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from simulators._errors import SpecError
-from simulators.packet._congestion import LINE, OWN, RATE, TIMER, CongestionControl, Params, register
+from simulators.packet._congestion import LINE, OWN, RATE, TIMER, CongestionControl, Params, nothing, register
 
 # own columns of the flow's row
 _RT, _ALPHA, _LAST_ALPHA, _LAST_INCREASE, _INCREASES, _LAST_CNP = range(OWN, OWN + 6)
@@ -57,9 +56,7 @@ class Dcqcn(Params):
             "rate_hai_gbps": (self.rate_hai_gbps >= 0, ">= 0"),
             "min_rate_gbps": (self.min_rate_gbps > 0, "> 0"),
         }
-        for name, (ok, allowed) in checks.items():
-            if not ok:
-                raise SpecError(f"congestion_params.{name}: {getattr(self, name)!r} is not allowed; allowed: {allowed}")
+        self.check(checks)
 
     def vector(self) -> np.ndarray:
         ps = 1e12
@@ -138,11 +135,6 @@ def on_cnp(state, params, flow, now_ps):  # pragma: no cover - compiled
     _next_timer(row, params)
 
 
-@numba.njit(cache=True)
-def on_ack(state, params, flow, now_ps):  # pragma: no cover - compiled
-    pass
-
-
 DCQCN = register(
     CongestionControl(
         name="dcqcn",
@@ -152,6 +144,6 @@ DCQCN = register(
         on_timer=on_timer,
         on_marked=on_marked,
         on_cnp=on_cnp,
-        on_ack=on_ack,
+        on_ack=nothing,
     )
 )

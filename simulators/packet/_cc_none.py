@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
-from simulators.packet._congestion import CongestionControl, Params, register
+from simulators.packet._congestion import CongestionControl, Params, no_cnp, nothing, register
 
 
 @dataclass(frozen=True)
@@ -22,25 +21,15 @@ class LineRate(Params):
         return line_bps
 
 
-@numba.njit(cache=True)
-def _nothing(state, params, flow, now_ps):  # pragma: no cover - compiled
-    pass
-
-
-@numba.njit(cache=True)
-def _no_cnp(state, params, flow, now_ps):  # pragma: no cover - compiled
-    return False
-
-
 NONE = register(
     CongestionControl(
         name="none",
         params=LineRate,
         columns=0,
-        on_start=_nothing,
-        on_timer=_nothing,
-        on_marked=_no_cnp,
-        on_cnp=_nothing,
-        on_ack=_nothing,
+        on_start=nothing,
+        on_timer=nothing,
+        on_marked=no_cnp,
+        on_cnp=nothing,
+        on_ack=nothing,
     )
 )

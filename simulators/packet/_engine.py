@@ -27,11 +27,15 @@ RoCE behaviour (each part can be switched off):
   Kmin, Pmax (q - Kmin) / (Kmax - Kmin) up to Kmax, 1 above (a seeded generator).
 - ACKs: the receiver acknowledges every packet with a 64-byte frame that travels the reverse
   path through the links' queues, ahead of data (strict priority) and never paused; without
-  ACKs a CNP alone takes the reverse path's latency (propagation and serialisation).
+  ACKs a CNP alone takes the reverse path's latency (propagation and serialisation). The ACK
+  is the data packet's own slot sent back, so it echoes the packet's send time (an RTT
+  sample) and, with `telemetry`, the INT each switch egress wrote into it as it dequeued the
+  packet to send it (queue bytes left behind it, the link's bytes sent with it, the time).
 - Congestion control at the sender (_congestion.py): the engine paces each flow at the rate in
-  its state row and calls the algorithm's hooks when the flow starts, at a send once its timer
-  is due, when a marked packet reaches the receiver (which may answer with a CNP), and when a
-  CNP or an ACK reaches the sender.
+  its state row, holds it while its bytes in flight reach the row's window, and calls the
+  algorithm's hooks when the flow starts, at a send once its timer is due, when a marked packet
+  reaches the receiver (which may answer with a CNP), and when a CNP or an ACK reaches the
+  sender (after writing the ACK's RTT and telemetry into the row).
 Events at equal times run in the order they were scheduled (ns-3's rule), so runs are exact and
 deterministic. Every event queues a frame on, or frees, at most one link (`kick`), whose next
 transmission one block at the end of the loop starts, before a sender's next packet is scheduled
@@ -44,8 +48,8 @@ factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
 Numba's on-disk cache keys a kernel on its own file, so the heap, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
 kernel running the old code); the hooks are called through their addresses and cached on their
-own. Only the shared columns (RATE, LINE, TIMER, OWN of _congestion.py) come from elsewhere:
-after changing them, delete simulators/packet/__pycache__.
+own. Only the shared columns (RATE ... OWN, MAX_INT_HOPS of _congestion.py) come from
+elsewhere: after changing them, delete simulators/packet/__pycache__.
 """
 
 from __future__ import annotations
@@ -56,7 +60,24 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from simulators.packet._congestion import HOOK, LINE, MARK, OWN, RATE, TIMER
+from simulators.packet._congestion import (
+    BASE_RTT_PS,
+    HOOK,
+    INT,
+    INT_HOPS,
+    INT_QLEN,
+    INT_RATE_BPS,
+    INT_TS_PS,
+    INT_TX_BYTES,
+    LINE,
+    MARK,
+    MAX_INT_HOPS,
+    OWN,
+    RATE,
+    RTT_PS,
+    TIMER,
+    WINDOW,
+)
 
 # event types
 _SEND, _TX_DONE, _ARRIVE, _PAUSE, _RESUME, _CNP, _START, _ACK, _RTO = 0, 1, 2, 3, 4, 5, 6, 7, 8
@@ -68,6 +89,7 @@ _DATA, _PLAIN_ACK, _CNP_ACK, _NAK = 0, 1, 2, 4
 NO_RECOVERY, GO_BACK_N, SELECTIVE_REPEAT = 0, 1, 2
 PS_PER_S = 1e12
 CNP_BYTES = 64
+INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link bytes sent, time per hop
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -121,13 +143,17 @@ def _pop(heap, size):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next):
+def _grow_pool(
+    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next, pkt_sent_ps, pkt_int
+):
     """The packet pool's arrays at twice their length, the new slots chained free; returns them
     and the first new slot (the new free-list head)."""
     old = len(pkt_flow)
     pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
     for i in range(old, 2 * old - 1):
         pkt_next[i] = i + 1
+    grown_int = np.zeros((2 * old, pkt_int.shape[1]), np.int64)
+    grown_int[:old] = pkt_int
     return (
         np.concatenate((pkt_flow, np.empty(old, np.int64))),
         np.concatenate((pkt_bytes, np.empty(old, np.int64))),
@@ -138,6 +164,8 @@ def _grow_pool(pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_se
         np.concatenate((pkt_seq, np.zeros(old, np.int64))),
         np.concatenate((pkt_route, np.zeros(old, np.int64))),
         pkt_next,
+        np.concatenate((pkt_sent_ps, np.zeros(old, np.int64))),
+        grown_int,
         old,
     )
 
@@ -149,6 +177,17 @@ def _uniform(rng_state):
     rng_state ^= rng_state << np.uint64(25)
     rng_state ^= rng_state >> np.uint64(27)
     return ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0, rng_state
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu):
+    """Bytes flow f has sent and not had acknowledged: counted per ACK without recovery; with
+    it, the packets from the cumulative ACK to the next to send (go-back-N resends all of them)
+    or to the highest sent (selective repeat)."""
+    if recovery == NO_RECOVERY:
+        return in_flight[f]
+    ahead = next_seq[f] if recovery == GO_BACK_N else highest_sent[f]
+    return (ahead - acked[f]) * flow_mtu[f]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -191,7 +230,7 @@ class Flows(NamedTuple):
 
 
 class Fabric(NamedTuple):
-    """Switch buffers, PFC, ECN, ACKs, the seed and the rate-counting window (scalars)."""
+    """Switch buffers, PFC, ECN, ACKs, telemetry, the seed and the rate-counting window (scalars)."""
 
     n_nodes: int
     buffer_bytes: int
@@ -201,6 +240,7 @@ class Fabric(NamedTuple):
     kmax_bytes: int
     pmax: float
     acks: bool
+    telemetry: bool  # data packets record INT at each switch's egress, their ACKs bring it back
     seed: int
     window_start_ps: int
     window_end_ps: int
@@ -218,7 +258,7 @@ def _simulate(
     link_rate_bps, link_delay_ps, link_to = links.rate_bps, links.delay_ps, links.to
     flow_bytes, flow_mtu, path_start, path_links = flows.nbytes, flows.mtu, flows.path_start, flows.path_links
     reverse_start, reverse_links = flows.reverse_start, flows.reverse_links
-    pfc_on, ecn_on, acks_on = fabric.pfc, fabric.ecn, fabric.acks
+    pfc_on, ecn_on, acks_on, int_on = fabric.pfc, fabric.ecn, fabric.acks, fabric.telemetry
     kmin_bytes, kmax_bytes = fabric.kmin_bytes, fabric.kmax_bytes
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
@@ -239,6 +279,8 @@ def _simulate(
     pkt_seq = np.zeros(pcap, np.int64)  # a data packet's index in its flow; an ACK's cumulative count
     pkt_route = np.zeros(pcap, np.int64)  # the route it takes (an ACK: back along its packet's)
     pkt_next = np.full(pcap, -1, np.int64)
+    pkt_sent_ps = np.zeros(pcap, np.int64)  # when its sender's NIC began sending it (its ACK echoes it)
+    pkt_int = np.zeros((pcap, INT_WIDTH if int_on else 0), np.int64)
     free_head = 0
     for i in range(pcap - 1):
         pkt_next[i] = i + 1
@@ -282,6 +324,8 @@ def _simulate(
     nak_for = np.full(n_flows, -1, np.int64)
     highest = np.full(n_flows, -1, np.int64)
     highest_sent = np.zeros(n_flows, np.int64)  # packets below it were sent before: a resend
+    in_flight = np.zeros(n_flows, np.int64)  # without recovery: bytes sent and not yet acknowledged
+    blocked = np.zeros(n_flows, np.bool_)  # at its window: the next ACK below it resumes the sender
     received_bytes = np.zeros(n_flows, np.int64)
     window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
@@ -296,11 +340,14 @@ def _simulate(
         state[f, LINE] = link_rate_bps[path_links[path_start[f]]]
         state[f, RATE] = state[f, LINE]
         state[f, TIMER] = np.inf
-        back = 0
+        state[f, WINDOW] = np.inf
+        back, there = 0, 0
         for h in range(path_start[f], path_start[f + 1]):
             link = path_links[h]
             back += link_delay_ps[link] + _ser_ps(CNP_BYTES, link_rate_bps[link])
+            there += link_delay_ps[link] + _ser_ps(flow_mtu[f], link_rate_bps[link])
         reverse_ps[f] = back
+        state[f, BASE_RTT_PS] = there + back
         if deps_left[f] == 0:
             size = _push(heap, size, seq, flows.start_ps[f], _START, f)
             seq += 1
@@ -337,12 +384,30 @@ def _simulate(
             f = a
             if now >= state[f, TIMER]:
                 on_timer(state, cc_params, f, now)
+            if (
+                resend_seq[f] < 0
+                and _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu) >= (state[f, WINDOW])
+            ):  # at its window (a resend goes regardless): an ACK resumes it
+                blocked[f] = True
+                sending[f] = False
+                continue
             # the packet
             if free_head < 0:  # grow the pool
-                pool = (pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next)
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next, free_head = (
-                    _grow_pool(*pool)
+                pool = _grow_pool(
+                    pkt_flow,
+                    pkt_bytes,
+                    pkt_hop,
+                    pkt_ecn,
+                    pkt_last,
+                    pkt_kind,
+                    pkt_seq,
+                    pkt_route,
+                    pkt_next,
+                    pkt_sent_ps,
+                    pkt_int,
                 )
+                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next = pool[:9]
+                pkt_sent_ps, pkt_int, free_head = pool[9:]
             p = free_head
             free_head = pkt_next[p]
             s = next_seq[f]
@@ -375,6 +440,8 @@ def _simulate(
                     rto_due[f] = True
                     size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
                     seq += 1
+            else:
+                in_flight[f] += nbytes
             link = path_links[path_start[r]]
             # enqueue at the host's NIC (hosts do not drop or pause their senders)
             if q_tail[link] < 0:
@@ -421,6 +488,8 @@ def _simulate(
                     pause_sent[inbound] = False
                     size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
+            else:  # it left its sender's NIC, which stamps when it began sending it
+                pkt_sent_ps[p] = now - np.int64(round(pkt_bytes[p] * ps_per_byte[link]))
             f = pkt_flow[p]
             gone = False
             if faulty[link]:
@@ -445,7 +514,7 @@ def _simulate(
         elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
             p = a
             f = pkt_flow[p]
-            if pkt_hop[p] == reverse_start[pkt_route[p] + 1] - 1:  # at the sender
+            if pkt_hop[p] == reverse_start[pkt_route[p] + 1] - 1:  # at the sender: the data packet's echo
                 if recovery != NO_RECOVERY:
                     if pkt_seq[p] > acked[f]:
                         acked[f] = pkt_seq[p]
@@ -458,8 +527,21 @@ def _simulate(
                             resend_seq[f] = pkt_seq[p]
                         if not sending[f]:
                             sending[f] = True
+                            blocked[f] = False
                             size = _push(heap, size, seq, now, _SEND, f)
                             seq += 1
+                else:
+                    in_flight[f] -= flow_mtu[f] if not pkt_last[p] else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                state[f, RTT_PS] = now - pkt_sent_ps[p]
+                if int_on:
+                    r = pkt_route[p]
+                    hops = path_start[r + 1] - path_start[r] - 1
+                    state[f, INT_HOPS] = hops
+                    for i in range(hops):
+                        state[f, INT + 4 * i + INT_QLEN] = pkt_int[p, 3 * i]
+                        state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
+                        state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
+                        state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
                 if pkt_kind[p] & _CNP_ACK:
                     size = _push(heap, size, seq, now, _CNP, f)
                     seq += 1
@@ -467,6 +549,15 @@ def _simulate(
                     on_ack(state, cc_params, f, now)
                 pkt_next[p] = free_head
                 free_head = p
+                if (
+                    blocked[f]
+                    and not sending[f]
+                    and _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu) < state[f, WINDOW]
+                ):  # the window opened: send now
+                    blocked[f] = False
+                    sending[f] = True
+                    size = _push(heap, size, seq, now, _SEND, f)
+                    seq += 1
                 continue
             pkt_hop[p] += 1
             link = reverse_links[pkt_hop[p]]
@@ -570,6 +661,7 @@ def _simulate(
                         resend_seq[f] = acked[f]
                     if not sending[f]:
                         sending[f] = True
+                        blocked[f] = False
                         size = _push(heap, size, seq, now, _SEND, f)
                         seq += 1
                     due = now + fabric.rto_ps
@@ -641,6 +733,13 @@ def _simulate(
             if nxt >= 0:
                 busy[kick] = True
                 tx_control[kick] = c_head[kick] >= 0
+                if int_on and not tx_control[kick] and pkt_hop[nxt] > path_start[pkt_route[nxt]]:
+                    # a switch's egress dequeues it: the bytes left behind it, the link's bytes
+                    # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
+                    i = 3 * (pkt_hop[nxt] - path_start[pkt_route[nxt]] - 1)
+                    pkt_int[nxt, i] = q_bytes[kick] - pkt_bytes[nxt]
+                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt_bytes[nxt]
+                    pkt_int[nxt, i + 2] = now
                 done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[kick]))
                 size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
                 seq += 1
@@ -675,7 +774,7 @@ def _signature():
     links = numba.types.NamedTuple([floats] + [ints] * 4 + [floats] + [ints] * 2, Links)
     flows = numba.types.NamedUniTuple(ints, 14, Flows)
     i, b = numba.int64, numba.boolean
-    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, i, i, i, i, i, i, i, b], Fabric)
+    fabric = numba.types.NamedTuple([i, i, b, b, i, i, numba.float64, b, b, i, i, i, i, i, i, i, b], Fabric)
     return (links, flows, fabric, floats, i, HOOK, HOOK, MARK, HOOK, HOOK)
 
 

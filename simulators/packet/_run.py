@@ -18,7 +18,7 @@ import numpy as np
 from simulators._errors import SpecError
 from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
-from simulators.packet._congestion import Params, get
+from simulators.packet._congestion import MAX_INT_HOPS, Params, get
 from simulators.packet._engine import (
     GO_BACK_N,
     NO_RECOVERY,
@@ -114,6 +114,11 @@ class RoceSettings:
             )
         entry = get(self.congestion_control)
         object.__setattr__(self, "congestion_control", entry.name)
+        if entry.acks and not self.acks:
+            name = entry.name
+            raise SpecError(
+                f"acks: False is not allowed with congestion_control {name!r}, which reads ACKs; allowed: True"
+            )
         if self.congestion_params is not None:  # None stays None: replace() may change the algorithm
             object.__setattr__(self, "congestion_params", entry.make_params(self.congestion_params))
 
@@ -188,6 +193,17 @@ def _reverse_paths(links: Sequence[Link], routes: Routes, needed: bool) -> tuple
     return start.copy(), back
 
 
+def _check_int_hops(routes: Routes, name: str) -> None:
+    """Telemetry is recorded at each switch egress of a path, into at most MAX_INT_HOPS slots."""
+    switches = np.diff(routes.path_start) - 1
+    if len(switches) and switches.max() > MAX_INT_HOPS:
+        n = int(np.argmax(switches))
+        raise SpecError(
+            f"flows[{n}]: a path through {switches[n]} switches is not allowed with {name!r}'s in-band "
+            f"telemetry; allowed: at most {MAX_INT_HOPS} (ns-3 HPCC's IntHeader::maxHop)"
+        )
+
+
 def _ints(values: list[int]) -> np.ndarray:
     return np.array(values, np.int64)
 
@@ -207,6 +223,9 @@ def simulate(
     arrays = flow_arrays(links, flows)
     faults = faults or LinkFaults()
     routes = faults.routes(links, arrays, switches, roce.adaptive_routing)
+    cc = get(roce.congestion_control)
+    if cc.telemetry:
+        _check_int_hops(routes, cc.name)
     engine_flows = Flows(
         arrays.nbytes,
         arrays.mtu,
@@ -242,6 +261,7 @@ def simulate(
         int(roce.kmax_bytes),
         float(roce.pmax),
         bool(roce.acks),
+        bool(cc.telemetry),
         int(roce.seed),
         round(window_s[0] * to_ps),
         round(window_s[1] * to_ps),
@@ -251,7 +271,6 @@ def simulate(
         int(roce.reorder()),
         bool(roce.adaptive_routing),
     )
-    cc = get(roce.congestion_control)
     params = np.ascontiguousarray(roce.control_params().vector(), np.float64)
     out = simulate_packets(engine_links, engine_flows, fabric, params, cc.columns, cc.hooks())
     begin, finish, link_bytes, q_max, pauses, drops, lost, retransmits, timeouts, failed = out[:10]

@@ -48,6 +48,9 @@ def test_a_training_study_climbs_both_levels_by_default_and_an_unknown_congestio
     ]
     with pytest.raises(DseError, match="fidelity.packet.congestion_control: 'dcqnc'.*did you mean 'dcqcn'"):
         resolve_study(load_study(write_spec(text + "fidelity: {packet: {congestion_control: dcqnc}}\n")))
+    for name in ("timely", "hpcc", "none"):  # every registered algorithm is selectable per study
+        chosen = resolve_study(load_study(write_spec(text + f"fidelity: {{packet: {{congestion_control: {name}}}}}\n")))
+        assert chosen.study.fidelity.packet.congestion_control == name
 
 
 def test_the_packet_levels_loss_settings_reach_its_simulator_and_bad_ones_are_refused(write_spec):

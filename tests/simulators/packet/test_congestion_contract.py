@@ -58,18 +58,11 @@ def _aimd_ack(state, params, flow, now_ps):
 TOY = CongestionControl("toy-aimd", Aimd, 0, _aimd_nothing, _aimd_nothing, _aimd_marked, _aimd_cnp, _aimd_ack)
 
 
-def registered_for_the_test(monkeypatch, entry):
-    """Register `entry` until the test ends (the registry's tables are restored after it)."""
-    monkeypatch.setattr(CONGESTION_CONTROLS, "_entries", dict(CONGESTION_CONTROLS._entries))
-    monkeypatch.setattr(CONGESTION_CONTROLS, "_keys", dict(CONGESTION_CONTROLS._keys))
-    return register(entry)
-
-
 @pytest.fixture(params=[*CONGESTION_CONTROLS, TOY.name])
-def cc(request, monkeypatch):
+def cc(request, registered):
     """Every registered algorithm, and the toy one registered for this test only."""
     if request.param == TOY.name:
-        registered_for_the_test(monkeypatch, TOY)
+        registered(TOY)
     return CONGESTION_CONTROLS[request.param]
 
 
@@ -95,22 +88,36 @@ def test_a_lone_flow_finishes_at_the_store_and_forward_time(cc, hops, nbytes):
     no algorithm may slow it: FCT = one packet's pace, every packet serialised once on the
     first link, then the last one waits on each of the h - 1 further hops for the full packet
     ahead of it and is serialised, plus h propagation delays (each serialisation rounded to 1 ps,
-    as here): exact, whatever the algorithm."""
+    as here): exact, whatever the algorithm, unless it aims below the full rate by design
+    (`utilisation_target` eta < 1, HPCC): then no faster than that and no slower than the
+    sender's share at eta (3 % slack: its utilisation estimate lags the rate it lowers, so the
+    rate undershoots eta for a few round trips; 2.2 % over these 100 packets)."""
     links, switches = chain(hops)
     result = simulate(links, [Flow(tuple(range(hops)), nbytes, 4096)], roce(cc), switches)
     full, last = packet_time_s(4096, 100), packet_time_s(nbytes - (nbytes - 1) // 4096 * 4096, 100)
     packets = -(-nbytes // 4096)
-    expected = full + (packets - 1) * full + last + (hops - 1) * full + hops * 1e-6
+    rest = (hops - 1) * full + hops * 1e-6
+    expected = full + (packets - 1) * full + last + rest
+    eta = RoceSettings(congestion_control=cc.name).control_params().utilisation_target()
     assert result.marked_packets.sum() == 0
-    assert result.fct_s[0] == pytest.approx(expected, rel=1e-12)
+    if eta == 1 or hops == 1:  # one link has no switch to report its load (HPCC's telemetry)
+        assert result.fct_s[0] == pytest.approx(expected, rel=1e-12)
+    else:
+        at_eta = (full + (packets - 1) * full + last) / eta + rest
+        assert expected < result.fct_s[0] <= 1.03 * at_eta
 
 
 @pytest.mark.parametrize("acks", [True, False])
 def test_every_byte_arrives_exactly_once_when_lossless(cc, acks):
     """16 senders into one port, PFC on: no drops, each flow's bytes counted once at the
     receiver (the window spans the run), the receiver's link carries every data byte and its
-    uplink one 64-byte ACK a packet."""
+    uplink one 64-byte ACK a packet. An algorithm that learns from ACKs refuses to run
+    without them, in one line."""
     links, flows, switches = scenarios.incast(16, 500_000, mtu=4096)
+    if cc.acks and not acks:
+        with pytest.raises(SpecError, match=f"^acks: False is not allowed with congestion_control '{cc.name}'"):
+            roce(cc, acks=acks)
+        return
     result = simulate(links, flows, roce(cc, acks=acks), switches, window_s=(0.0, 1.0))
     packets = sum(-(-f.nbytes // f.mtu_bytes) for f in flows)
     assert result.drops.sum() == 0 and np.isfinite(result.finish_s).all()
@@ -179,10 +186,12 @@ def recorded(entry):
 
 
 @pytest.mark.parametrize("acks", [True, False])
-def test_the_rate_stays_between_the_floor_and_the_line_rate(cc, acks, monkeypatch):
+def test_the_rate_stays_between_the_floor_and_the_line_rate(cc, acks, registered):
     """Every hook call of a congested run, watched: no rate above the flow's first link, none
     below the algorithm's floor."""
-    watched = registered_for_the_test(monkeypatch, recorded(cc))
+    if cc.acks and not acks:
+        pytest.skip("refused without ACKs (test_every_byte_arrives_exactly_once_when_lossless)")
+    watched = registered(recorded(cc))
     links, flows, switches = scenarios.incast(8, 2_000_000, mtu=4096)
     result = simulate(links, flows, roce(watched, acks=acks, kmin_bytes=2_000, pmax=0.5), switches)
     lowest, highest = result.cc_state[:, OWN + cc.columns], result.cc_state[:, OWN + cc.columns + 1]
@@ -203,11 +212,11 @@ def test_a_run_is_the_same_for_the_same_seed(cc):
     assert first.marked_packets.tolist() != other.marked_packets.tolist()
 
 
-def test_the_toy_reaches_the_settings_by_name_and_reacts_where_none_does_not(monkeypatch):
+def test_the_toy_reaches_the_settings_by_name_and_reacts_where_none_does_not(registered):
     links, flows, switches = scenarios.incast(8, 2_000_000, mtu=4096)
     with pytest.raises(CatalogError, match="'toy-aimd' is not a known congestion control"):
         RoceSettings(congestion_control="toy-aimd")
-    registered_for_the_test(monkeypatch, TOY)
+    registered(TOY)
     toy = RoceSettings(congestion_control="TOY-AIMD", congestion_params={"step_gbps": 0.5})
     assert toy.congestion_control == "toy-aimd" and toy.congestion_params == Aimd(step_gbps=0.5)
     reacting = simulate(links, flows, toy, switches)
@@ -226,7 +235,7 @@ def test_the_toy_is_gone_after_its_test():
 def test_unknown_names_and_parameters_are_one_line_naming_the_allowed_ones():
     with pytest.raises(CatalogError, match="^congestion_control: 'cubic' is not a known congestion control; allowed: "):
         RoceSettings(congestion_control="cubic")
-    with pytest.raises(CatalogError, match=r"\(did you mean 'dcqcn'\?\); allowed: dcqcn, none$"):
+    with pytest.raises(CatalogError, match=r"\(did you mean 'dcqcn'\?\); allowed: dcqcn, hpcc, none, timely$"):
         RoceSettings(congestion_control="dcqnc")
     with pytest.raises(SpecError, match="^congestion_params.gain: not a parameter of 'dcqcn'; allowed: g, alpha_"):
         RoceSettings(congestion_params={"gain": 0.5})
