@@ -238,3 +238,19 @@ def test_adaptive_routing_spreads_a_hash_collision_over_both_spines():
     assert adaptive.finish_s.max() == pytest.approx(alone, rel=0.05)
     assert adaptive.link_bytes[5] > 0 and adaptive.retransmits.sum() == 0  # spine 7 carried some
     assert (adaptive.link_bytes[[4, 5]].sum()) == 2 * n * M  # every packet up exactly once
+
+
+@pytest.mark.parametrize("algorithm", ["none", "dcqcn", "timely", "hpcc"])
+@pytest.mark.parametrize("recovery", ["go_back_n", "selective_repeat"])
+def test_every_congestion_control_recovers_from_loss_and_its_window_reopens(algorithm, recovery):
+    """1 % loss on the incast's shared port: whatever the algorithm (HPCC's window included:
+    lost bytes must not count as in flight for ever), every flow completes with each byte once."""
+    from simulators.packet._scenarios import incast
+
+    links, flows, switches = incast(4, 300_000)
+    settings = RoceSettings(congestion_control=algorithm, loss_recovery=recovery, retransmit_timeout_s=200e-6, pfc=True)
+    result = simulate(links, flows, settings, switches, faults=LinkFaults(loss_rate={4: 0.01}))
+    assert np.isfinite(result.finish_s).all() and not result.failed.any()
+    assert result.lost[4] > 0
+    assert result.retransmits.sum() >= result.lost[4]  # each loss sent again at least once
+    assert result.link_bytes[4] >= sum(f.nbytes for f in flows)
