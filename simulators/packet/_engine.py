@@ -191,6 +191,16 @@ def _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu):
 
 
 @numba.njit(cache=True, error_model="numpy")
+def _go_back(recovery, f, s, next_seq, resend_seq):
+    """Flow f resends from packet s: go-back-N sends everything from s again, selective repeat
+    only s."""
+    if recovery == GO_BACK_N:
+        next_seq[f] = min(next_seq[f], s)
+    else:
+        resend_seq[f] = s
+
+
+@numba.njit(cache=True, error_model="numpy")
 def _ser_ps(nbytes, rate_bps):
     return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
 
@@ -521,10 +531,7 @@ def _simulate(
                         progress_ps[f] = now
                         stalls[f] = 0
                     if pkt_kind[p] & _NAK:  # resend from the first packet the receiver lacks
-                        if recovery == GO_BACK_N:
-                            next_seq[f] = min(next_seq[f], pkt_seq[p])
-                        else:
-                            resend_seq[f] = pkt_seq[p]
+                        _go_back(recovery, f, pkt_seq[p], next_seq, resend_seq)
                         if not sending[f]:
                             sending[f] = True
                             blocked[f] = False
@@ -655,10 +662,7 @@ def _simulate(
                     timeouts[f] += 1
                     stalls[f] += 1
                     progress_ps[f] = now
-                    if recovery == GO_BACK_N:
-                        next_seq[f] = acked[f]
-                    else:
-                        resend_seq[f] = acked[f]
+                    _go_back(recovery, f, acked[f], next_seq, resend_seq)
                     if not sending[f]:
                         sending[f] = True
                         blocked[f] = False
