@@ -89,6 +89,7 @@ _DATA, _PLAIN_ACK, _CNP_ACK, _NAK = 0, 1, 2, 4
 NO_RECOVERY, GO_BACK_N, SELECTIVE_REPEAT = 0, 1, 2
 PS_PER_S = 1e12
 CNP_BYTES = 64
+NEVER_BYTES = np.iinfo(np.int64).max  # the queue adaptive routing sees on a link that is down
 INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link bytes sent, time per hop
 
 
@@ -582,10 +583,13 @@ def _simulate(
             f = pkt_flow[p]
             if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
                 # adaptive routing: of the flow's routes through this switch so far, the one
-                # whose next link has the fewest bytes queued (the current one on a tie)
+                # whose next link has the fewest bytes queued (the current one on a tie); a link
+                # that is down counts as full, as a switch skips a dead port
                 r = pkt_route[p]
                 h = pkt_hop[p] - path_start[r]
-                best, best_q = r, q_bytes[path_links[pkt_hop[p] + 1]]
+                nl = path_links[pkt_hop[p] + 1]
+                dead = faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl]
+                best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
                 for k in range(flows.route_start[f], flows.route_start[f + 1]):
                     rk = flows.route_list[k]
                     if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
@@ -595,8 +599,13 @@ def _simulate(
                         if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
                             same = False
                             break
-                    if same and q_bytes[path_links[path_start[rk] + h + 1]] < best_q:
-                        best, best_q = rk, q_bytes[path_links[path_start[rk] + h + 1]]
+                    nl = path_links[path_start[rk] + h + 1]
+                    if (
+                        same
+                        and q_bytes[nl] < best_q
+                        and not (faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl])
+                    ):
+                        best, best_q = rk, q_bytes[nl]
                 pkt_route[p] = best
                 pkt_hop[p] = path_start[best] + h
             inbound = path_links[pkt_hop[p]]

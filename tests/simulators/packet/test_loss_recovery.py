@@ -254,3 +254,19 @@ def test_every_congestion_control_recovers_from_loss_and_its_window_reopens(algo
     assert result.lost[4] > 0
     assert result.retransmits.sum() >= result.lost[4]  # each loss sent again at least once
     assert result.link_bytes[4] >= sum(f.nbytes for f in flows)
+
+
+def test_adaptive_routing_steers_around_a_dead_uplink_at_once():
+    """Leaf 4's uplink to spine 6 is down for good and routing never converges: ECMP's flow,
+    hashed onto it, loses every packet and fails; with adaptive routing the leaf skips the dead
+    port from the first packet, so nothing is lost and the flow takes its healthy time."""
+    links = _two_leaves()
+    flow = [Flow((0, 4, 14, 10), N * M, M)]  # 0 -> leaf 4 -> spine 6 -> leaf 5 -> 2
+    base = dict(pfc=False, ecn=False, congestion_control="none", retransmit_timeout_s=20e-6, retries=1)
+    healthy = simulate(links, flow, RoceSettings(adaptive_routing=True, **base), {4, 5, 6, 7})
+    faults = LinkFaults(down_s={4: (0.0, math.inf)})
+    hashed = simulate(links, flow, RoceSettings(**base), {4, 5, 6, 7}, faults=faults)
+    sprayed = simulate(links, flow, RoceSettings(adaptive_routing=True, **base), {4, 5, 6, 7}, faults=faults)
+    assert hashed.failed[0]
+    assert sprayed.lost.sum() == 0 and sprayed.link_bytes[5] == N * M  # all through spine 7
+    assert sprayed.finish_s[0] == healthy.finish_s[0]
