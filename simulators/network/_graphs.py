@@ -57,13 +57,16 @@ import weakref
 import zlib
 from collections import deque
 from collections.abc import Hashable
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
-from simulators.network._fabric import Fabric
 from simulators.network._network import NVSWITCH_LATENCY_S
+
+if TYPE_CHECKING:  # for annotations only: a Fabric's failure shares are read off these graphs
+    from simulators.network._fabric import Fabric
 
 KINDS = ("gpu", "nvswitch", "leaf", "spine", "aggregation", "core")
 FABRIC_KINDS = frozenset({"leaf", "spine", "aggregation", "core"})
