@@ -9,6 +9,7 @@ so a caller states only what failed and when.
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -147,22 +148,25 @@ class Routes(NamedTuple):
             return self
         n = len(self.route_start) - 1
         counts = np.ones(n, np.int64)
-        for f, more in extra.items():
-            counts[f] += len(more)
+        flows = sorted(extra)
+        counts[flows] += [len(extra[f]) for f in flows]
         route_start = np.concatenate(([0], np.cumsum(counts)))
+        added = [route for f in flows for route in extra[f]]
+        is_own = np.zeros(route_start[-1], np.bool_)
+        is_own[route_start[:-1]] = True
         route_list = np.empty(route_start[-1], np.int64)
-        route_list[route_start[:-1]] = np.arange(n)
-        paths, starts, from_ps = [self.path_links], [self.path_start], [self.route_from_ps]
-        next_id, end = n, int(self.path_start[-1])
-        for f in sorted(extra):
-            for k, (at_ps, path) in enumerate(extra[f], start=1):
-                route_list[route_start[f] + k] = next_id
-                next_id += 1
-                end += len(path)
-                paths.append(np.array(path, np.int64))
-                starts.append(np.array([end], np.int64))
-                from_ps.append(np.array([at_ps], np.int64))
-        return Routes(np.concatenate(starts), np.concatenate(paths), route_start, route_list, np.concatenate(from_ps))
+        route_list[is_own] = np.arange(n)
+        route_list[~is_own] = np.arange(n, n + len(added))  # flows in order, each's in time order
+        lengths = np.fromiter((len(path) for _, path in added), np.int64, len(added))
+        links = np.fromiter(itertools.chain.from_iterable(path for _, path in added), np.int64, int(lengths.sum()))
+        from_ps = np.fromiter((at_ps for at_ps, _ in added), np.int64, len(added))
+        return Routes(
+            np.concatenate((self.path_start, self.path_start[-1] + np.cumsum(lengths))),
+            np.concatenate((self.path_links, links)),
+            route_start,
+            route_list,
+            np.concatenate((self.route_from_ps, from_ps)),
+        )
 
 
 class _PathFinder:
@@ -172,19 +176,18 @@ class _PathFinder:
     def __init__(self, links: Sequence[Link], dead: set[int], switches: set[int]) -> None:
         self._links = links
         self._switches = switches
-        self._out: dict[int, list[int]] = {}
         self._into: dict[int, list[int]] = {}
         for i, link in enumerate(links):
             if i not in dead:
-                self._out.setdefault(link.src, []).append(i)
                 self._into.setdefault(link.dst, []).append(i)
-        self._hops_to: dict[int, dict[int, int]] = {}
+        self._hops_to: dict[int, tuple[dict[int, int], dict[int, list[int]]]] = {}
         self._paths: dict[tuple[int, int], list[tuple[int, ...]]] = {}
 
-    def _distances(self, dst: int) -> dict[int, int]:
-        """Hops from each node to `dst`, through switches only (breadth first, backwards)."""
+    def _distances(self, dst: int) -> tuple[dict[int, int], dict[int, list[int]]]:
+        """Hops from each node to `dst`, through switches only (breadth first, backwards), and
+        each node's live links one hop nearer, in link order."""
         if dst not in self._hops_to:
-            hops, queue = {dst: 0}, deque([dst])
+            hops, nearer, queue = {dst: 0}, {}, deque([dst])
             while queue:
                 node = queue.popleft()
                 if node != dst and node not in self._switches:
@@ -194,39 +197,34 @@ class _PathFinder:
                     if src not in hops:
                         hops[src] = hops[node] + 1
                         queue.append(src)
-            self._hops_to[dst] = hops
+                    if hops[src] == hops[node] + 1:
+                        nearer.setdefault(src, []).append(i)
+            for ties in nearer.values():
+                ties.sort()
+            self._hops_to[dst] = hops, nearer
         return self._hops_to[dst]
-
-    def _next_hops(self, node: int, dst: int, hops: dict[int, int]) -> list[int]:
-        """The live links from `node` one hop nearer `dst`, into a switch or `dst` itself."""
-        return [
-            i
-            for i in self._out.get(node, ())
-            if hops.get(self._links[i].dst, -1) == hops[node] - 1
-            and (self._links[i].dst == dst or self._links[i].dst in self._switches)
-        ]
 
     def all_paths(self, src: int, dst: int, cap: int = 256) -> list[tuple[int, ...]]:
         """Every equal-cost shortest path from `src` to `dst` (at most `cap`, in link order)."""
         if (src, dst) in self._paths:
             return self._paths[src, dst]
-        hops = self._distances(dst)
+        hops, nearer = self._distances(dst)
         paths, stack = self._paths.setdefault((src, dst), []), [(src, ())] if src in hops else []
         while stack and len(paths) < cap:
             node, path = stack.pop()
             if node == dst:
                 paths.append(path)
                 continue
-            stack.extend((self._links[i].dst, (*path, i)) for i in reversed(self._next_hops(node, dst, hops)))
+            stack.extend((self._links[i].dst, (*path, i)) for i in reversed(nearer[node]))
         return paths
 
     def path(self, src: int, dst: int, flow: int) -> tuple[int, ...] | None:
-        hops = self._distances(dst)
+        hops, nearer = self._distances(dst)
         if src not in hops:
             return None  # cut off
         path, node = [], src
         while node != dst:
-            ties = self._next_hops(node, dst, hops)
+            ties = nearer[node]
             link = ties[(flow * 2654435761 + len(path) * 40503) % len(ties)]
             path.append(link)
             node = self._links[link].dst
