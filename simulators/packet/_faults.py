@@ -44,8 +44,11 @@ class LinkFaults:
                 f"faults.reroute_after_s: {self.reroute_after_s!r} is not allowed; allowed: None or 0 to 1000"
             )
 
-    def link_arrays(self, links: Sequence[Link], loss_rate: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per link: loss rate, and the interval it is down in picoseconds (NEVER_PS: never)."""
+    def link_arrays(
+        self, links: Sequence[Link], loss_rate: float, down: Mapping[int, tuple[int, int]]
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per link: loss rate, and the interval it is down in picoseconds (NEVER_PS: never),
+        `down` being `down_ps(links)`."""
         n_links = len(links)
         rates = np.full(n_links, float(loss_rate))
         down_from, down_until = np.full(n_links, NEVER_PS, np.int64), np.full(n_links, NEVER_PS, np.int64)
@@ -53,14 +56,14 @@ class LinkFaults:
             if not 0.0 <= rate < 1.0:
                 raise SpecError(f"faults.loss_rate[{link}]: {rate!r} is not allowed; allowed: 0 <= rate < 1")
             rates[link] = rate
-        for link, (start_ps, end_ps) in self._down_ps(links).items():
+        for link, (start_ps, end_ps) in down.items():
             down_from[link], down_until[link] = start_ps, end_ps
         return rates, down_from, down_until
 
-    def _down_ps(self, links: Sequence[Link]) -> dict[int, tuple[int, int]]:
+    def down_ps(self, links: Sequence[Link]) -> dict[int, tuple[int, int]]:
         """Each failed link's interval in picoseconds; a link down twice keeps the earlier."""
-        nodes = {node for link in links for node in (link.src, link.dst)}
         down = dict(_checked(self.down_s, len(links), "down_s"))
+        nodes = {node for link in links for node in (link.src, link.dst)} if self.switch_down_s else set()
         for node, interval in self.switch_down_s.items():
             if node not in nodes:
                 raise SpecError(f"faults.switch_down_s: node {node!r} is not allowed; allowed: a node of the links")
@@ -76,14 +79,22 @@ class LinkFaults:
             out[link] = (round(start_s * PS_PER_S), NEVER_PS if end_s == np.inf else round(end_s * PS_PER_S))
         return out
 
-    def routes(self, links: Sequence[Link], flows: FlowArrays, switches: set[int], adaptive: bool = False) -> Routes:
+    def routes(
+        self,
+        links: Sequence[Link],
+        flows: FlowArrays,
+        switches: set[int],
+        down: Mapping[int, tuple[int, int]],
+        adaptive: bool = False,
+    ) -> Routes:
         """Every flow's routes: its own path first, then one around the failures each time the
         routing converges on a path it uses (module docstring); with `adaptive`, then every
-        other equal-cost path of the live fabric between its ends, which only adaptive routing
-        at the switches takes (they take effect never at the sender)."""
-        extra = self._reroutes(links, flows, switches)
+        other equal-cost path of the fabric between its ends, which only adaptive routing at the
+        switches takes (never at the sender), skipping a link while it is down. `down` is
+        `down_ps(links)`."""
+        extra = self._reroutes(links, flows, switches, down)
         if adaptive:
-            finder = _PathFinder(links, set(self._down_ps(links)), switches)
+            finder = _PathFinder(links, set(), switches)  # the switches skip a link while it is down
             for f in range(flows.count):
                 own = flows.path(f)
                 if len(own) < 3:
@@ -93,7 +104,7 @@ class LinkFaults:
         return Routes.of(flows).with_extra(extra)
 
     def _reroutes(
-        self, links: Sequence[Link], flows: FlowArrays, switches: set[int]
+        self, links: Sequence[Link], flows: FlowArrays, switches: set[int], down: Mapping[int, tuple[int, int]]
     ) -> dict[int, list[tuple[int, tuple[int, ...]]]]:
         """For each flow that needs them, its routes around failures with the time each takes
         effect."""
@@ -102,7 +113,6 @@ class LinkFaults:
             return extra
         after_ps = round(self.reroute_after_s * PS_PER_S)
         # the times routing converges, each with the links down by then (and still down)
-        down = self._down_ps(links)
         times = sorted({start + after_ps for start, end in down.values() if end > start + after_ps})
         for at_ps in times:
             dead = {link for link, (start, end) in down.items() if start + after_ps <= at_ps < end}

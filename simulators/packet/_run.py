@@ -222,7 +222,8 @@ def simulate(
     that lose frames, links and switches that fail, and the routes around them (LinkFaults)."""
     arrays = flow_arrays(links, flows)
     faults = faults or LinkFaults()
-    routes = faults.routes(links, arrays, switches, roce.adaptive_routing)
+    down = faults.down_ps(links)
+    routes = faults.routes(links, arrays, switches, down, roce.adaptive_routing)
     cc = get(roce.congestion_control)
     if cc.telemetry:
         _check_int_hops(routes, cc.name)
@@ -250,7 +251,7 @@ def simulate(
         _ints([link.dst for link in links]),
         np.full(len(links), roce.pfc_xoff_bytes, np.int64),
         np.full(len(links), roce.pfc_xon_bytes, np.int64),
-        *faults.link_arrays(links, roce.loss_rate),
+        *faults.link_arrays(links, roce.loss_rate, down),
     )
     fabric = Fabric(
         n_nodes,
