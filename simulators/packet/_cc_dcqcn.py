@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numba
 import numpy as np
 
-from simulators.packet._congestion import LINE, OWN, RATE, TIMER, CongestionControl, Params, nothing, register
+from simulators.packet._congestion import LINE, OWN, RATE, TIMER, CongestionControl, RateFloor, nothing, register
 
 # own columns of the flow's row
 _RT, _ALPHA, _LAST_ALPHA, _LAST_INCREASE, _INCREASES, _LAST_CNP = range(OWN, OWN + 6)
@@ -25,7 +25,7 @@ _G, _ALPHA_PERIOD, _INCREASE_PERIOD, _CNP_INTERVAL, _F, _AI, _HAI, _MIN = range(
 
 
 @dataclass(frozen=True)
-class Dcqcn(Params):
+class Dcqcn(RateFloor):
     """The DCQCN paper's column of ../shared/reference/netsim.md section 1 (marked unverified
     there): g = 1/256, alpha period 55 us, CNP at most every 50 us per flow, increase timer 55
     us, F = 5 fast-recovery steps, R_AI 40 Mb/s; R_HAI 200 Mb/s (the DCQCN author's ns-3 code)
@@ -73,9 +73,6 @@ class Dcqcn(Params):
             ],
             np.float64,
         )
-
-    def floor_bps(self, line_bps: float) -> float:
-        return min(self.min_rate_gbps * 1e9, line_bps)
 
 
 @numba.njit(cache=True)

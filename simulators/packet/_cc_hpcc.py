@@ -40,7 +40,7 @@ from simulators.packet._congestion import (
     RATE,
     WINDOW,
     CongestionControl,
-    Params,
+    RateFloor,
     after_update,
     no_cnp,
     nothing,
@@ -55,7 +55,7 @@ PS_PER_S = 1e12
 
 
 @dataclass(frozen=True)
-class Hpcc(Params):
+class Hpcc(RateFloor):
     """The paper's eta 0.95 and maxStage 5; W_AI as a rate step (W_AI = R_AI T): 40 Mb/s, the
     HPCC repository's run.py value at 100 Gb/s (10 bw / 25 Mb/s), and a 100 Mb/s floor
     (RdmaHw's MinRate default). The paper sets W_AI = W_init (1 - eta) / N for N expected
@@ -78,9 +78,6 @@ class Hpcc(Params):
 
     def vector(self) -> np.ndarray:
         return np.array([self.eta, self.max_stage, self.rate_ai_gbps * 1e9, self.min_rate_gbps * 1e9], np.float64)
-
-    def floor_bps(self, line_bps: float) -> float:
-        return min(self.min_rate_gbps * 1e9, line_bps)
 
     def utilisation_target(self) -> float:
         return self.eta

@@ -26,7 +26,7 @@ from simulators.packet._congestion import (
     RATE,
     RTT_PS,
     CongestionControl,
-    Params,
+    RateFloor,
     after_update,
     no_cnp,
     nothing,
@@ -40,7 +40,7 @@ _T_LOW, _T_HIGH, _DELTA, _BETA, _ALPHA, _MIN_RTT, _HAI_AFTER, _HAI_FACTOR, _MIN 
 
 
 @dataclass(frozen=True)
-class Timely(Params):
+class Timely(RateFloor):
     """The paper's values (section 5, as the TIMELY authors' co-author's fluid model
     jitupadhye-zz/rdma fluidmodel/timely and the HPCC authors' ns-3 RdmaHw attributes repeat
     them): T_low 50 us, T_high 500 us, beta 0.8, EWMA alpha 0.875, min RTT 20 us, HAI N = 5
@@ -90,9 +90,6 @@ class Timely(Params):
             ],
             np.float64,
         )
-
-    def floor_bps(self, line_bps: float) -> float:
-        return min(self.min_rate_gbps * 1e9, line_bps)
 
 
 @numba.njit(cache=True)

@@ -97,6 +97,16 @@ class Params(ABC):
                 raise SpecError(f"congestion_params.{name}: {getattr(self, name)!r} is not allowed; allowed: {allowed}")
 
 
+class RateFloor(Params):
+    """Parameters whose `min_rate_gbps` field is the floor (DCQCN, TIMELY, HPCC): a flow is
+    never paced below it, nor above its first link."""
+
+    min_rate_gbps: float
+
+    def floor_bps(self, line_bps: float) -> float:
+        return min(self.min_rate_gbps * 1e9, line_bps)
+
+
 @dataclass(frozen=True)
 class CongestionControl:
     """One algorithm: its name, parameter type (defaults = the documented values), number of
