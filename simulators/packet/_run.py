@@ -33,8 +33,9 @@ from simulators.packet._faults import LinkFaults, Routes
 
 # RoceSettings.loss_recovery: what the receiving NIC keeps and the sending NIC resends
 RECOVERY = {"none": NO_RECOVERY, "go_back_n": GO_BACK_N, "selective_repeat": SELECTIVE_REPEAT}
-# The InfiniBand/RoCE local ACK timeout is 4.096 us x 2^exponent; NCCL (NCCL_IB_TIMEOUT) and
-# HCCL (HCCL_RDMA_TIMEOUT, Huawei CANN docs) both set the exponent to 20 by default: 4.29 s.
+# The InfiniBand/RoCE local ACK timeout is 4.096 us x 2^exponent (the IB spec; Linux qib driver
+# comment); HCCL_RDMA_TIMEOUT (Huawei CANN docs) sets the exponent to 20 by default: 4.29 s.
+# NCCL_IB_TIMEOUT sets the same exponent; its default was not checked here.
 DEFAULT_RTO_S = 4.096e-6 * 2**20
 
 
