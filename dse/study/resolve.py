@@ -139,7 +139,8 @@ def _metric(name: str, field: str, study: Study, kind: StudyKind):
 
 def _check_fidelity(study: Study, kind: StudyKind) -> None:
     """A ladder level must apply to the study's kind (a mode without collectives to re-price has
-    its levels off by default), and the packet level's congestion control must exist."""
+    its levels off by default), the packet level's congestion control must exist, and its loss
+    recovery must suit the fabrics' routing."""
     fidelity = study.fidelity
     if not kind.replays_collectives:
         named = [name for name, _ in fidelity.levels()] + (["validate_top"] if fidelity.validate_top else [])
@@ -153,3 +154,11 @@ def _check_fidelity(study: Study, kind: StudyKind) -> None:
         from simulators.packet import CONGESTION_CONTROLS
 
         CONGESTION_CONTROLS.choice(fidelity.packet.congestion_control, "fidelity.packet.congestion_control")
+        from simulators.network import get_family
+
+        sprayed = [f for f in study.hardware.fabric.family if get_family(f).adaptive_routing]
+        if fidelity.packet.loss_recovery == "go_back_n" and sprayed:
+            raise SpecError(
+                f"fidelity.packet.loss_recovery: 'go_back_n' discards the packets adaptive routing reorders "
+                f"(family {sprayed[0]}); allowed: selective_repeat, none, or unset (the NICs' own)"
+            )

@@ -67,6 +67,10 @@ def test_the_packet_levels_loss_settings_reach_its_simulator_and_bad_ones_are_re
     for bad, field in (("loss_recovery: sack", "loss_recovery"), ("loss_rate: 1.5", "loss_rate")):
         with pytest.raises(DseError, match=f"fidelity.packet.{field}"):
             load_study(write_spec(text + f"fidelity: {{packet: {{{bad}}}}}\n"))
+    sprayed = text.replace("family: [rail-optimized, leaf-spine]", "family: [spectrum-x]")
+    assert sprayed != text
+    with pytest.raises(DseError, match="fidelity.packet.loss_recovery: 'go_back_n' discards .*spectrum-x"):
+        resolve_study(load_study(write_spec(sprayed + "fidelity: {packet: {loss_recovery: go_back_n}}\n")))
 
 
 @pytest.mark.parametrize("family", ["rail-optimized", "leaf-spine"])
