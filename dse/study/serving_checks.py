@@ -33,10 +33,13 @@ def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> 
     for gpu in gpus:
         if problem := precision_problem(gpu, settings.precision):
             raise SpecError(f"serving.precision: {settings.precision!r}: {problem}")
-    for field, values in (("search.tp", search.tp), ("search.decode_tp", search.decode_tp)):
-        for value in knob_values(values):
-            if problem := tp_problem(model, value):
-                raise SpecError(f"{field}: {problem}")
+    # Data-parallel attention (dp_ep) does not split the heads, so a tp value only it can use
+    # needs no head split; each candidate's layout checks the rest (simulators.serving Layout).
+    if not (model.is_moe and "dp_ep" in search.moe_parallel):
+        for field, values in (("search.tp", search.tp), ("search.decode_tp", search.decode_tp)):
+            for value in knob_values(values):
+                if problem := tp_problem(model, value):
+                    raise SpecError(f"{field}: {problem}")
     for value in knob_values(search.pp):
         if problem := pp_problem(model, value):
             raise SpecError(f"search.pp: {problem}")

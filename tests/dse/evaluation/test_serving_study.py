@@ -239,3 +239,21 @@ def test_a_speculating_candidate_is_the_deployment_with_its_draft(write_spec):
     assert (speculating.speculation.draft.name, speculating.speculation.tokens) == ("llama3-8b", 4)
     assert speculating.speculation.tokens_per_step == pytest.approx((1 - 0.6**5) / 0.4)
     assert deployment_of(resolved, candidate(speculative_tokens=0)).speculation is None
+
+
+def test_data_parallel_attention_takes_a_tp_the_heads_do_not_divide(write_spec):
+    """Qwen3-30B-A3B has 4 KV heads: tp 8 cannot split its attention, but with data-parallel
+    attention (dp_ep) 8 GPUs hold 16 of its 128 experts each and split no head. The spec takes
+    tp 8 when dp_ep may use it; a tensor-parallel candidate at tp 8 is still refused, by its
+    own reason."""
+    text = SERVING_SPEC.replace("model: llama3-8b", "model: qwen3-30b-a3b").replace("tp: [1, 2]", "tp: [8]")
+    text = text.replace("disaggregated: [false, true]", "disaggregated: [false]")
+    with pytest.raises(DseError, match=r"search.tp: 8 does not divide kv_heads=4 of qwen3-30b-a3b"):
+        resolve_study(load_study(write_spec(text)))
+    mixed = resolve_study(load_study(write_spec(text.replace("search:\n", "search:\n  moe_parallel: [tp, dp_ep]\n"))))
+    space = SearchSpace.from_study(mixed)
+    params = candidate(tp=8, replicas=1, max_batch_tokens=2048)
+    served = Evaluator(space).evaluate(params | {"moe_parallel": "dp_ep"})
+    assert served.metrics["capacity_qps"] > 0 and "kv_heads" not in (served.reason or "")
+    refused = Evaluator(space).evaluate(params | {"moe_parallel": "tp"})
+    assert not refused.feasible and "does not divide kv_heads=4" in refused.reason
