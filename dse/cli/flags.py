@@ -62,6 +62,20 @@ def _number(high: float, *, zero: bool) -> Callable[[str], float]:
     return parse
 
 
+def stage(text: str) -> int | str:
+    """A flag type: a pipeline stage number, or `busiest` or `all` (checked against the plan's
+    pp where the plan is known)."""
+    if text in ("busiest", "all"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}; allowed: busiest, all or a stage number from 0") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: busiest, all or a stage number from 0")
+    return value
+
+
 # The ranges, stated once: budgets far beyond any study, and what one machine can replay.
 TRIALS = integer(1, 10**8)
 TIMEOUT_S = positive(10**7)  # about 116 days

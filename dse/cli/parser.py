@@ -101,6 +101,12 @@ def build_parser() -> argparse.ArgumentParser:
     imported = workload_commands.add_parser("import", help="time a SimAI/AICB workload file with dse's network model")
     imported.add_argument("file", type=Path, help="a SimAI workload text file")
     imported.add_argument("--gpu", required=True, help="GPU type of the cluster (see dse gpus)")
+    imported.add_argument(
+        "--num-gpus",
+        type=flags.NUM_GPUS,
+        metavar="N",
+        help="GPUs of the job, for older AICB files whose header lacks all_gpus (SimAI's -g)",
+    )
     imported.add_argument("--json", action="store_true", help="print one JSON object")
     imported.set_defaults(handler=workload_import_command)
 
@@ -109,6 +115,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     exported.add_argument("--format", choices=["simai"], default="simai", help="file format (simai)")
     exported.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the workload")
+    exported.add_argument(
+        "--stage",
+        type=flags.stage,
+        default="busiest",
+        metavar="STAGE",
+        help="pipeline stage whose rank the file shows: busiest (default: the one pacing the pipeline), a "
+        "stage number, or all (one file per stage, FILE's name with -stageK)",
+    )
     exported.set_defaults(handler=workload_export_command)
 
     listed = workload_commands.add_parser(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 from rich.console import Console
 
@@ -19,7 +20,7 @@ def workload_import_command(args: argparse.Namespace, console: Console) -> int:
 
     if not args.file.is_file():  # a directory, a FIFO or /dev/zero would fail or never end
         raise DseError(f"file: {args.file} " + ("is not a regular file" if args.file.exists() else "does not exist"))
-    parts = time_simai_workload(args.file, args.gpu)
+    parts = time_simai_workload(args.file, args.gpu, num_gpus=args.num_gpus)
     if args.json:
         print(json.dumps(parts, indent=2))
         return 0
@@ -35,17 +36,35 @@ def workload_export_command(args: argparse.Namespace, console: Console) -> int:
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
     from dse.study import resolve_study
-    from simulators.analytical import simai_workload_of
+    from simulators.analytical import busiest_stage, simai_workload_of
     from simulators.workload import write_simai_workload
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     params = candidate_params(space, args.set, args.config)
-    paths.output_file(args.out, "--out")
-    workload = simai_workload_of(space.candidate(params))
-    write_simai_workload(workload, args.out)
-    console.print(f"wrote {args.out}: {len(workload.layers)} rows, {workload.header.ga} micro-batches of {params}")
+    candidate = space.candidate(params)
+    pp, busiest = candidate.plan.pp, busiest_stage(candidate)
+    if isinstance(args.stage, int) and args.stage >= pp:
+        raise DseError(f"--stage: {args.stage} is past the plan's last stage; allowed: busiest, all, 0 to {pp - 1}")
+    stages = {"busiest": [busiest], "all": list(range(pp))}.get(args.stage, [args.stage])
+    files = {stage: _stage_path(args.out, stage, pp) if args.stage == "all" else args.out for stage in stages}
+    for path in files.values():
+        paths.output_file(path, "--out")
+    for stage, path in files.items():
+        workload = simai_workload_of(candidate, stage)
+        write_simai_workload(workload, path)
+        pace = " (the busiest, pacing the pipeline)" if stage == busiest and pp > 1 else ""
+        console.print(
+            f"wrote {path}: stage {stage} of {pp}{pace}, {len(workload.layers)} rows, {workload.header.ga} "
+            f"micro-batches"
+        )
+    console.print(f"candidate: {params}")
     return 0
+
+
+def _stage_path(out: Path, stage: int, pp: int) -> Path:
+    """FILE.txt -> FILE-stage07.txt (zero-padded, so the files sort in stage order)."""
+    return out.with_name(f"{out.stem}-stage{stage:0{len(str(pp - 1))}d}{out.suffix}")
 
 
 def workload_ops_command(args: argparse.Namespace, console: Console) -> int:
@@ -57,6 +76,7 @@ def workload_ops_command(args: argparse.Namespace, console: Console) -> int:
     from dse.evaluation.space import SearchSpace
     from dse.spec import load_study
     from dse.study import resolve_study
+    from simulators.analytical import busiest_stage
     from simulators.workload import GIB, step_operations, training_memory
 
     study = load_study(args.spec, output=str(args.study) if args.study else None)
@@ -67,14 +87,17 @@ def workload_ops_command(args: argparse.Namespace, console: Console) -> int:
     ops = pd.DataFrame([dataclasses.asdict(op) for op in step_operations(candidate)])
     if args.csv:
         ops.to_csv(args.csv, index=False)
-    summary = ops.groupby(["phase", "kind"], sort=False).agg(
+    busiest = busiest_stage(candidate)
+    summary = ops.groupby(["stage", "phase", "kind"], sort=False).agg(
         count=("name", "size"), flops=("flops", "sum"), nbytes=("nbytes", "sum")
     )
-    table = new_table(
-        "One micro-batch through the first stage, and the step (per GPU)", ["phase", "kind", "count", "TFLOP", "GB"]
-    )
-    for (phase, kind), row in summary.iterrows():
-        table.add_row(phase, kind, str(int(row["count"])), f"{row['flops'] / 1e12:.4g}", f"{row['nbytes'] / 1e9:.4g}")
+    title = "One micro-batch through each pipeline stage, and the step (per GPU)"
+    table = new_table(title, ["stage", "phase", "kind", "count", "TFLOP", "GB"])
+    for (stage, phase, kind), row in summary.iterrows():
+        label = f"{stage} (busiest)" if stage == busiest and candidate.plan.pp > 1 else str(stage)
+        table.add_row(
+            label, phase, kind, str(int(row["count"])), f"{row['flops'] / 1e12:.4g}", f"{row['nbytes'] / 1e9:.4g}"
+        )
     console.print(table)
     memory = training_memory(candidate.model, candidate.plan, candidate.system.memory_reserve_gib)
     console.print(

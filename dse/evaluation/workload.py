@@ -15,13 +15,16 @@ from simulators.network import Network, collective_time_s
 from simulators.workload import parse_simai_workload, simai_group_sizes, simai_time_breakdown
 
 
-def time_simai_workload(path: Path, gpu_name: str, overlap_pp: bool = True) -> dict[str, float]:
-    """Seconds per part of one iteration of the workload in `path` on `gpu_name` GPUs."""
+def time_simai_workload(
+    path: Path, gpu_name: str, overlap_pp: bool = True, num_gpus: int | None = None
+) -> dict[str, float]:
+    """Seconds per part of one iteration of the workload in `path` on `gpu_name` GPUs;
+    `num_gpus` is the job's size where the file's header does not state it (older AICB files)."""
     workload = parse_simai_workload(read_text(path, "workload import", WORKLOAD_LIMIT), str(path))
-    header = workload.header
-    sizes = simai_group_sizes(header)
+    sizes = simai_group_sizes(workload.header, num_gpus)
     network = Network.from_gpu(get_gpu(gpu_name, "--gpu"))
-    strides = {"tp": 1, "ep": header.tp, "dp": header.tp, "dp_ep": header.tp * header.ep, "pp": sizes["dp"] * header.tp}
+    tp, ep = sizes["tp"], sizes["ep"]
+    strides = {"tp": 1, "ep": tp, "dp": tp, "dp_ep": tp * ep, "pp": sizes["dp"] * tp}
 
     def collective_s(op: str, group: str, nbytes: float) -> float:
         ranks = 2 if op == "send_recv" else sizes[group]

@@ -2,9 +2,11 @@
 
 from simulators.analytical._collectives_report import CollectiveUse, plan_collectives
 from simulators.analytical._simai_export import simai_workload_of
+from simulators.analytical._stage_costs import busiest_stage
 from simulators.analytical._training import TrainingResult, simulate_training, simulate_training_batch
 
 __all__ = [
+    "busiest_stage",
     "CollectiveUse",
     "plan_collectives",
     "TrainingResult",

@@ -215,6 +215,14 @@ def stage_costs(candidate: TrainingCandidate) -> tuple[StageCosts, ...]:
     )
 
 
+def busiest_stage(candidate: TrainingCandidate) -> int:
+    """The pipeline stage with the most work per micro-batch (forward + backward + weight,
+    the first of equals): the one that paces the pipeline, and the one the training model's
+    breakdown is told from."""
+    busy = [stage.forward_s + stage.backward_s + stage.weight_s for stage in stage_costs(candidate)]
+    return busy.index(max(busy))
+
+
 @cache
 def _all_stages(
     model: ModelSpec,

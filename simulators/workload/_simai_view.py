@@ -10,6 +10,8 @@ and the 12th field is a post-collective delay, so no `update` operation is made 
 
 from __future__ import annotations
 
+import dataclasses
+
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -73,13 +75,24 @@ def simai_operations(workload: SimAIWorkload) -> list[SimAIOp]:
     return ops
 
 
-def simai_group_sizes(header: SimAIHeader) -> dict[str, int]:
-    """Ranks per group kind as SimAI derives them: dp = all_gpus/(tp*pp), dp_ep = dp/ep."""
-    missing = [name for name in ("tp", "ep", "pp", "all_gpus") if getattr(header, name) is None]
-    if missing:
+def simai_group_sizes(header: SimAIHeader, all_gpus: int | None = None) -> dict[str, int]:
+    """Ranks per group kind as SimAI derives them: dp = all_gpus/(tp*pp), dp_ep = dp/ep.
+
+    An older AICB file's header names only the policy and the TP size (FORMAT.md): it has no
+    expert or pipeline parallelism (ep = pp = 1), and the job's GPU count comes from outside the
+    file, as SimAI takes it from its `-g` flag: `all_gpus`, which must agree with a header that
+    does state it."""
+    if header.tp is None:
+        raise WorkloadFormatError("header lacks model_parallel_NPU_group (the TP size); group sizes need it")
+    if all_gpus is not None and header.all_gpus is not None and all_gpus != header.all_gpus:
+        raise WorkloadFormatError(f"all_gpus={all_gpus} differs from the header's all_gpus={header.all_gpus}")
+    gpus = header.all_gpus if header.all_gpus is not None else all_gpus
+    if gpus is None:
         raise WorkloadFormatError(
-            f"header lacks {', '.join(missing)} (an older AICB file?); group sizes need tp, ep, pp and all_gpus"
+            "header lacks all_gpus (an older AICB file): the job's GPU count must be given (dse workload import "
+            "--num-gpus N, as SimAI's -g)"
         )
+    header = dataclasses.replace(header, ep=header.ep or 1, pp=header.pp or 1, all_gpus=gpus)
     if header.all_gpus % (header.tp * header.pp):
         raise WorkloadFormatError(
             f"header: all_gpus={header.all_gpus} is not a multiple of tp*pp={header.tp * header.pp}"

@@ -1,7 +1,9 @@
 """The operations of one training step on one GPU, as a workload generator lists them (AICB's
-role): per layer and phase (fwd, bwd_input, bwd_weight) the GEMMs with their shapes, the
-attention kernels, the memory-bound kernels and the collectives with their group and bytes, then
-the step-level data-parallel collectives, pipeline sends and the optimizer. FLOPs and bytes only:
+role): for every pipeline stage, per layer and phase (fwd, bwd_input, bwd_weight) the GEMMs with
+their shapes, the attention kernels, the memory-bound kernels and the collectives with their group
+and bytes, then the stage's step-level data-parallel collectives, pipeline sends and optimizer.
+Stages differ (the first holds the embedding, the last the output layer, a model's dense and MoE
+layers fall on different stages), so each is listed, not the first for all. FLOPs and bytes only:
 `dse simulate` prices them; this is the inventory a user can check or feed elsewhere.
 """
 
@@ -9,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from simulators._errors import PlanError
 from simulators.hardware import MemoryKernel, gemm_bytes, layer_memory_kernels
 from simulators.models import ModelSpec
 from simulators.workload._memory import ADAM_BYTES_PER_PARAM, stage_layers, stage_params
@@ -19,8 +22,10 @@ from simulators.workload._plan import ParallelPlan, TrainingCandidate
 
 @dataclass(frozen=True)
 class Operation:
-    """One operation of one micro-batch (or of the whole step where `scope` is "step")."""
+    """One operation of one micro-batch on one GPU of pipeline stage `stage` (or of the whole
+    step where `scope` is "step")."""
 
+    stage: int
     scope: str  # "layer 0" ... "output", "boundary" (pipeline sends), or "step"
     phase: str  # fwd, bwd_input, bwd_weight, optimizer
     kind: str  # gemm, attention, memory, collective
@@ -32,18 +37,28 @@ class Operation:
     ranks: int = 1
 
 
-def step_operations(candidate: TrainingCandidate) -> list[Operation]:
-    """Every operation of one micro-batch through the first pipeline stage, then the step's own."""
+def step_operations(candidate: TrainingCandidate, stage: int | None = None) -> list[Operation]:
+    """Every operation of one micro-batch through pipeline stage `stage` (default: every stage
+    in turn), each stage followed by its step-level operations."""
+    plan = candidate.plan
+    if stage is not None and not 0 <= stage < plan.pp:
+        raise PlanError(f"stage={stage}: the plan has pp={plan.pp} stages; allowed: 0 to {plan.pp - 1}")
+    stages = range(plan.pp) if stage is None else (stage,)
+    return [op for index in stages for op in _stage_operations(candidate, index)]
+
+
+def _stage_operations(candidate: TrainingCandidate, stage: int) -> list[Operation]:
     model, plan = candidate.model, candidate.plan
     b, s, tp, cp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp
     ops: list[Operation] = []
-    for index in stage_layers(model, plan, 0):
+    for index in stage_layers(model, plan, stage):
         scope = f"layer {index}"
         for g in layer_forward_gemms(model, b, s, tp, layer_index=index, ep=plan.ep, etp=plan.etp):
             if g.causal:  # attention core: FlashAttention's fused kernels, backward ~ 2x forward
                 shape = f"{b} x {model.heads // tp} x {s} x {s * cp} x {model.d_head}"
-                ops.append(Operation(scope, "fwd", "attention", g.name, shape, g.executed_flops * cp, 0.0))
-                ops.append(Operation(scope, "bwd_input", "attention", g.name, shape, 2 * g.executed_flops * cp, 0.0))
+                ops.append(Operation(stage, scope, "fwd", "attention", g.name, shape, g.executed_flops * cp, 0.0))
+                backward = 2 * g.executed_flops * cp
+                ops.append(Operation(stage, scope, "bwd_input", "attention", g.name, shape, backward, 0.0))
                 continue
             for phase, (m, n, k) in (
                 ("fwd", (g.m, g.n, g.k)),
@@ -52,18 +67,21 @@ def step_operations(candidate: TrainingCandidate) -> list[Operation]:
             ):
                 nbytes = gemm_bytes(m, n, k, g.batch, plan.precision)
                 shape = f"{m} x {n} x {k}" + (f" (x{g.batch})" if g.batch > 1 else "")
-                ops.append(Operation(scope, phase, "gemm", g.name, shape, g.flops, nbytes))
+                ops.append(Operation(stage, scope, phase, "gemm", g.name, shape, g.flops, nbytes))
         kernels = layer_kernels(model, plan, index)
         for kernel in kernels:
             phase = "fwd" if kernel.phase == "fwd" else "bwd_input"
-            ops.append(Operation(scope, phase, "memory", kernel.name, "", 0.0, float(kernel.nbytes)))
-        ops += _as_operations(scope, layer_collectives(model, plan, index))
-    if plan.pp == 1:  # the first stage is also the last: it holds the output layer
+            ops.append(Operation(stage, scope, phase, "memory", kernel.name, "", 0.0, float(kernel.nbytes)))
+        ops += _as_operations(stage, scope, layer_collectives(model, plan, index))
+    if stage == plan.pp - 1:  # the last stage holds the output layer
         g = logits_gemm(model, b, s, tp)
-        ops.append(Operation("output", "fwd", "gemm", "logits", f"{g.m} x {g.n} x {g.k}", g.flops, 0.0))
-        ops.append(Operation("output", "bwd_input", "gemm", "logits", f"{g.m} x {g.k} x {g.n}", g.flops, 0.0))
-        ops.append(Operation("output", "bwd_weight", "gemm", "logits", f"{g.k} x {g.n} x {g.m}", g.flops, 0.0))
-    return ops + _step_level(candidate)
+        for phase, shape in (
+            ("fwd", f"{g.m} x {g.n} x {g.k}"),
+            ("bwd_input", f"{g.m} x {g.k} x {g.n}"),
+            ("bwd_weight", f"{g.k} x {g.n} x {g.m}"),
+        ):
+            ops.append(Operation(stage, "output", phase, "gemm", "logits", shape, g.flops, 0.0))
+    return ops + _step_level(candidate, stage)
 
 
 def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tuple[MemoryKernel, ...]:
@@ -86,18 +104,22 @@ def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tup
     )
 
 
-def _as_operations(scope: str, collectives: list[Collective]) -> list[Operation]:
-    return [Operation(scope, c.phase, "collective", c.name, "", 0.0, c.nbytes, c.group, c.ranks) for c in collectives]
+def _as_operations(stage: int, scope: str, collectives: list[Collective]) -> list[Operation]:
+    return [
+        Operation(stage, scope, c.phase, "collective", c.name, "", 0.0, c.nbytes, c.group, c.ranks)
+        for c in collectives
+    ]
 
 
-def _step_level(candidate: TrainingCandidate) -> list[Operation]:
+def _step_level(candidate: TrainingCandidate, stage: int) -> list[Operation]:
     model, plan = candidate.model, candidate.plan
-    dense, expert = stage_params(model, plan, 0)
-    collectives = step_collectives(model, plan)
-    ops = _as_operations("step", [c for c in collectives if c.per == "step"])
-    ops += _as_operations("boundary", [c for c in collectives if c.per != "step"])
+    dense, expert = stage_params(model, plan, stage)
+    collectives = step_collectives(model, plan, stage)
+    ops = _as_operations(stage, "step", [c for c in collectives if c.per == "step"])
+    ops += _as_operations(stage, "boundary", [c for c in collectives if c.per != "step"])
     ops.append(
         Operation(
+            stage,
             "step",
             "optimizer",
             "memory",

@@ -78,20 +78,56 @@ def test_exported_candidate_reads_back_and_carries_the_models_compute(write_spec
     assert {op.nbytes for op in tp_rows} == {1 * 4096 * 4096 * 2}
 
 
-def test_an_uneven_405b_split_exports_rank_0s_own_layers(tmp_path):
+def test_an_uneven_405b_split_exports_each_stages_own_layers(tmp_path):
     """pp 8 x vpp 8 with the embedding and loss counted as layers: rank 0 holds chunk 0 (the
-    embedding and one layer) and seven chunks of two, 2*8 - 1 = 15 layers per micro-batch."""
+    embedding and one layer) and seven chunks of two, 2*8 - 1 = 15 layers per micro-batch; a
+    middle stage, the busiest and the default, holds eight chunks of two."""
     from simulators.workload import read_simai_workload
 
     spec = Path(__file__).resolve().parents[3] / "search_spaces" / "llama405b.yaml"
     plan = {"gpu": "H100-SXM", "num_gpus": 1024, "tp": 8, "pp": 8, "cp": 1, "vpp": 8, "recompute": "none"}
     fixed = [arg for name, value in plan.items() for arg in ("--set", f"{name}={value}")]
+    fixed += ["--set", "pipeline_split=embedding+loss"]
+    for stage, layers in (("0", 15), ("busiest", 16)):
+        out = tmp_path / f"w{stage}.txt"
+        assert main(["workload", "export", str(spec), *fixed, "--out", str(out), "--stage", stage]) == 0
+        workload = read_simai_workload(out)
+        assert (workload.header.pp, workload.header.vpp) == (8, 8)
+        rows = [layer for layer in workload.layers if layer.name in ("attention_layer", "mlp_layer")]
+        assert len(rows) == layers * 2 * workload.header.ga
+
+
+@pytest.mark.skipif(not REFERENCE.exists(), reason="../shared/reference is not beside this checkout")
+def test_an_older_aicb_file_is_timed_with_the_job_size_given(capsys):
+    """Older AICB files state only tp: no ep or pp (1), and the GPU count comes from --num-gpus,
+    as SimAI takes it from -g; without it, one line says what is missing."""
+    path = REFERENCE / "workloads" / "aicb" / "G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt"
+    assert main(["workload", "import", str(path), "--gpu", "A100-80GB"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "header lacks all_gpus" in err and "--num-gpus" in err
+    assert main(["workload", "import", str(path), "--gpu", "A100-80GB", "--num-gpus", "64", "--json"]) == 0
+    parts = json.loads(capsys.readouterr().out)
+    assert parts["bubble_s"] == 0 == parts["exposed_pp_s"] and parts["exposed_tp_s"] > 0 < parts["exposed_dp_s"]
+    assert main(["workload", "import", str(path), "--gpu", "A100-80GB", "--num-gpus", "60"]) == 2
+    assert "all_gpus=60 is not a multiple of tp*pp=8" in capsys.readouterr().err
+
+
+def test_every_pipeline_stage_exports_to_its_own_file(write_spec, tmp_path, capsys):
+    from simulators.workload import read_simai_workload
+
+    spec = write_spec()
+    fixed = [f"--set={k}={v}" for k, v in (("num_gpus", 16), ("tp", 2), ("pp", 2), ("micro_batch", 1))]
+    fixed += ["--set=recompute=none"]
     out = tmp_path / "w.txt"
-    assert (
-        main(["workload", "export", str(spec), *fixed, "--set", "pipeline_split=embedding+loss", "--out", str(out)])
-        == 0
-    )
-    workload = read_simai_workload(out)
-    assert (workload.header.pp, workload.header.vpp) == (8, 8)
-    rows = [layer for layer in workload.layers if layer.name in ("attention_layer", "mlp_layer")]
-    assert len(rows) == 15 * 2 * workload.header.ga
+    assert main(["workload", "export", str(spec), *fixed, "--out", str(out), "--stage", "all"]) == 0
+    stages = [read_simai_workload(tmp_path / f"w-stage{k}.txt") for k in (0, 1)]
+    names = [[layer.name for layer in w.layers] for w in stages]
+    # llama3-8b's 32 layers, 16 a stage, each an attention and an MLP row per micro-batch; the
+    # output layer on the last stage only.
+    ga = stages[0].header.ga
+    assert [n.count("attention_layer") for n in names] == [16 * ga, 16 * ga]
+    assert [n.count("output_layer") for n in names] == [0, ga]
+    assert main(["workload", "export", str(spec), *fixed, "--out", str(out), "--stage", "2"]) == 2
+    assert "--stage: 2 is past the plan's last stage; allowed: busiest, all, 0 to 1" in capsys.readouterr().err
+    assert main(["workload", "export", str(spec), *fixed, "--out", str(out), "--stage", "x"]) == 2
+    assert "allowed: busiest, all or a stage number from 0" in capsys.readouterr().err

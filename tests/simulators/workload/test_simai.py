@@ -358,8 +358,12 @@ def test_group_sizes_follow_simai():
     w = read_simai_workload(REF / "workloads/workload_analytical.txt")
     assert simai_group_sizes(w.header) == {"tp": 2, "ep": 16, "pp": 12, "dp": 384, "dp_ep": 24}
     old = read_simai_workload(REF / "workloads/aicb/G13B-M1-C01_GPT13B_megatron_tp8_pp1_mbs1_A100.txt")
-    with pytest.raises(WorkloadFormatError, match=r"header lacks ep, pp, all_gpus"):
+    with pytest.raises(WorkloadFormatError, match=r"header lacks all_gpus .*--num-gpus N, as SimAI's -g"):
         simai_group_sizes(old.header)
+    # An older file: tp 8 from its header, no expert or pipeline parallelism, the job size given.
+    assert simai_group_sizes(old.header, 64) == {"tp": 8, "ep": 1, "pp": 1, "dp": 8, "dp_ep": 8}
+    with pytest.raises(WorkloadFormatError, match=r"all_gpus=64 differs from the header's all_gpus=9216"):
+        simai_group_sizes(w.header, 64)
 
 
 def test_exporter_writes_what_aicb_writes(tmp_path):
