@@ -10,6 +10,8 @@ from rich.console import Console
 from rich.table import Table
 
 from dse import paths
+from dse._text import short
+from dse.errors import SpecError
 
 
 def new_table(title: str, headers: Sequence[str]) -> Table:
@@ -88,14 +90,19 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
         write_simai_topology,
     )
 
+    if args.from_simai:
+        return _from_simai(args, console)
     if args.simai or args.draw:
+        if args.simai:
+            paths.output_file(args.simai, "--simai")
+            if args.simai.exists() and not args.force:
+                raise SpecError(f"--simai: {args.simai} exists; allowed: a new file, or --force to overwrite it")
         fabric = Fabric(args.family, nic_gbps=args.nic_gbps)
         graph = fabric_graph(fabric, get_gpu(args.gpu, "--gpu"), args.num_gpus)
         if args.draw:
             for line in draw_fabric(graph):
                 console.print(line)
         if args.simai:
-            paths.output_file(args.simai, "--simai")
             write_simai_topology(simai_topology_of(graph), args.simai)
             console.print(
                 f"wrote {args.simai}: {args.family}, {args.num_gpus} x {args.gpu}, {args.nic_gbps:g} Gb/s NICs"
@@ -120,5 +127,25 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
         f"({defaults.gpus_per_server}), nics_per_server ({defaults.nics_per_server}), switch_radix "
         f"({defaults.switch_radix}), oversubscription ({defaults.oversubscription:g}), port_latency_s "
         f"({defaults.port_latency_s:g}), failures (none); draw one with --draw --family F --num-gpus N"
+    )
+    return 0
+
+
+def _from_simai(args: argparse.Namespace, console: Console) -> int:
+    """A SimAI topology file drawn, and what it is built from counted tier by tier."""
+    from dse.spec.inputs import TOPOLOGY_LIMIT, regular_file
+    from simulators.network import draw_fabric, graph_bill_of_materials, graph_of, read_simai_topology
+
+    regular_file(args.from_simai, "--from-simai", TOPOLOGY_LIMIT)
+    topology = read_simai_topology(args.from_simai)
+    graph = graph_of(topology)
+    graph.graph.update(family=f"SimAI topology {short(args.from_simai.name)}", gpu=topology.gpu_type)
+    for line in draw_fabric(graph):
+        console.print(line, markup=False, highlight=False)
+    bom = graph_bill_of_materials(graph)
+    console.print(
+        f"bill of materials: {bom.servers} servers of {topology.gpus_per_server} GPUs, {bom.nics} NICs; switches per "
+        f"tier {' / '.join(map(str, bom.switches))}; links per tier {' / '.join(map(str, bom.links))} at "
+        f"{bom.port_gbps:g} Gb/s"
     )
     return 0

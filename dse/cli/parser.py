@@ -151,6 +151,13 @@ def build_parser() -> argparse.ArgumentParser:
     validate.set_defaults(handler=validate_command)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
+    topologies.add_argument("--force", action="store_true", help="with --simai: overwrite an existing FILE")
+    topologies.add_argument(
+        "--from-simai",
+        type=Path,
+        metavar="FILE",
+        help="read a SimAI topology file: draw it and list (and, for --gpu, price) what it is built from",
+    )
     topologies.add_argument("--draw", action="store_true", help="draw one fabric's tiers and wiring as text")
     topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --draw or --simai)")
     topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --draw or --simai)")

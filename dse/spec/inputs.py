@@ -30,6 +30,7 @@ CATALOG_LIMIT = 4 * MIB  # a GPU, model or price-book file: the shipped gpus.yam
 CALIBRATION_LIMIT = 16 * MIB  # a kernel calibration CSV or Vidur profile: ~100 bytes a measurement
 NETWORK_CALIBRATION_LIMIT = 64 * KIB  # `dse validate --calibrate` writes a few lines
 WORKLOAD_LIMIT = 256 * MIB  # a SimAI workload file: one row per layer and phase
+TOPOLOGY_LIMIT = 64 * MIB  # a SimAI topology file: one line a link (a 16k-GPU fabric is a few MB)
 TRACE_LIMIT = 1024 * MIB  # a request trace CSV (the Azure traces are tens of MB)
 MAX_DEPTH = 50  # nesting of YAML collections; a spec needs 4
 MAX_INT_DIGITS = 30  # Python refuses int() of more than 4,300 digits with a traceback

@@ -68,6 +68,7 @@ __all__ = [
     "ecmp_hops",
     "ecmp_path",
     "fabric_graph",
+    "graph_bill_of_materials",
     "graph_of",
     "read_simai_topology",
     "simai_topology_of",
@@ -86,6 +87,7 @@ _LAZY = {
         for name in (
             "SimaiLink",
             "SimaiTopology",
+            "graph_bill_of_materials",
             "graph_of",
             "read_simai_topology",
             "simai_topology_of",

@@ -29,6 +29,7 @@ from pathlib import Path
 import networkx as nx
 
 from simulators._errors import SpecError
+from simulators.network._fabric import BillOfMaterials
 from simulators.network._graphs import FABRIC_KINDS, KINDS
 
 _RATE_UNITS = {"bps": Decimal("1e-9"), "Kbps": Decimal("1e-6"), "Mbps": Decimal("1e-3"), "Gbps": Decimal(1)}
@@ -237,6 +238,33 @@ def graph_of(topology: SimaiTopology) -> nx.Graph:
         for leaves in [[v for r in range(s * gps, (s + 1) * gps) for v in g.adj[r] if v in switches]]
     )
     return g
+
+
+def graph_bill_of_materials(graph: nx.Graph) -> BillOfMaterials:
+    """What a fabric graph is built from, counted off the graph, in `bill_of_materials`' terms:
+    servers, NICs (GPUs with a port on a leaf), switches and links per tier from the leaves up
+    (tier 0: GPU-to-leaf links). The price book prices one port speed, so every link between a
+    GPU and a switch or two switches must run at one rate (SpecError naming the rates if not)."""
+    kinds = dict(graph.nodes(data="kind"))
+    order = ["leaf", *(t for t in ("spine", "aggregation", "core") if t in kinds.values())]
+    tier = {node: order.index(kind) for node, kind in kinds.items() if kind in FABRIC_KINDS}
+    links = [0] * len(order)
+    nic_gpus, rates = set(), set()
+    for u, v, data in graph.edges(data=True):
+        if u not in tier and v not in tier:
+            continue  # NVLink: GPU to NVSwitch
+        rates.add(data["gbps"])
+        if u in tier and v in tier:
+            links[max(tier[u], tier[v])] += data.get("count", 1)
+        else:
+            links[0] += data.get("count", 1)
+            nic_gpus.add(u if u not in tier else v)
+    if len(rates) > 1:
+        found = ", ".join(f"{r:g}" for r in sorted(rates))
+        raise SpecError(f"fabric links run at several rates ({found} Gb/s); allowed: one rate for NIC and switch ports")
+    switches = tuple(sum(1 for t in tier.values() if t == i) for i in range(len(order)))
+    num_gpus, per_server = graph.graph["num_gpus"], graph.graph["gpus_per_server"]
+    return BillOfMaterials(-(-num_gpus // per_server), len(nic_gpus), switches, tuple(links), rates.pop() if rates else 0.0)
 
 
 def _name_switches(g: nx.Graph, t: SimaiTopology) -> None:

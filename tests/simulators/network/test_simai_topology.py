@@ -143,3 +143,31 @@ def test_a_malformed_header_names_its_line(lineno, edit, tmp_path):
     path.write_text(edit(spectrum_x_16()))
     with pytest.raises(SpecError, match=f"^{path}:{lineno}: [^\n]*$"):
         read_simai_topology(path)
+
+
+@pytest.mark.parametrize("family", ["leaf-spine", "rail-optimized", "fat-tree", "fat-tree-dual-tor", "dual-plane"])
+@pytest.mark.parametrize("num_gpus", [64, 1024])
+def test_a_graphs_bill_of_materials_is_the_fabrics_own(family, num_gpus):
+    """Counted off the graph (switch kinds, link counts per tier) the bill of materials is the one
+    bill_of_materials works out from the family's rules, and it survives a trip through a SimAI
+    file, where only nodes, links and rates are left."""
+    from simulators.network import bill_of_materials, graph_bill_of_materials
+
+    fabric = Fabric(family)
+    graph = fabric_graph(fabric, H100, num_gpus)
+    expected = bill_of_materials(fabric, num_gpus)
+    assert graph_bill_of_materials(graph) == expected
+    assert graph_bill_of_materials(graph_of(simai_topology_of(graph))) == expected
+
+
+def test_a_graph_with_two_port_speeds_cannot_be_priced(tmp_path):
+    from simulators.network import graph_bill_of_materials
+
+    source = tmp_path / "spectrum-x.topo"
+    source.write_text(spectrum_x_16())
+    graph = graph_of(read_simai_topology(source))
+    kinds = dict(graph.nodes(data="kind"))
+    leaf, spine = next((u, v) for u, v in graph.edges if {kinds[u], kinds[v]} == {"leaf", "spine"})
+    graph.edges[leaf, spine]["gbps"] = 800.0
+    with pytest.raises(SpecError, match=r"fabric links run at several rates \(400, 800 Gb/s\)"):
+        graph_bill_of_materials(graph)
