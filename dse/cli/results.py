@@ -55,6 +55,8 @@ def validate_command(args: argparse.Namespace, console: Console) -> int:
         runner = run_actors
     with session:
         table = validate_study(args.dir, args.top, args.transport, runner, args.max_ranks, int(args.max_mb * 2**20))
+    from dse.physical.validate import replay_scope
+
     shown = new_table(
         f"Replayed over {args.transport} (predicted for the candidate's network, measured here)",
         ["trial", "collective", "ranks", "bytes", "predicted_s", "measured_s", "error %", "busbw GB/s"],
@@ -71,10 +73,11 @@ def validate_command(args: argparse.Namespace, console: Console) -> int:
             f"{row['measured_busbw_gbytes_per_s']:.4g}",
         )
     console.print(shown)
+    console.print(replay_scope(table), markup=False, highlight=False)
     console.print(f"wrote {args.dir / 'validation.csv'} ({int(table['verified'].sum())} of {len(table)} verified)")
-    if args.calibrate:
-        console.print(f"wrote {write_calibration(table, args.dir)}: name it in hardware.network_calibration")
     from dse.report.files import load_study_dir, write_reports
 
     write_reports(*load_study_dir(args.dir), args.dir)  # report.html now shows the validation
+    if args.calibrate:  # last: a replay that cannot stand for the fabric is refused, its table kept
+        console.print(f"wrote {write_calibration(table, args.dir)}: name it in hardware.network_calibration")
     return 0

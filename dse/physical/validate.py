@@ -17,6 +17,13 @@ the NIC efficiency (share of the line rate a collective's bus bandwidth reaches)
 median of measured / predicted bus bandwidth times the efficiency the prediction used, and
 writes it (dse.spec.network_calibration) as `network_calibration.yaml`, which a later spec names in
 `hardware.network_calibration`.
+
+What a replay can stand for: only RDMA between ranks on different nodes (one rank a node)
+exercises NICs the way the modelled scale-out fabric does, and only for a collective the model
+runs across servers (column `scale`). Ranks on one machine talk through its loopback or
+memory, not NVLink or the NICs; TCP adds the kernel's socket path. Such rows are kept and
+shown (column `stands_for_fabric` False, `replay_scope` says why), but the error they show is
+the model against this transport, and a calibration refuses them.
 """
 
 from __future__ import annotations
@@ -84,6 +91,7 @@ def validate_study(
                 "algorithm": algorithm,
                 "ranks": ranks,
                 "stride": use.stride,
+                "scale": "scale-out" if ranks * use.stride > network.domain_gpus else "scale-up",
                 "nbytes": nbytes,
                 "predicted_s": predicted_s,
                 "nic_efficiency": network.nic_efficiency,
@@ -108,11 +116,39 @@ def validate_study(
                     "verified": result.verified,
                     "transport": transport,
                     "placement": result.placement,
+                    "stands_for_fabric": stands_for_fabric(transport, result.placement, record["scale"]),
                 }
             )
     table = pd.DataFrame(rows)
     table.to_csv(out_dir / VALIDATION_FILE, index=False)
     return table
+
+
+def stands_for_fabric(transport: str, placement: str, scale: str) -> bool:
+    """Whether a replayed collective exercises what the model prices: RDMA between ranks one
+    per node (Ray's STRICT_SPREAD placement), for a collective the model runs across servers."""
+    return transport == "rdma" and placement.startswith("ray STRICT_SPREAD") and scale == "scale-out"
+
+
+def replay_scope(table: pd.DataFrame) -> str:
+    """One line saying what the replay measured and what its error column compares."""
+    if table["stands_for_fabric"].all():
+        return "RDMA between nodes, one rank a node: the error is the network model's against these NICs"
+    transport, placement = table["transport"].iloc[0], table["placement"].iloc[0]
+    where = "processes on this machine" if placement == "processes" else placement.removeprefix("ray ")
+    what = "kernel TCP sockets" if transport == "tcp" else "RDMA"
+    cannot = []
+    if placement == "processes" or "on 1 node" in placement or not placement.startswith("ray STRICT_SPREAD"):
+        cannot.append("ranks share a machine, so bytes never cross NVLink or the NICs the model prices")
+    if transport == "tcp":
+        cannot.append("TCP's socket path is not the RDMA the model prices")
+    if (table["scale"] == "scale-up").any():
+        cannot.append("collectives the model keeps inside the NVLink domain cannot be replayed over NICs")
+    return (
+        f"replayed over {what} between {where}: {'; '.join(cannot) or 'some rows are not comparable'}; "
+        f"{int(table['stands_for_fabric'].sum())} of {len(table)} rows stand for the modelled fabric, the error of "
+        "the others is the model against this transport, not the model's error"
+    )
 
 
 def _check_args(top, transport: str, max_ranks, message_cap_bytes, iters) -> None:

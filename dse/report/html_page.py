@@ -134,13 +134,18 @@ def _fidelity_section(fidelity: pd.DataFrame | None, resolved: ResolvedStudy, la
 
 def _validation_section(validation: pd.DataFrame) -> str:
     """dse validate's replays: predicted against measured time and bus bandwidth per collective."""
+    from dse.physical.validate import replay_scope
+
     columns = ["trial", "collective", "ranks", "nbytes", "predicted_s", "measured_s", "error_pct"]
     columns += ["predicted_busbw_gbytes_per_s", "measured_busbw_gbytes_per_s", "verified", "transport", "placement"]
+    columns += ["scale", "stands_for_fabric"]
     note = (
         f"<p>{len(validation)} collectives of the best candidates replayed with real bytes "
         f"({int(validation['verified'].sum())} verified byte for byte); predictions are the model's "
         "for the same size and rank count on the candidate's network.</p>"
     )
+    if "stands_for_fabric" in validation.columns:  # validation.csv of a dse older than the column has none
+        note += f"<p>{html.escape(replay_scope(validation))}.</p>"
     table = validation[[c for c in columns if c in validation.columns]]
     return note + table_html(table, float_format=FOUR_DIGITS)
 

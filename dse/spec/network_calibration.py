@@ -21,13 +21,39 @@ from dse.spec.inputs import NETWORK_CALIBRATION_LIMIT, load_yaml, read_text
 CALIBRATION_FILE = "network_calibration.yaml"
 
 
+# Bounds on a fitted NIC efficiency. NCCL's all-reduce bus bandwidth between nodes reaches most of
+# the line rate (../shared/validation/collectives.csv: 370 GB/s on 8x 400 Gb/s NDR per H100 node,
+# 0.93 of it, nccl-h100-ndr-internode-ar; 192 GB/s on 8x 200 Gb/s HDR per DGX-A100, 0.96,
+# nccl-dgxa100-hdr-internode-ar). A fit below FLOOR (an assumption: a third of line rate, far
+# under any tuned fabric) says the replay did not exercise the NICs as a job does, and one above
+# CEILING, faster than the line rate allows, that the bytes never crossed them.
+NIC_EFFICIENCY_FLOOR = 0.3
+NIC_EFFICIENCY_CEILING = 1.05  # measurement noise above 1 is clipped to 1
+
+
 def fit_nic_efficiency(table: pd.DataFrame) -> float:
-    """The NIC efficiency that makes the model's bus bandwidth the measured one (median over the
-    replayed collectives), clipped to (0, 1]."""
+    """The NIC efficiency that makes the model's bus bandwidth the measured one: the median over
+    the replayed collectives that stand for the modelled fabric (RDMA between nodes, collectives
+    the model runs across servers: column `stands_for_fabric`). SpecError, naming why, where no
+    row does or where the fit is outside [NIC_EFFICIENCY_FLOOR, NIC_EFFICIENCY_CEILING]."""
     if table.empty:
         raise SpecError("validate --calibrate: no collective was replayed, nothing to fit")
-    ratios = table["measured_busbw_gbytes_per_s"] / table["predicted_busbw_gbytes_per_s"] * table["nic_efficiency"]
-    return float(min(1.0, max(1e-6, statistics.median(ratios))))
+    usable = table[table["stands_for_fabric"].astype(bool)]
+    if usable.empty:
+        transport, placement = table["transport"].iloc[0], table["placement"].iloc[0]
+        raise SpecError(
+            f"validate --calibrate: none of the {len(table)} collectives replayed over {transport} ({placement}) stands "
+            "for the modelled NIC fabric; allowed: --transport rdma with one rank a node (--ray-address of a cluster "
+            "with at least --max-ranks nodes), for collectives the model runs across servers"
+        )
+    ratios = usable["measured_busbw_gbytes_per_s"] / usable["predicted_busbw_gbytes_per_s"] * usable["nic_efficiency"]
+    fitted = float(statistics.median(ratios))
+    if not NIC_EFFICIENCY_FLOOR <= fitted <= NIC_EFFICIENCY_CEILING:
+        raise SpecError(
+            f"validate --calibrate: the fitted nic_efficiency {fitted:.4g} is outside what a NIC fabric reaches; "
+            f"allowed: {NIC_EFFICIENCY_FLOOR} to 1 (the replay did not exercise the NICs as a job does)"
+        )
+    return min(1.0, fitted)
 
 
 def write_calibration(table: pd.DataFrame, out_dir: Path) -> Path:

@@ -6,7 +6,7 @@ import pytest
 from dse.cli.commands import main
 from dse.errors import SpecError
 from dse.evaluation.space import SearchSpace
-from dse.physical.validate import validate_study
+from dse.physical.validate import replay_scope, stands_for_fabric, validate_study
 from dse.report.files import write_reports
 from dse.search.engine import RunSettings, run_search
 from dse.spec import load_study
@@ -33,23 +33,62 @@ def test_validate_replays_and_reports_every_collective_it_knows(finished_study, 
     assert table["algorithm"].isin(["ring", "double_binary_tree", "direct", "pairwise"]).all()
     assert (table["measured_s"] > 0).all() and (table["ranks"] == 2).all()
     assert (table["nbytes"] <= 0.25 * 2**20).all()
+    assert not table["stands_for_fabric"].any()  # TCP between processes on one machine
+    assert "rows stand for the modelled fabric, the error of the others is the model against" in capsys.readouterr().out
     assert "Physical validation" in (finished_study / "report.html").read_text()
+    assert main(["validate", str(finished_study), "--top", "1", "--max-ranks", "2", "--calibrate"]) == 2
+    assert "none of the" in capsys.readouterr().err and not (finished_study / "network_calibration.yaml").exists()
+
+
+def replayed(transport="rdma", placement="ray STRICT_SPREAD on 2 nodes", scale="scale-out", measured=(10, 20, 30)):
+    """A validation table: three collectives predicted at 20, 40, 60 GB/s with efficiency 0.96."""
+    return pd.DataFrame(
+        {
+            "measured_busbw_gbytes_per_s": list(map(float, measured)),
+            "predicted_busbw_gbytes_per_s": [20.0, 40.0, 60.0],
+            "nic_efficiency": [0.96] * 3,
+            "transport": [transport] * 3,
+            "placement": [placement] * 3,
+            "scale": [scale] * 3,
+            "stands_for_fabric": [stands_for_fabric(transport, placement, scale)] * 3,
+        }
+    )
 
 
 def test_the_fitted_efficiency_makes_the_model_match_the_measurement(tmp_path):
     """Measured busbw at half the predicted one, predicted with efficiency 0.96: the fit is 0.48."""
-    table = pd.DataFrame(
-        {
-            "measured_busbw_gbytes_per_s": [10.0, 20.0, 30.0],
-            "predicted_busbw_gbytes_per_s": [20.0, 40.0, 60.0],
-            "nic_efficiency": [0.96] * 3,
-            "transport": ["tcp"] * 3,
-            "placement": ["processes"] * 3,
-        }
-    )
+    table = replayed()
     assert fit_nic_efficiency(table) == pytest.approx(0.48)
     path = write_calibration(table, tmp_path)
     assert load_calibration(path) == pytest.approx(0.48)
+
+
+@pytest.mark.parametrize(
+    "transport,placement,scale",
+    [
+        ("tcp", "processes", "scale-out"),  # loopback sockets on one machine
+        ("rdma", "processes", "scale-out"),  # RDMA, but every rank on this machine
+        ("rdma", "ray PACK on 1 node", "scale-out"),
+        ("tcp", "ray STRICT_SPREAD on 2 nodes", "scale-out"),  # between nodes, through the kernel
+        ("rdma", "ray STRICT_SPREAD on 2 nodes", "scale-up"),  # the model keeps it on NVLink
+    ],
+)
+def test_a_replay_that_cannot_stand_for_the_fabric_is_labelled_and_not_fitted(tmp_path, transport, placement, scale):
+    table = replayed(transport, placement, scale)
+    assert not table["stands_for_fabric"].any()
+    assert "0 of 3 rows stand for the modelled fabric" in replay_scope(table)
+    with pytest.raises(SpecError, match=r"validate --calibrate: none of the 3 collectives .* stands for the modelled"):
+        write_calibration(table, tmp_path)
+    assert not (tmp_path / "network_calibration.yaml").exists()
+
+
+def test_a_fit_no_nic_fabric_reaches_is_refused(tmp_path):
+    """TCP on loopback measured 0.0012 of the modelled efficiency: a spec using it would price a
+    400 Gb/s fabric at under half a Gb/s. Faster than the line rate is refused too."""
+    for measured in ((0.025, 0.05, 0.075), (25, 50, 75)):
+        with pytest.raises(SpecError, match=r"the fitted nic_efficiency .* is outside .* allowed: 0.3 to 1"):
+            fit_nic_efficiency(replayed(measured=measured))
+    assert fit_nic_efficiency(replayed(measured=(21, 42, 63))) == 1.0  # 1.008: noise, clipped to the line rate
 
 
 def test_a_calibration_named_in_the_spec_sets_the_network_models_nic_efficiency(write_spec, tmp_path):
