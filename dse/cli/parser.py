@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from dse.cli import flags, listings
+from dse.cli.calibrate import calibrate_vidur_command
 from dse.cli.results import report_command, validate_command
 from dse.cli.simulate import simulate_command
 from dse.cli.studies import batch_command, search_command
@@ -149,6 +150,19 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
     validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
     validate.set_defaults(handler=validate_command)
+    calibrate = commands.add_parser("calibrate", help="turn measured profiles into tables a spec names")
+    calibrate_commands = calibrate.add_subparsers(dest="calibrate_command", required=True, metavar="SOURCE")
+    vidur = calibrate_commands.add_parser(
+        "vidur", help="a Vidur mlp.csv profile as a kernel calibration table (hardware.calibration)"
+    )
+    vidur.add_argument("profile", type=Path, help="Vidur's data/profiling/compute/<gpu>/<model>/mlp.csv")
+    vidur.add_argument("--gpu", required=True, help="the GPU it was measured on (see dse gpus)")
+    vidur.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the table")
+    vidur.add_argument("--source", metavar="TEXT", help="who measured it, where, when (each row's source)")
+    vidur.add_argument(
+        "--powers-of-two", action="store_true", help="keep the token counts that are powers of two (a compact table)"
+    )
+    vidur.set_defaults(handler=calibrate_vidur_command)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--force", action="store_true", help="with --simai: overwrite an existing FILE")

@@ -1,5 +1,6 @@
-"""Measured kernel times that override the analytical compute model; the CSV format and the
-interpolation rule are in README.md. No measurements ship with dse: every table is the user's."""
+"""Measured kernel times that override the analytical compute model where a spec names a table;
+the CSV format, the interpolation rule and an example made from Vidur's public A100 profile
+(examples/) are in README.md."""
 
 from simulators.hardware.calibration._table import (
     CalibrationPoints,

@@ -1,0 +1,36 @@
+"""`dse calibrate vidur`: a public or private profile turned into a table a spec names."""
+
+from __future__ import annotations
+
+import argparse
+
+from rich.console import Console
+
+from dse import paths
+
+
+def calibrate_vidur_command(args: argparse.Namespace, console: Console) -> int:
+    import numpy as np
+
+    from dse.calibrate.vidur import gemm_rows, write_table
+    from dse.spec.inputs import CALIBRATION_LIMIT, regular_file
+    from simulators.hardware import gemm_time_s, get_gpu
+    from simulators.serving import load_vidur_profile
+
+    gpu = get_gpu(args.gpu, "--gpu")
+    regular_file(args.profile, "profile", CALIBRATION_LIMIT)
+    paths.output_file(args.out, "--out")
+    profile = load_vidur_profile(mlp_csv=args.profile).mlp
+    rows = gemm_rows(profile, gpu.name, args.source or f"Vidur profile {args.profile.name}", args.powers_of_two)
+    write_table(rows, args.out)
+    shapes = np.array([(r["m"], r["n"], r["k"]) for r in rows], dtype=float)
+    measured = np.array([r["time_s"] for r in rows])
+    modelled = gemm_time_s(gpu, shapes[:, 0], shapes[:, 1], shapes[:, 2], 1, "fp16")
+    error = modelled / measured - 1
+    console.print(
+        f"wrote {args.out}: {len(rows)} fp16 GEMMs measured on {gpu.name}; the analytical model against them: "
+        f"median {np.median(error):+.1%}, mean absolute {np.mean(np.abs(error)):.1%} (with the table named in "
+        "hardware.calibration, it returns them exactly)",
+        highlight=False,
+    )
+    return 0
