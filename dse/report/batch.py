@@ -159,22 +159,30 @@ def _studies_html(table: pd.DataFrame) -> str:
 
 
 def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, objectives: dict[str, str]) -> str:
-    """One trace per study: its front projected on (x, y), joined in the order of x."""
+    """One trace per study: its front projected on (x, y). A front of exactly these two
+    objectives is joined in the order of x (a staircase); a front over more objectives is
+    drawn as points, since in two of its dimensions it is no curve and a line through it
+    zig-zags. The legend always shows, naming the study even where only one has the pair."""
     fig = go.Figure()
     for s in studies:
         front = s.front.sort_values(x)
         if front.empty:
             continue
         hover = [f"{s.resolved.study.name}: trial {t}" for t in front["trial"]]
-        fig.add_trace(go.Scatter(x=front[x], y=front[y], mode="lines+markers", name=s.resolved.study.name, text=hover))
+        two = len(s.resolved.objectives) == 2
+        mode = "lines+markers" if two else "markers"
+        name = s.resolved.study.name + ("" if two else f" ({len(s.resolved.objectives)} objectives: points)")
+        fig.add_trace(go.Scatter(x=front[x], y=front[y], mode=mode, name=name, text=hover))
     if not fig.data:
         return "<p>No study has a feasible candidate: nothing to plot.</p>"
     fig.update_layout(
         title=f"{y} ({objectives[y]}) against {x} ({objectives[x]}): each study's Pareto front",
         xaxis_title=x,
         yaxis_title=y,
+        showlegend=True,
     )
-    return figures.div(fig)
+    names = ", ".join(s.resolved.study.name for s in studies)
+    return f"<p>{html.escape(f'{len(studies)} studies optimise both: {names}.')}</p>" + figures.div(fig)
 
 
 def write_batch_dir(out_dir: Path, runs: dict[str, dict] | None = None) -> list[StudyReport]:

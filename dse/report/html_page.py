@@ -11,6 +11,7 @@ import html
 from collections.abc import Sequence
 from itertools import combinations
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 import plotly.offline
@@ -24,6 +25,7 @@ from dse.spec.resolved import ResolvedStudy
 # Metrics every front table shows beside the objectives.
 
 GREY = "rgba(150, 150, 150, 0.45)"
+GREY_3D = "rgb(120, 120, 120)"
 FRONT = "#d62728"
 CONFIG = {"displaylogo": False, "responsive": True}
 NO_FEASIBLE = "No feasible trial: nothing to plot."
@@ -63,7 +65,7 @@ def render_html(
         sections.append(("Physical validation", _validation_section(validation)))
     sections += [
         ("Hypervolume", _hypervolume_section(figures, history, resolved)),
-        ("Spec", f"<pre>{html.escape(spec_text)}</pre>"),
+        ("Spec", _spec_section(spec_text, resolved)),
     ]
     study = resolved.study
     title = f"{study.name}: {study.mode} of {resolved.model.name}"
@@ -82,9 +84,12 @@ def page(title: str, counts: str, sections: list[tuple[str, str]]) -> str:
 
 
 def table_html(frame: pd.DataFrame, **options) -> str:
-    """A table in the pages' style (class `front`, border 0, no index); `options` go to
-    `DataFrame.to_html` (`float_format=FOUR_DIGITS`, `na_rep`, `escape`)."""
-    return frame.to_html(index=False, border=0, classes="front", **options)
+    """A table in the pages' style (class `front`, border 0, no index) in a box that scrolls
+    sideways when the table is wider than the page, so the page itself never does; `options`
+    go to `DataFrame.to_html` (`float_format=FOUR_DIGITS`, `na_rep`, `escape`)."""
+    # Headers may break after an underscore (a zero-width space there), not inside a word.
+    frame = frame.rename(columns=lambda name: str(name).replace("_", "_\u200b"))
+    return f'<div class="wide">{frame.to_html(index=False, border=0, classes="front", **options)}</div>'
 
 
 class Figures:
@@ -93,9 +98,9 @@ class Figures:
     def __init__(self) -> None:
         self.count = 0
 
-    def div(self, fig: go.Figure, height_px: int = 520, right_px: int = 30) -> str:
+    def div(self, fig: go.Figure, height_px: int = 520, right_px: int = 30, top_px: int = 60) -> str:
         self.count += 1
-        fig.update_layout(template="plotly_white", height=height_px, margin=dict(l=70, r=right_px, t=60, b=60))
+        fig.update_layout(template="plotly_white", height=height_px, margin=dict(l=70, r=right_px, t=top_px, b=60))
         return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{self.count}", config=CONFIG)
 
 
@@ -175,8 +180,12 @@ def _front_section(figures, feasible, front, resolved, knobs) -> str:
         x, y, z = objectives
         fig = go.Figure()
         for frame, style in layers:
-            smaller = style["marker"] | {"size": style["marker"]["size"] - 3}  # 3-D markers look larger
-            fig.add_scatter3d(x=frame[x], y=frame[y], z=frame[z], **(style | {"marker": smaller}))
+            # 3-D markers look larger, and WebGL draws a translucent grey as nearly white: the
+            # feasible trials are opaque there, a darker grey.
+            marker = style["marker"] | {"size": style["marker"]["size"] - 3}
+            if marker["color"] == GREY:
+                marker["color"] = GREY_3D
+            fig.add_scatter3d(x=frame[x], y=frame[y], z=frame[z], **(style | {"marker": marker}))
         fig.update_layout(title="All three objectives", scene=dict(xaxis_title=x, yaxis_title=y, zaxis_title=z))
         divs.append(figures.div(fig, height_px=700))
     note = (
@@ -222,7 +231,7 @@ def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
     for column in knobs:
         data = feasible[column]
         if data.dtype.kind in "iuf" and not data.isna().any():  # numeric knobs: ticks at the values taken
-            dimensions.append(dict(label=column, values=data, tickvals=sorted(data.unique())))
+            dimensions.append(_numeric_axis(column, data))
             continue
         text = data.map(lambda v: "-" if pd.isna(v) else str(v))  # "-": a knob without effect here
         spec_order = [str(v) for v in values.get(column, ())]
@@ -232,9 +241,26 @@ def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
     dimensions += [dict(label=m, values=feasible[m]) for m in resolved.objectives]
     first = resolved.objectives[0]
     line = dict(color=feasible[first], colorscale="Viridis", showscale=True, colorbar=dict(title=first))
-    div = figures.div(go.Figure(go.Parcoords(dimensions=dimensions, line=line)), height_px=560, right_px=180)
-    note = f"{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter."
+    # Angled labels: the objectives' long names sit side by side at the right and overlapped.
+    figure = go.Figure(go.Parcoords(dimensions=dimensions, line=line, labelangle=-20, labelside="top"))
+    div = figures.div(figure, height_px=580, right_px=180, top_px=110)
+    note = (
+        f"{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter. Parallel degrees "
+        "and other counts spanning a factor of 4 or more are on log axes."
+    )
     return f"<p>{html.escape(note)}</p>{div}"
+
+
+def _numeric_axis(column: str, data: pd.Series) -> dict:
+    """A numeric knob's axis, ticked at the values taken. Degrees and counts (tp 1-8, dp
+    1-1024, GPUs 64-2048) double from value to value, so where they span a factor of 4 or more
+    the axis is log2 (plotly's parallel coordinates have no log axis: the values are plotted as
+    their log2, the ticks labelled with the values), else 1-16 would squash together."""
+    taken = sorted(data.unique())
+    if taken[0] > 0 and taken[-1] >= 4 * taken[0]:
+        ticks = np.log2(taken).tolist()
+        return dict(label=column, values=np.log2(data), tickvals=ticks, ticktext=[f"{v:g}" for v in taken])
+    return dict(label=column, values=data, tickvals=taken)
 
 
 def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None) -> str:
@@ -262,6 +288,24 @@ def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:
     return [hbm[name] for name in front["gpu"]]
 
 
+def _spec_section(spec_text: str, resolved: ResolvedStudy) -> str:
+    """The spec as run, less the settings sections of other study kinds (a training study's
+    spec.yaml holds the serving defaults too, every field being explicit there)."""
+    from dse.spec.kind import STUDY_KINDS
+
+    unused = {kind.settings_section for kind in STUDY_KINDS.values()} - {resolved.kind.settings_section}
+    kept, skipping = [], False
+    for line in spec_text.splitlines():
+        if line and not line[0].isspace():  # a top-level key (or comment) starts or ends a section
+            skipping = line.split(":", 1)[0] in unused
+        if not skipping:
+            kept.append(line)
+    left_out = html.escape(", ".join(sorted(unused)))
+    note = f"<p>As run ({left_out}: unused by a {html.escape(resolved.kind.name)} study, left out here; "
+    note += "spec.yaml holds every field).</p>"
+    return note + f"<pre>{html.escape(chr(10).join(kept))}</pre>"
+
+
 def _hypervolume_section(figures, history: HypervolumeHistory | None, resolved: ResolvedStudy) -> str:
     text = f"<p>{html.escape(hypervolume_text(history, resolved))}</p>"
     if history is None:
@@ -286,8 +330,11 @@ PAGE = """<!DOCTYPE html>
 <style>
 body {{ font-family: system-ui, sans-serif; margin: 2em auto; max-width: 1300px; padding: 0 1em; color: #222; }}
 section {{ margin-bottom: 2.5em; }}
-table.front {{ border-collapse: collapse; font-size: 0.85em; }}
-table.front td, table.front th {{ padding: 0.2em 0.6em; border-bottom: 1px solid #ddd; text-align: right; }}
+div.wide {{ overflow-x: auto; max-width: 100%; }}
+table.front {{ border-collapse: collapse; font-size: 0.8em; }}
+table.front td {{ padding: 0.2em 0.5em; border-bottom: 1px solid #ddd; text-align: right; white-space: nowrap; }}
+table.front th {{ padding: 0.2em 0.5em; border-bottom: 1px solid #ddd; text-align: right; vertical-align: bottom;
+  max-width: 9em; }}
 pre {{ background: #f6f6f6; padding: 1em; overflow-x: auto; }}
 </style>
 </head>

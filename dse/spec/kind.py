@@ -46,6 +46,7 @@ class StudyKind(ABC):
     has_step_breakdowns: ClassVar[bool]
     replays_collectives: ClassVar[bool]
     slowed_kernels: ClassVar[str] = "kernels"
+    settings_section: ClassVar[str]  # the spec section holding the kind's settings (`training`, `serving`)
 
     @property
     @abstractmethod

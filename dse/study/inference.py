@@ -23,6 +23,7 @@ class InferenceKind(StudyKind):
     name = "inference"
     knobs = SERVING_KNOBS
     shown_metrics = ("num_gpus", "mfu")
+    settings_section = "serving"
     fits_constraint = "slo_met"
     nullable_columns = ("decode_tp", "decode_replicas")  # unused without disaggregation
     has_step_breakdowns = False

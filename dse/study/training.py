@@ -31,6 +31,7 @@ class TrainingKind(StudyKind):
     name = "training"
     knobs = KNOBS
     shown_metrics = ("mfu", "memory_gib_per_gpu")
+    settings_section = "training"
     fits_constraint = "memory_fits"
     derived_columns = ("dp",)
     nullable_columns = ("dp",)  # no whole data-parallel degree: the plan is invalid

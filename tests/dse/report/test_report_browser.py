@@ -88,3 +88,24 @@ def test_a_study_with_no_feasible_trial_opens_with_its_messages(infeasible_study
     run = _chromium(page, tmp_path / "profile", "--dump-dom")
     assert run.stdout.count("No feasible trial: nothing to plot.") >= 4
     assert _page_errors(run.stderr, page) == []
+
+
+# Run in a copy of the page once it has drawn: the page's width and height against its last
+# section's bottom edge, written into the title for --dump-dom to carry out.
+_PROBE = """<script>window.addEventListener("load", () => setTimeout(() => {
+  const last = [...document.querySelectorAll("section")].pop().getBoundingClientRect().bottom + window.scrollY;
+  document.title = `layout ${document.documentElement.scrollWidth} ${window.innerWidth} `
+    + `${document.documentElement.scrollHeight} ${Math.round(last)}`;
+}, 1000));</script></body>"""
+
+
+@pytest.mark.slow
+def test_the_report_fits_a_1400_px_window_and_ends_with_its_content(reported_study, tmp_path):
+    """Wide tables scroll in their own box, so the page never scrolls sideways; and nothing
+    (a hidden plot, a tall margin) leaves blank space below the last section."""
+    probe = tmp_path / "probe.html"
+    probe.write_text((reported_study / "report.html").read_text().replace("</body>", _PROBE))
+    run = _chromium(probe, tmp_path / "profile", "--window-size=1400,900", "--dump-dom")
+    scroll_width, window_width, height, last = map(int, re.search(r"<title>layout ([\d ]+)</title>", run.stdout)[1].split())
+    assert scroll_width <= window_width
+    assert height - last < 100

@@ -194,3 +194,21 @@ def test_reports_for_one_objective_and_past_the_hypervolume_limit(write_spec, tm
     assert len(re.findall(r'<div id="plot-\d+"', page)) == plots
     assert hypervolume in (out / "summary.md").read_text().split("## Hypervolume")[1]
     assert len(_best_sections((out / "summary.md").read_text())) == len(objectives)
+
+
+def test_a_training_report_shows_its_spec_without_the_serving_settings(reported_study):
+    """spec.yaml holds every field, serving's defaults too; the page shows what a training
+    study uses, and says what it left out."""
+    assert "\nserving:\n" in (reported_study / "spec.yaml").read_text()
+    spec = (reported_study / "report.html").read_text().split("<h2>Spec</h2>")[1]
+    assert "\ntraining:\n" in spec and "\nserving:" not in spec and "latency_load" not in spec
+    assert "serving: unused by a training study, left out here" in spec
+
+
+def test_parallel_degrees_are_on_log_axes(reported_study):
+    """tp 1, 2, 4 are plotted at log2 0, 1, 2 with the degrees as tick labels."""
+    from dse.report.html_page import _numeric_axis
+
+    axis = _numeric_axis("tp", pd.Series([1, 4, 2, 4]))
+    assert list(axis["values"]) == [0, 2, 1, 2] and axis["ticktext"] == ["1", "2", "4"]
+    assert list(_numeric_axis("pp", pd.Series([1, 2]))["values"]) == [1, 2]  # a factor 2: kept linear

@@ -73,3 +73,23 @@ def test_two_studies_of_one_name_or_a_bad_spec_stop_the_batch_before_it_starts(w
     err = capsys.readouterr().err
     assert err.startswith(f"dse: error: {bad}: search.tp") and err.count("\n") == 1
     assert not (tmp_path / "b").exists() and not (tmp_path / "c").exists()
+
+
+def test_batch_fronts_join_two_objective_fronts_and_plot_others_as_points():
+    """A front over three objectives is no curve in two of them: it is drawn as points, not a
+    zig-zag line; a lone study still gets its legend entry."""
+    from types import SimpleNamespace
+
+    from dse.report.batch import StudyReport, _fronts
+    from dse.report.html_page import Figures
+
+    def study(name, objectives):
+        front = pd.DataFrame({"trial": [1, 2, 3], "a": [3.0, 1.0, 2.0], "b": [1.0, 3.0, 2.0]})
+        resolved = SimpleNamespace(study=SimpleNamespace(name=name), objectives=objectives)
+        return StudyReport(resolved, None, front, front, {})
+
+    names = {"a": "minimize", "b": "minimize"}
+    page = _fronts(Figures(), [study("two", ("a", "b")), study("three", ("a", "b", "c"))], "a", "b", names)
+    assert '"mode":"lines+markers","name":"two"' in page
+    assert '"mode":"markers","name":"three (3 objectives: points)"' in page
+    assert '"showlegend":true' in page and "2 studies optimise both: two, three." in page
