@@ -138,19 +138,22 @@ def test_the_object_store_peak_is_measured_and_holds_only_what_was_shipped(clust
     assert f"object store peak {usage.store_peak_bytes / 2**20:.1f} of" in usage.describe(1.0)
 
 
-def _settled_store_use(ray, settle_s: float = 30.0) -> int:
+def _settled_store_use(ray, settle_s: float = 30.0, steady_reads: int = 4) -> int:
     """The object store's use once this driver's dropped references are freed and it stops
-    falling (Ray frees asynchronously): the baseline that makes the peak test independent of
-    which tests ran before it on the shared cluster."""
+    falling (Ray frees asynchronously, and its resource view lags): the baseline that makes the
+    peak test independent of which tests ran before it on the shared cluster. Settled means
+    `steady_reads` equal reads in a row, half a second apart (two equal reads were once taken
+    for settled while a free was still on its way, and the peak then fell below the baseline)."""
     gc.collect()
     capacity = ray.cluster_resources().get("object_store_memory", 0)
-    used, deadline = None, time.monotonic() + settle_s
+    reads: list[int] = []
+    deadline = time.monotonic() + settle_s
     while time.monotonic() < deadline:
-        now = int(capacity - ray.available_resources().get("object_store_memory", capacity))
-        if now == used:
-            return used
-        used = now
+        reads.append(int(capacity - ray.available_resources().get("object_store_memory", capacity)))
+        if len(reads) >= steady_reads and len(set(reads[-steady_reads:])) == 1:
+            return reads[-1]
         time.sleep(0.5)
+    used = reads[-1] if reads else None
     pytest.fail(f"the object store's use did not settle within {settle_s:g} s (last {used} B)")
 
 
