@@ -15,7 +15,13 @@ Stated choices for what the rows leave blank:
                           the rows with it blank describe inter-node runs);
   gpu blank            -> the catalogue GPU whose name or alias the row id contains, if any.
 
-    python benchmarks/collectives_accuracy.py [--csv PATH]
+With --calibrated, the size-dependent correction `dse calibrate nccl-tests` fits is tried out
+of sample: each sweep of one source (one GPU type, one node, several sizes) is fitted as a
+user's nccl-tests logs would be, and the rows of other sources on that node (and, for the
+Hopper sweep, on H100 nodes, stated as a transfer) are predicted with it; within each sweep
+every size is also predicted from the other sizes (leave one size out).
+
+    python benchmarks/collectives_accuracy.py [--csv PATH] [--calibrated]
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from dse.calibrate.nccl_tests import Measurement, fit_curves
 from simulators import DseError
 from simulators.hardware import GpuSpec, get_gpu, gpu_catalog
 from simulators.network import Network, bus_bandwidth_gbytes_per_s, choose_algorithm, collective_time_s
@@ -127,9 +134,61 @@ def summary_line(label: str, outcomes: list[Outcome]) -> str:
     )
 
 
+def _measurement(o: Outcome) -> Measurement:
+    """A row as one line of an nccl-tests log (time from the bus bandwidth, nccl-tests' size)."""
+    time_s = o.nbytes / (o.measured * 1e9) * float(_bus_factor(o.row["collective"], o.ranks))
+    return Measurement(o.row["collective"], o.ranks, 1, o.nbytes, time_s, o.measured)
+
+
+def _bus_factor(op: str, ranks: int) -> float:
+    return {"all_reduce": 2 * (ranks - 1) / ranks}.get(op, (ranks - 1) / ranks)
+
+
+def calibrated(outcomes: list[Outcome]) -> None:
+    """Out-of-sample errors with the fitted correction (see the module docstring)."""
+    single = [o for o in outcomes if o.row["message_bytes"] and o.ranks <= get_gpu(o.gpu).scaleup_domain_gpus]
+    sweeps: dict[tuple[str, str], list[Outcome]] = defaultdict(list)
+    for o in single:
+        sweeps[(o.row["source"], o.gpu)].append(o)
+    sweeps = {key: rows for key, rows in sweeps.items() if len(rows) >= 3}
+    print("\nCALIBRATED (the fitted curve of one sweep applied to rows it was not fitted on)")
+    before, after = [], []
+    for (source, gpu_name), sweep in sweeps.items():
+        gpu = get_gpu(gpu_name)
+        fitted = fit_curves([_measurement(o) for o in sweep], gpu, source)
+        targets = [o for o in single if o.row["source"] != source and _same_node(o.gpu, gpu_name)]
+        for o in targets:
+            after.append(_recalibrated(o, fitted))
+            before.append(o)
+        for held in sweep:  # leave one size out
+            rest = [_measurement(o) for o in sweep if o is not held]
+            after.append(_recalibrated(held, fit_curves(rest, gpu, source)))
+            before.append(held)
+        print(f"  fitted on {source} ({gpu_name}, {len(sweep)} sizes); predicts {len(targets)} rows of other sources")
+    for label, group in (("before (model alone)", before), ("after (fitted curve)", after)):
+        print(summary_line(label, group))
+    print(f"collectives calibrated: MAPE {100 * statistics.fmean(abs(o.error) for o in after):.1f}% over {len(after)} "
+          f"rows out of sample (model alone {100 * statistics.fmean(abs(o.error) for o in before):.1f}%)")
+
+
+def _same_node(gpu: str, fitted: str) -> bool:
+    """Rows a sweep's curve may stand for: the same GPU type, or H100 from an H200 sweep (the same
+    NVSwitch generation and NCCL algorithms; a transfer, said so in RESULTS)."""
+    return gpu == fitted or {gpu, fitted} == {"H100-SXM", "H200"}
+
+
+def _recalibrated(o: Outcome, calibration) -> Outcome:
+    net = dataclasses.replace(_network(o.row, get_gpu(o.gpu)), calibration=calibration)
+    algorithm = o.algorithm.removeprefix("auto:")
+    time_s = collective_time_s(o.row["collective"], o.nbytes, o.ranks, 1, net, algorithm)
+    predicted = float(bus_bandwidth_gbytes_per_s(o.row["collective"], o.nbytes, o.ranks, time_s))
+    return dataclasses.replace(o, predicted=predicted)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", type=Path, default=DEFAULT_CSV)
+    parser.add_argument("--calibrated", action="store_true", help="also the fitted size correction, out of sample")
     args = parser.parse_args()
     with args.csv.open(newline="") as f:
         rows = list(csv.DictReader(f))
@@ -165,6 +224,8 @@ def main() -> None:
     print(f"\nSkipped rows: {len(skipped)}")
     for ident, why in skipped:
         print(f"  {ident}: {why}")
+    if args.calibrated:
+        calibrated(outcomes)
 
 
 if __name__ == "__main__":

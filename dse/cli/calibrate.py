@@ -34,3 +34,27 @@ def calibrate_vidur_command(args: argparse.Namespace, console: Console) -> int:
         highlight=False,
     )
     return 0
+
+
+def calibrate_nccl_tests_command(args: argparse.Namespace, console: Console) -> int:
+    from dse.calibrate.nccl_tests import fit_curves, read_log
+    from dse.spec.inputs import CALIBRATION_LIMIT, read_text
+    from dse.spec.network_calibration import write_collective_calibration
+    from simulators.hardware import get_gpu
+
+    gpu = get_gpu(args.gpu, "--gpu")
+    paths.output_file(args.out, "--out")
+    measurements = [m for log in args.logs for m in read_log(log, read_text(log, "log", CALIBRATION_LIMIT))]
+    names = ", ".join(log.name for log in args.logs)
+    calibration = fit_curves(measurements, gpu, f"{len(measurements)} nccl-tests rows on {gpu.name}: {names}")
+    command = "dse calibrate nccl-tests " + " ".join(str(log) for log in args.logs) + f" --gpu {gpu.name}"
+    write_collective_calibration(calibration, args.out, command)
+    for curve in calibration.curves:
+        lowest, highest = curve.sizes_bytes[0], curve.sizes_bytes[-1]
+        console.print(
+            f"{curve.op} {curve.scale}: {len(curve.factors)} sizes {lowest:.4g}-{highest:.4g} B, measured / modelled "
+            f"time {min(curve.factors):.3g}-{max(curve.factors):.3g}",
+            highlight=False,
+        )
+    console.print(f"wrote {args.out}: name it in hardware.network_calibration", highlight=False)
+    return 0

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 
 from dse.cli import flags, listings
-from dse.cli.calibrate import calibrate_vidur_command
+from dse.cli.calibrate import calibrate_nccl_tests_command, calibrate_vidur_command
 from dse.cli.results import report_command, validate_command
 from dse.cli.simulate import simulate_command
 from dse.cli.studies import batch_command, search_command
@@ -163,6 +163,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--powers-of-two", action="store_true", help="keep the token counts that are powers of two (a compact table)"
     )
     vidur.set_defaults(handler=calibrate_vidur_command)
+    nccl = calibrate_commands.add_parser(
+        "nccl-tests", help="nccl-tests logs as measured collective curves (hardware.network_calibration)"
+    )
+    nccl.add_argument("logs", type=Path, nargs="+", metavar="LOG", help="all_reduce_perf, all_gather_perf, ... output")
+    nccl.add_argument("--gpu", required=True, help="the GPU the logs were measured on (see dse gpus)")
+    nccl.add_argument("--out", type=Path, required=True, metavar="FILE", help="the network calibration file to write")
+    nccl.set_defaults(handler=calibrate_nccl_tests_command)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--force", action="store_true", help="with --simai: overwrite an existing FILE")

@@ -170,6 +170,8 @@ class SearchSpace:
                 network = self.fabric(family, nic_gbps).network(gpu, num_gpus)
                 if self.resolved.nic_efficiency is not None:  # measured on the user's fabric
                     network = dataclasses.replace(network, nic_efficiency=self.resolved.nic_efficiency)
+                if self.resolved.collective_calibration is not None:  # nccl-tests on the user's system
+                    network = dataclasses.replace(network, calibration=self.resolved.collective_calibration)
                 self._networks[key] = network
             except SpecError as exc:
                 self._networks[key] = PlanError(str(exc))

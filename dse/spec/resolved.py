@@ -10,7 +10,7 @@ from dse.spec.kind import StudyKind
 from dse.spec.study import Constraint, Study
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
-from simulators.network import Fabric
+from simulators.network import CollectiveCalibration, Fabric
 
 
 @dataclass(frozen=True)
@@ -29,6 +29,8 @@ class ResolvedStudy:
     constraints: tuple[Constraint, ...]  # with canonical metric names
     compute_fraction: float  # share of modelled kernel speed assumed sustained
     nic_efficiency: float | None = None  # measured by `dse validate --calibrate`; None: the fabric's own
+    # Collective times by size measured with nccl-tests (`dse calibrate nccl-tests`); None: the model's.
+    collective_calibration: CollectiveCalibration | None = None
 
     def fabric(self, family: str, nic_gbps: float) -> Fabric:
         """The cluster fabric of one family and NIC speed, with the spec's other fabric settings."""

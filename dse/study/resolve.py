@@ -32,11 +32,12 @@ def resolve_study(study: Study) -> ResolvedStudy:
     _check_fidelity(study, kind)
     if study.hardware.calibration:
         _check_calibration(study.hardware.calibration)
-    nic_efficiency = None
+    nic_efficiency = collectives = None
     if path := study.hardware.network_calibration:  # read once here, so a bad file stops the study now
         from dse.spec.network_calibration import load_calibration
 
-        nic_efficiency = load_calibration(path)
+        calibration = load_calibration(path)
+        nic_efficiency, collectives = calibration.nic_efficiency, calibration.collectives
     objectives, directions = _check_metrics(study, kind)
     constraints = tuple(
         c.model_copy(update={"metric": _metric(c.metric, f"constraints[{i}].metric", study, kind).name})
@@ -51,7 +52,19 @@ def resolve_study(study: Study) -> ResolvedStudy:
     if fraction is None:
         fraction = 1.0 if study.hardware.calibration else sustained_compute_fraction()
     return ResolvedStudy(
-        study, kind, model, gpus, rental, book, nic_gbps, objectives, directions, constraints, fraction, nic_efficiency
+        study,
+        kind,
+        model,
+        gpus,
+        rental,
+        book,
+        nic_gbps,
+        objectives,
+        directions,
+        constraints,
+        fraction,
+        nic_efficiency,
+        collectives,
     )
 
 

@@ -166,7 +166,8 @@ def collective_time_s(
         return choose_algorithm(op, nbytes, ranks, stride, network, protocol=protocol).time_s
     entry = _lookup(algorithm)
     size, group = _inputs(nbytes, ranks, stride, network)
-    return recipe_time_s(entry.recipe(op, size, group, network), network, protocol)[()]
+    time_s = recipe_time_s(entry.recipe(op, size, group, network), network, protocol)
+    return (time_s * _calibration_factor(op, size, group, network))[()]
 
 
 def choose_algorithm(
@@ -187,7 +188,16 @@ def choose_algorithm(
     size, group = _inputs(nbytes, ranks, stride, network)
     times = np.stack([recipe_time_s(ALGORITHMS[n].recipe(op, size, group, network), network, protocol) for n in names])
     index = np.argmin(times, axis=0)
-    return Choice(np.take_along_axis(times, index[None], axis=0)[0][()], index[()], names)
+    chosen = np.take_along_axis(times, index[None], axis=0)[0] * _calibration_factor(op, size, group, network)
+    return Choice(chosen[()], index[()], names)
+
+
+def _calibration_factor(op: str, size: np.ndarray, group: Group, network: Network) -> np.ndarray | float:
+    """The network's measured correction of `op` at each size (1 without a calibration): a
+    group spanning several scale-up domains takes the scale-out curve."""
+    if network.calibration is None:
+        return 1.0
+    return network.calibration.factor(op, size, group.domains > 1)
 
 
 def _bus_factor(op: str, ranks: np.ndarray) -> np.ndarray:

@@ -37,6 +37,7 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
+from simulators.network._calibration import CollectiveCalibration
 
 # A Network built by hand (not `from_gpu`) defaults to Hopper-class figures.
 NVLINK_SM90_EFFICIENCY = 20.6 / 25  # SimAI calbusbw.cc, per NVLink 4 link
@@ -113,6 +114,9 @@ class Network:
     # one); the training model multiplies those collectives' times by them (slowdown_factor).
     # Empty: the tiers alone.
     slowdown: tuple[tuple[tuple[str, int, int, int], float], ...] = ()
+    # Measured / modelled collective time by operation, level and message size (nccl-tests on
+    # the user's system, `dse calibrate nccl-tests`); None: the model's times as they are.
+    calibration: CollectiveCalibration | None = None
 
     def __post_init__(self) -> None:
         _check("network.name", self.name, isinstance(self.name, str) and self.name != "", "a non-empty string")
@@ -124,6 +128,9 @@ class Network:
         for name in ("scaleup_efficiency", "nic_efficiency", "nvls_efficiency"):
             _check_real(f"network.{name}", getattr(self, name), low=0.0, high=1.0, open_low=True)
         _check("network.nvls", self.nvls, isinstance(self.nvls, bool), "true or false")
+        calibration = self.calibration
+        ok = calibration is None or isinstance(calibration, CollectiveCalibration)
+        _check("network.calibration", calibration, ok, "a CollectiveCalibration or None")
         tiers = tuple(self.tiers)
         object.__setattr__(self, "tiers", tiers)
         inner = self.domain_gpus

@@ -60,7 +60,7 @@ def test_the_fitted_efficiency_makes_the_model_match_the_measurement(tmp_path):
     table = replayed()
     assert fit_nic_efficiency(table) == pytest.approx(0.48)
     path = write_calibration(table, tmp_path)
-    assert load_calibration(path) == pytest.approx(0.48)
+    assert load_calibration(path).nic_efficiency == pytest.approx(0.48)
 
 
 @pytest.mark.parametrize(
