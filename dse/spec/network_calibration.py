@@ -45,8 +45,8 @@ def fit_nic_efficiency(table: pd.DataFrame) -> float:
         transport, placement = table["transport"].iloc[0], table["placement"].iloc[0]
         raise SpecError(
             f"validate --calibrate: none of the {len(table)} collectives replayed over {transport} ({placement}) "
-            "stands for the modelled NIC fabric; allowed: --transport rdma with one rank a node (--ray-address of a cluster "
-            "with at least --max-ranks nodes), for collectives the model runs across servers"
+            "stands for the modelled NIC fabric; allowed: --transport rdma with one rank a node (--ray-address of a "
+            "cluster with at least --max-ranks nodes), for collectives the model runs across servers"
         )
     ratios = usable["measured_busbw_gbytes_per_s"] / usable["predicted_busbw_gbytes_per_s"] * usable["nic_efficiency"]
     fitted = float(statistics.median(ratios))

@@ -263,8 +263,8 @@ def graph_bill_of_materials(graph: nx.Graph) -> BillOfMaterials:
         found = ", ".join(f"{r:g}" for r in sorted(rates))
         raise SpecError(f"fabric links run at several rates ({found} Gb/s); allowed: one rate for NIC and switch ports")
     switches = tuple(sum(1 for t in tier.values() if t == i) for i in range(len(order)))
-    num_gpus, per_server = graph.graph["num_gpus"], graph.graph["gpus_per_server"]
-    return BillOfMaterials(-(-num_gpus // per_server), len(nic_gpus), switches, tuple(links), rates.pop() if rates else 0.0)
+    servers = -(-graph.graph["num_gpus"] // graph.graph["gpus_per_server"])
+    return BillOfMaterials(servers, len(nic_gpus), switches, tuple(links), rates.pop() if rates else 0.0)
 
 
 def _name_switches(g: nx.Graph, t: SimaiTopology) -> None:
