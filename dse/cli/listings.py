@@ -133,7 +133,9 @@ def topologies(args: argparse.Namespace, console: Console) -> int:
 
 def _from_simai(args: argparse.Namespace, console: Console) -> int:
     """A SimAI topology file drawn, and what it is built from counted tier by tier."""
+    from dse.cost import bom_ownership, default_price_book
     from dse.spec.inputs import TOPOLOGY_LIMIT, regular_file
+    from simulators.hardware import get_gpu
     from simulators.network import draw_fabric, graph_bill_of_materials, graph_of, read_simai_topology
 
     regular_file(args.from_simai, "--from-simai", TOPOLOGY_LIMIT)
@@ -146,6 +148,16 @@ def _from_simai(args: argparse.Namespace, console: Console) -> int:
     console.print(
         f"bill of materials: {bom.servers} servers of {topology.gpus_per_server} GPUs, {bom.nics} NICs; switches per "
         f"tier {' / '.join(map(str, bom.switches))}; links per tier {' / '.join(map(str, bom.links))} at "
-        f"{bom.port_gbps:g} Gb/s"
+        f"{bom.port_gbps:g} Gb/s",
+        highlight=False,
     )
+    owned = bom_ownership(get_gpu(args.gpu, "--gpu"), topology.num_gpus, bom, bom.port_gbps, default_price_book())
+    if owned is None:
+        console.print(f"no server price for {args.gpu} in the price book: capex not priced", highlight=False)
+    else:
+        console.print(
+            f"priced as {args.gpu} servers (--gpu) with dse/cost/prices.yaml: capex ${owned.capex_usd:,.0f}, IT power "
+            f"{owned.it_power_kw:,.1f} kW",
+            highlight=False,
+        )
     return 0

@@ -181,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     topologies.add_argument("--draw", action="store_true", help="draw one fabric's tiers and wiring as text")
     topologies.add_argument("--family", default="rail-optimized", help="fabric family (with --draw or --simai)")
-    topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --draw or --simai)")
+    topologies.add_argument("--gpu", default="H100-SXM", help="GPU type (with --draw, --simai or --from-simai)")
     topologies.add_argument("--num-gpus", type=flags.NUM_GPUS, default=64, help="GPUs (with --draw or --simai)")
     topologies.add_argument(
         "--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (with --draw or --simai)"

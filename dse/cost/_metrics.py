@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from dse.cost._catalog import PriceBook
 from simulators.hardware import GpuSpec
-from simulators.network import Fabric, bill_of_materials
+from simulators.network import BillOfMaterials, Fabric, bill_of_materials
 
 HOURS_PER_YEAR = 24 * 365
 
@@ -27,14 +27,21 @@ class Ownership:
 
 def ownership(gpu: GpuSpec, num_gpus: int, fabric: Fabric, book: PriceBook) -> Ownership | None:
     """Capex and power of the cluster, or None where the book has no server price for `gpu`."""
+    return bom_ownership(gpu, num_gpus, bill_of_materials(fabric, num_gpus), fabric.nic_gbps, book)
+
+
+def bom_ownership(
+    gpu: GpuSpec, num_gpus: int, bom: BillOfMaterials, nic_gbps: float, book: PriceBook
+) -> Ownership | None:
+    """Capex and power of `num_gpus` GPUs on a fabric built of `bom` (a family's, or one counted
+    off a SimAI topology file), or None where the book has no server price for `gpu`."""
     server = book.server_usd.get(gpu.name)
     if server is None:
         return None
-    bom = bill_of_materials(fabric, num_gpus)
     ports = bom.total_links * 2 - bom.links[0]  # both ends of every link, less the NIC ends
     capex = (
         bom.servers * server.value
-        + bom.nics * book.by_speed("nic_usd", fabric.nic_gbps).value
+        + bom.nics * book.by_speed("nic_usd", nic_gbps).value
         + ports * book.by_speed("switch_usd_per_port", bom.port_gbps).value
         + bom.total_links * book.by_speed("link_usd", bom.port_gbps).value
     )

@@ -26,3 +26,18 @@ def test_a_simai_topology_reads_back_drawn_and_counted(tmp_path, capsys):
     assert "128 servers of 8 GPUs, 1024 NICs; switches per tier 32 / 16; links per tier 1024 / 1024 at 400 Gb/s" in out
     assert main(["topologies", "--from-simai", str(tmp_path)]) == 2
     assert "--from-simai" in capsys.readouterr().err
+
+
+def test_a_simai_topology_is_priced_as_its_fabric_is(tmp_path, capsys):
+    """Read back from a SimAI file, a leaf-spine fabric of 64 H100 costs what dse prices the
+    family at: the bill of materials counted off the file is the family's own."""
+    from dse.cost import default_price_book, ownership
+    from simulators.hardware import get_gpu
+    from simulators.network import Fabric
+
+    path = tmp_path / "fabric.topo"
+    assert main(["topologies", "--simai", str(path), "--family", "leaf-spine", "--num-gpus", "64"]) == 0
+    capsys.readouterr()
+    assert main(["topologies", "--from-simai", str(path), "--gpu", "H100-SXM"]) == 0
+    owned = ownership(get_gpu("H100-SXM"), 64, Fabric("leaf-spine", nic_gbps=400), default_price_book())
+    assert f"capex ${owned.capex_usd:,.0f}, IT power {owned.it_power_kw:,.1f} kW" in capsys.readouterr().out
