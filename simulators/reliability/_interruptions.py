@@ -37,6 +37,7 @@ class Counts:
         return {"gpu": self.gpus, "server": self.servers, "nic": self.nics, "fabric_part": self.fabric_parts}[per]
 
 
+@cache
 def counts(fabric: Fabric, num_gpus: int) -> Counts:
     bom = bill_of_materials(fabric, num_gpus)
     single_points = 0 if fabric.traits.ports_per_nic >= 2 else bom.switches[0] + bom.links[0]
