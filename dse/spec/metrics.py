@@ -44,6 +44,7 @@ for _metric in (
     Metric("checkpoint_gib", "minimize", "size of one checkpoint: bf16 weights and fp32 optimizer state, GiB"),
     Metric("checkpoint_blocking_s", "minimize", "seconds one checkpoint stops training"),
     Metric("restart_s", "minimize", "mean seconds from an interruption to training again"),
+    Metric("spare_servers", "minimize", "hot spare servers beside the job (reliability.spare_servers; auto: cheapest)"),
     Metric("checkpoint_overhead_fraction", "minimize", "share of wall time writing checkpoints"),
     Metric("lost_work_fraction", "minimize", "share of wall time redoing steps lost to failures"),
     Metric("restart_fraction", "minimize", "share of wall time restarting after failures"),

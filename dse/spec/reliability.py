@@ -22,8 +22,9 @@ class ReliabilitySettings(Frozen):
     checkpoint_mode: Literal["sync", "async", "in_memory"] = "async"
     # Seconds of training between checkpoints; null: Daly's optimum for each candidate.
     checkpoint_interval_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    # Hot spare servers bought or rented beside the job's own (priced in capex and rental).
-    spare_servers: int = Field(default=0, ge=0, le=MAX_COUNT)
+    # Hot spare servers bought or rented beside the job's own (priced in capex and rental);
+    # auto: for each candidate the count with the lowest cost per useful hour (dse/study/goodput.py).
+    spare_servers: Annotated[int, Field(ge=0, le=MAX_COUNT)] | Literal["auto"] = 0
     # Interruptions per component-day replacing the observed run's (failures.yaml).
     rates_per_day: dict[Literal[COMPONENTS], Annotated[float, Field(ge=0, le=1)]] = {}
     # Seconds of the restart steps replacing the catalogue's.
@@ -41,7 +42,7 @@ class ReliabilitySettings(Frozen):
             storage=self.checkpoint_storage,
             mode=self.checkpoint_mode,
             interval_s=self.checkpoint_interval_s,
-            spare_servers=self.spare_servers,
+            spare_servers=0 if self.spare_servers == "auto" else self.spare_servers,
             rates_per_day=tuple(sorted(self.rates_per_day.items())),
             restart_s=tuple(sorted(self.restart_s.items())),
         )

@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dse.cost import cost_metrics, ownership
 from dse.errors import PlanError, SpecError
 from dse.evaluation.outcome import PLAN_VALID, Outcome, crashed, invalid
 from dse.evaluation.space import KNOBS, SearchSpace
@@ -17,7 +16,7 @@ from dse.spec.kind import StudyKind, register
 from dse.spec.metrics import TRAINING_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import Study
-from dse.study.goodput import goodput_metrics, with_spares
+from dse.study.goodput import training_costs
 from dse.study.training_checks import check_training
 from simulators.analytical import TrainingResult, simulate_training_batch
 from simulators.hardware import GpuSpec
@@ -144,24 +143,7 @@ class TrainingKind(StudyKind):
         """Rental and owned cost, energy and carbon of a training step, and its goodput under
         failures (dse/study/goodput.py); buying a cluster, hot spares included, is costed once
         per GPU type, count and fabric."""
-        resolved = space.resolved
-        gpu = space.gpu(params["gpu"])
-        key = (gpu.name, params["num_gpus"], params["fabric"], params["nic_gbps"])
-        fabric = space.fabric(params["fabric"], params["nic_gbps"])
-        spares = resolved.study.reliability.spare_servers
-        if key not in owned:
-            bought = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
-            owned[key] = with_spares(bought, fabric, spares, resolved.prices, gpu.name)
-        costs = cost_metrics(
-            metrics,
-            params["num_gpus"] + spares * fabric.gpus_per_server,  # spares are rented too
-            resolved.usd_per_gpu_hour[gpu.name],
-            resolved.study.training.train_tokens,
-            owned[key],
-            resolved.prices,
-        )
-        candidate = space.candidate(params)
-        return costs | goodput_metrics(candidate, fabric, resolved.study.reliability, metrics, costs)
+        return training_costs(space, params, metrics, owned)
 
 
 def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:
