@@ -9,6 +9,7 @@ from rich.console import Console
 from dse._text import short
 from dse.cli.listings import new_table
 from dse.errors import SpecError
+from dse.spec.metrics import GOODPUT_PARTS
 
 
 def simulate_command(args: argparse.Namespace, console: Console) -> int:
@@ -66,14 +67,6 @@ def simulate_command(args: argparse.Namespace, console: Console) -> int:
     if report.get("levels"):
         console.print(_levels_table(report, space.resolved.objectives))
     return 0
-
-
-GOODPUT_PARTS = (
-    ("ideal steps", "goodput_fraction"),
-    ("checkpoint overhead", "checkpoint_overhead_fraction"),
-    ("lost work (steps redone)", "lost_work_fraction"),
-    ("restarts", "restart_fraction"),
-)
 
 
 def goodput_table(metrics: dict):

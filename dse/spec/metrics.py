@@ -120,6 +120,14 @@ for _metric in (
 
 
 DIRECTIONS = ("minimize", "maximize")
+# Where a training run's wall time goes under failures: shares adding up to 1 (dse simulate and
+# report.html show them).
+GOODPUT_PARTS = (
+    ("ideal steps", "goodput_fraction"),
+    ("checkpoint overhead", "checkpoint_overhead_fraction"),
+    ("lost work (steps redone)", "lost_work_fraction"),
+    ("restarts", "restart_fraction"),
+)
 # Serving metrics of the capacity search: they exist where serving.qps is unset.
 AT_LOAD_METRICS = tuple(name for name in SERVING_METRICS if name.endswith("_at_load_s")) + ("load_qps",)
 CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour", "qps_per_owned_usd_hour", *AT_LOAD_METRICS)
