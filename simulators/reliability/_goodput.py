@@ -13,8 +13,9 @@ The wall time splits into the work itself, checkpoints (T_s / tau of them, delta
 1 - e^{-R/M} of the wall time) and the rest, which is work lost: done since the last checkpoint
 and done again. A checkpoint is taken between steps: the interval is a whole number of steps.
 Work already written is lost too where a failure strikes while a background write is still
-running: `lag_s` (the background write) is added to R in the formula and counted as lost work. Hot spares: a server-replacing failure waits `no_spare_wait_s` unless one of `spares` is
-free; servers in repair are Poisson with mean (server failures a second x repair time).
+running: `lag_s` (the background write) is added to R in the formula and counted as lost work.
+Hot spares: a server-replacing failure waits `no_spare_wait_s` unless one of `spares` is free;
+servers in repair are Poisson with mean (server failures a second x repair time).
 """
 
 from __future__ import annotations

@@ -104,3 +104,10 @@ def test_time_with_failures_needs_a_token_budget(write_spec):
     text = TINY_SPEC.replace("  - usd_per_mtok: minimize", "  - time_to_train_days_with_failures: minimize")
     with pytest.raises(SpecError, match="needs training.train_tokens"):
         resolve_study(load_study(write_spec(text)))
+
+
+def test_a_serving_study_refuses_a_reliability_section(write_spec):
+    from tests.conftest import SERVING_SPEC
+
+    with pytest.raises(SpecError, match=r"^reliability: not allowed in a serving study"):
+        resolve_study(load_study(write_spec(SERVING_SPEC + "reliability:\n  spare_servers: 2\n")))

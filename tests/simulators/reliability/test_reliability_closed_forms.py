@@ -144,3 +144,13 @@ def test_spares_and_async_raise_goodput():
 def test_unknown_storage_is_a_one_line_error():
     with pytest.raises(ValueError, match=r"reliability.storage: 'tape' is not allowed; allowed: parallel-fs"):
         ReliabilityConfig(storage="tape")
+
+
+def test_every_catalogue_figure_says_where_it_came_from():
+    from simulators.reliability import storage_catalog
+
+    failures, storage = failure_catalog(), storage_catalog()
+    sources = [c.source for c in failures.components.values()] + [s.source for s in failures.restart.values()]
+    sources += [t.source for t in storage.tiers.values()] + [storage.device_to_host_gbytes_per_s_per_gpu.source]
+    assert all(len(source) > 20 for source in sources)
+    assert set(storage.tiers) == {"parallel-fs", "local-nvme", "object-store"}
