@@ -154,3 +154,21 @@ def test_every_catalogue_figure_says_where_it_came_from():
     sources += [t.source for t in storage.tiers.values()] + [storage.device_to_host_gbytes_per_s_per_gpu.source]
     assert all(len(source) > 20 for source in sources)
     assert set(storage.tiers) == {"parallel-fs", "local-nvme", "object-store"}
+
+
+def test_checkpoint_times_by_hand_on_each_tier_and_mode():
+    from simulators.reliability import checkpoint_cost, storage_catalog
+
+    model = get_model("llama3-70b")
+    plan = ParallelPlan(tp=8, pp=4, dp=16, micro_batch=1, global_batch=1024, seq_len=8192, zero_stage=1)
+    size = checkpoint_size(model, plan, gpus_per_server=8)  # 512 GPUs on 64 servers write
+    tiers, nic = storage_catalog().tiers, 8 * 400 / 8  # eight 400 Gb/s NICs: 400 GB/s a server
+    total, per_server, per_gpu = model.total_params * 14, model.total_params * 14 / 64, model.total_params * 14 / 512
+    sync = checkpoint_cost(size, "sync", tiers["parallel-fs"], 512, 8, nic)
+    assert sync.blocking_s == pytest.approx(max(per_server / 25e9, total / 2000e9)) and sync.background_s == 0
+    assert sync.load_s == pytest.approx(max(per_server / 25e9, total / 2000e9))  # ZeRO: each reads its shard
+    local = checkpoint_cost(size, "async", tiers["local-nvme"], 512, 8, nic)
+    assert local.blocking_s == pytest.approx(per_gpu / 50e9)
+    assert local.background_s == pytest.approx(max(per_server / 16e9, per_server / 400e9))
+    memory = checkpoint_cost(size, "in_memory", tiers["object-store"], 512, 8, nic)
+    assert memory.background_s == pytest.approx(per_server / 400e9) == memory.load_s
