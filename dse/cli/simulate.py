@@ -9,6 +9,7 @@ from rich.console import Console
 from dse._text import short
 from dse.cli.listings import new_table
 from dse.errors import SpecError
+from dse.spec.metrics import GOODPUT_PARTS
 
 
 def simulate_command(args: argparse.Namespace, console: Console) -> int:
@@ -43,6 +44,8 @@ def simulate_command(args: argparse.Namespace, console: Console) -> int:
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")
     console.print(table)
+    if "goodput_fraction" in report.get("metrics", {}):
+        console.print(goodput_table(report["metrics"]))
     collectives = new_table(
         "Collectives per step (nccl-tests conventions: bytes per rank, busbw in GB/s)",
         ["collective", "op", "bytes", "ranks", "stride", "per step", "algorithm", "time_s", "busbw"],
@@ -64,6 +67,23 @@ def simulate_command(args: argparse.Namespace, console: Console) -> int:
     if report.get("levels"):
         console.print(_levels_table(report, space.resolved.objectives))
     return 0
+
+
+def goodput_table(metrics: dict):
+    """Where the wall time of the run goes under failures (simulators/reliability): shares adding
+    up to 1, and days of the run where the study has a token budget."""
+    days = metrics.get("time_to_train_days_with_failures")
+    table = new_table(
+        f"Goodput under failures: {metrics['interruptions_per_day']:.3g} interruptions/day, a checkpoint "
+        f"every {metrics['checkpoint_interval_s']:.4g} s ({metrics['checkpoint_gib']:.4g} GiB), "
+        f"restart {metrics['restart_s']:.4g} s",
+        ["part of the wall time", "share", *(["days"] if days is not None else [])],
+    )
+    for label, name in GOODPUT_PARTS:
+        table.add_row(label, f"{metrics[name]:.4f}", *([f"{metrics[name] * days:.4g}"] if days is not None else []))
+    if days is not None:
+        table.add_row("total", "1", f"{days:.4g}")
+    return table
 
 
 def _levels_table(report: dict, objectives: tuple[str, ...]):

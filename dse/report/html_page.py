@@ -20,6 +20,7 @@ from dse.evaluation.space import SearchSpace
 from dse.report.summary import hypervolume_text
 from dse.search.hypervolume import HypervolumeHistory
 from dse.search.level_records import LevelProgress
+from dse.spec.metrics import GOODPUT_PARTS
 from dse.spec.resolved import ResolvedStudy
 
 # Metrics every front table shows beside the objectives.
@@ -44,7 +45,8 @@ def render_html(
 ) -> str:
     """The whole page: front scatters, the front as a table, parallel coordinates of every
     feasible trial, time and memory breakdowns of the front, the hypervolume history, the
-    fidelity comparison when the study ran one, the spec."""
+    goodput of the front under failures (training), the fidelity comparison when the study ran
+    one, the spec."""
     feasible = trials[trials["feasible"]]
     space = SearchSpace.from_study(resolved)
     knobs = _varied_knobs(space, feasible)
@@ -59,6 +61,8 @@ def render_html(
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
             ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
         ]
+        if "goodput_fraction" in front.columns:
+            sections.append(("Goodput under failures", _goodput_bars(figures, front)))
     if ladder:
         sections.append(("Fidelity ladder", _fidelity_section(fidelity, resolved, ladder)))
     if validation is not None and not validation.empty:
@@ -280,6 +284,16 @@ def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, cap
         fig.add_scatter(x=labels, y=capacity, mode="markers", name="HBM capacity", marker=marker)
     fig.update_layout(barmode="stack", yaxis_title=unit, xaxis_title="Pareto candidate", xaxis_tickangle=-30)
     return figures.div(fig)
+
+
+def _goodput_bars(figures, front: pd.DataFrame) -> str:
+    """Where each Pareto candidate's run goes under failures: days of the run where the study has
+    a token budget, else shares of the wall time (simulators/reliability)."""
+    days = front["time_to_train_days_with_failures"] if "time_to_train_days_with_failures" in front else None
+    parts = front.copy()
+    for label, column in GOODPUT_PARTS:
+        parts[f"goodput_part_{label}"] = front[column] * (1.0 if days is None else days)
+    return _bars(figures, parts, "goodput_part_", "", "share of wall time" if days is None else "days of the run")
 
 
 def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:

@@ -37,6 +37,35 @@ for _metric in (
         "owned_cost_to_train_usd", "minimize", "owned cluster cost of training.train_tokens, $", "training.train_tokens"
     ),
     Metric("co2e_kg_to_train", "minimize", "carbon of training.train_tokens, kg CO2e", "training.train_tokens"),
+    # Failures and checkpoints (simulators/reliability, the spec's reliability: section).
+    Metric("goodput_fraction", "maximize", "share of wall time spent on steps kept, failures and checkpoints counted"),
+    Metric("interruptions_per_day", "minimize", "expected job interruptions a day, from the bill of materials"),
+    Metric("checkpoint_interval_s", "minimize", "training seconds between checkpoints (Daly's optimum unless set)"),
+    Metric("checkpoint_gib", "minimize", "size of one checkpoint: bf16 weights and fp32 optimizer state, GiB"),
+    Metric("checkpoint_blocking_s", "minimize", "seconds one checkpoint stops training"),
+    Metric("restart_s", "minimize", "mean seconds from an interruption to training again"),
+    Metric("spare_servers", "minimize", "hot spare servers beside the job (reliability.spare_servers; auto: cheapest)"),
+    Metric("checkpoint_overhead_fraction", "minimize", "share of wall time writing checkpoints"),
+    Metric("lost_work_fraction", "minimize", "share of wall time redoing steps lost to failures"),
+    Metric("restart_fraction", "minimize", "share of wall time restarting after failures"),
+    Metric(
+        "time_to_train_days_with_failures",
+        "minimize",
+        "days to train on training.train_tokens, failures, restarts and checkpoints included",
+        "training.train_tokens",
+    ),
+    Metric(
+        "cost_to_train_usd_with_failures",
+        "minimize",
+        "rental cost of training.train_tokens with failures (spares rented too), $",
+        "training.train_tokens",
+    ),
+    Metric(
+        "owned_cost_to_train_usd_with_failures",
+        "minimize",
+        "owned cluster cost of training.train_tokens with failures (spares bought too), $",
+        "training.train_tokens",
+    ),
 ):
     TRAINING_METRICS.register(_metric.name, _metric)
 
@@ -91,6 +120,14 @@ for _metric in (
 
 
 DIRECTIONS = ("minimize", "maximize")
+# Where a training run's wall time goes under failures: shares adding up to 1 (dse simulate and
+# report.html show them).
+GOODPUT_PARTS = (
+    ("ideal steps", "goodput_fraction"),
+    ("checkpoint overhead", "checkpoint_overhead_fraction"),
+    ("lost work (steps redone)", "lost_work_fraction"),
+    ("restarts", "restart_fraction"),
+)
 # Serving metrics of the capacity search: they exist where serving.qps is unset.
 AT_LOAD_METRICS = tuple(name for name in SERVING_METRICS if name.endswith("_at_load_s")) + ("load_qps",)
 CAPACITY_METRICS = ("capacity_qps", "qps_per_usd_hour", "qps_per_owned_usd_hour", *AT_LOAD_METRICS)
@@ -103,6 +140,7 @@ OWNED_METRICS = (
     "kwh_per_mtok",
     "co2e_kg_per_mtok",
     "owned_cost_to_train_usd",
+    "owned_cost_to_train_usd_with_failures",
     "co2e_kg_to_train",
     "qps_per_owned_usd_hour",
 )

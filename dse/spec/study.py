@@ -27,6 +27,7 @@ from dse.spec.fields import MAX_BATCH, MAX_NAME, MAX_SPACE, SAMPLERS, FilePath, 
 from dse.spec.hardware import CostSettings, Hardware
 from dse.spec.inputs import SPEC_LIMIT, brief, load_yaml, read_text
 from dse.spec.metrics import DIRECTIONS
+from dse.spec.reliability import ReliabilitySettings
 from dse.spec.serving import ServingSearch, ServingSettings
 from dse.spec.training import TrainingSearch, TrainingSettings
 from simulators.models import ModelSpec
@@ -147,6 +148,7 @@ class Study(Frozen):
     serving: ServingSettings = ServingSettings()
     hardware: Hardware = Hardware()
     cost: CostSettings = CostSettings()
+    reliability: ReliabilitySettings = ReliabilitySettings()  # training: failures and checkpoints
     search: Annotated[TrainingSearch | ServingSearch, Field(discriminator="kind")] = TrainingSearch()
     objectives: list[Objective]  # the mode's DEFAULT_OBJECTIVES when the spec gives none
     constraints: list[Constraint] = []

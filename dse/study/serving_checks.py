@@ -18,6 +18,11 @@ def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> 
             "hardware.fabric.failures: not allowed in a serving study (its network is the deployment's, not the "
             "fabric's tiers); allowed: failures in training studies"
         )
+    if "reliability" in study.model_fields_set:
+        raise SpecError(
+            "reliability: not allowed in a serving study (its goodput metrics are a training run's); allowed: "
+            "reliability in training studies"
+        )
     settings, search = study.serving, study.search
     if any(search.speculative_tokens) and settings.draft_model is None:
         raise SpecError("serving.draft_model: needed where search.speculative_tokens holds a value above 0")

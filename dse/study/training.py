@@ -9,7 +9,6 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from dse.cost import cost_metrics, ownership
 from dse.errors import PlanError, SpecError
 from dse.evaluation.outcome import PLAN_VALID, Outcome, crashed, invalid
 from dse.evaluation.space import KNOBS, SearchSpace
@@ -17,6 +16,7 @@ from dse.spec.kind import StudyKind, register
 from dse.spec.metrics import TRAINING_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import Study
+from dse.study.goodput import training_costs
 from dse.study.training_checks import check_training
 from simulators.analytical import TrainingResult, simulate_training_batch
 from simulators.hardware import GpuSpec
@@ -141,22 +141,10 @@ class TrainingKind(StudyKind):
     def costs(
         self, space: SearchSpace, params: Mapping[str, Any], metrics: Mapping[str, float], owned: dict
     ) -> dict[str, float]:
-        """Rental and owned cost, energy and carbon of a training step; buying a cluster is
-        costed once per GPU type, count and fabric."""
-        resolved = space.resolved
-        gpu = space.gpu(params["gpu"])
-        key = (gpu.name, params["num_gpus"], params["fabric"], params["nic_gbps"])
-        if key not in owned:
-            fabric = space.fabric(params["fabric"], params["nic_gbps"])
-            owned[key] = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
-        return cost_metrics(
-            metrics,
-            params["num_gpus"],
-            resolved.usd_per_gpu_hour[gpu.name],
-            resolved.study.training.train_tokens,
-            owned[key],
-            resolved.prices,
-        )
+        """Rental and owned cost, energy and carbon of a training step, and its goodput under
+        failures (dse/study/goodput.py); buying a cluster, hot spares included, is costed once
+        per GPU type, count and fabric."""
+        return training_costs(space, params, metrics, owned)
 
 
 def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:

@@ -98,6 +98,8 @@ def test_pareto_csv_carries_time_and_memory_breakdowns_that_add_up(reported_stud
     assert times.to_numpy() == pytest.approx(front["iteration_time_s"].to_numpy(), rel=1e-9)
     assert memory.sum(axis=1).to_numpy() == pytest.approx(front["memory_gib_per_gpu"].to_numpy(), rel=1e-9)
     assert (memory["memory_weights_gib"] > 0).all()
+    shares = front[["goodput_fraction", "checkpoint_overhead_fraction", "lost_work_fraction", "restart_fraction"]]
+    assert shares.sum(axis=1).to_numpy() == pytest.approx(1.0, rel=1e-9)
 
 
 def test_saved_spec_reloads_to_the_spec_that_ran_with_its_overrides(reported_study):
@@ -110,8 +112,9 @@ def test_html_is_self_contained_with_a_div_per_plot(reported_study):
     page = (reported_study / "report.html").read_text()
     assert not re.search(r"<script[^>]+src=|<link\b|<iframe\b", page)  # nothing to fetch
     assert page.count("Plotly.newPlot(") == len(re.findall(r'<div id="plot-\d+"', page))
-    # 3 pairs + 3-D + parallel coordinates + time and memory bars + hypervolume history
-    assert len(re.findall(r'<div id="plot-\d+"', page)) == 8
+    # 3 pairs + 3-D + parallel coordinates + time, memory and goodput bars + hypervolume history
+    assert len(re.findall(r'<div id="plot-\d+"', page)) == 9
+    assert "<h2>Goodput under failures</h2>" in page
     assert "name: reported" in page and "<h2>Spec</h2>" in page
 
 
@@ -179,10 +182,10 @@ def test_report_with_no_feasible_trial_says_so_everywhere(infeasible_study):
 @pytest.mark.parametrize(
     ("objectives", "plots", "hypervolume"),
     [
-        # one objective: its value per trial, parallel coordinates, two bars, the history
-        (["usd_per_mtok"], 5, "after 8 trials"),
-        # five: ten pairs, parallel coordinates, two bars; no history past the exact method's limit
-        (["iteration_time_s", "tokens_per_s", "mfu", "memory_gib_per_gpu", "usd_per_hour"], 13, "Not computed"),
+        # one objective: its value per trial, parallel coordinates, three bars, the history
+        (["usd_per_mtok"], 6, "after 8 trials"),
+        # five: ten pairs, parallel coordinates, three bars; no history past the exact method's limit
+        (["iteration_time_s", "tokens_per_s", "mfu", "memory_gib_per_gpu", "usd_per_hour"], 14, "Not computed"),
     ],
 )
 def test_reports_for_one_objective_and_past_the_hypervolume_limit(write_spec, tmp_path, objectives, plots, hypervolume):

@@ -1,0 +1,48 @@
+"""The spec's `reliability:` section: checkpointing, hot spares and overrides of the failure
+catalogue (simulators/reliability). Training studies only; the goodput metrics read it after the
+step is simulated, so it never changes a cached step."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import Field, field_validator
+
+from dse.spec.fields import MAX_COUNT, Frozen
+from simulators.reliability import COMPONENTS, RESTART_STEPS, ReliabilityConfig, storage_names
+
+MAX_SECONDS = 1e8  # about three years
+
+
+class ReliabilitySettings(Frozen):
+    # Where checkpoints are written (simulators/reliability/storage.yaml).
+    checkpoint_storage: str = "parallel-fs"
+    # sync: training waits for the write; async: only for the device-to-host copy; in_memory:
+    # the copy goes to a peer's host memory (simulators/reliability/_checkpoint.py).
+    checkpoint_mode: Literal["sync", "async", "in_memory"] = "async"
+    # Seconds of training between checkpoints; null: Daly's optimum for each candidate.
+    checkpoint_interval_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
+    # Hot spare servers bought or rented beside the job's own (priced in capex and rental);
+    # auto: for each candidate the count with the lowest cost per useful hour (dse/study/goodput.py).
+    spare_servers: Annotated[int, Field(ge=0, le=MAX_COUNT)] | Literal["auto"] = 0
+    # Interruptions per component-day replacing the observed run's (failures.yaml).
+    rates_per_day: dict[Literal[COMPONENTS], Annotated[float, Field(ge=0, le=1)]] = {}
+    # Seconds of the restart steps replacing the catalogue's.
+    restart_s: dict[Literal[RESTART_STEPS], Annotated[float, Field(ge=0, le=MAX_SECONDS)]] = {}
+
+    @field_validator("checkpoint_storage")
+    @classmethod
+    def _storage(cls, value: str) -> str:
+        if value not in storage_names():
+            raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(storage_names())}")
+        return value
+
+    def config(self) -> ReliabilityConfig:
+        return ReliabilityConfig(
+            storage=self.checkpoint_storage,
+            mode=self.checkpoint_mode,
+            interval_s=self.checkpoint_interval_s,
+            spare_servers=0 if self.spare_servers == "auto" else self.spare_servers,
+            rates_per_day=tuple(sorted(self.rates_per_day.items())),
+            restart_s=tuple(sorted(self.restart_s.items())),
+        )
