@@ -160,9 +160,16 @@ def _read_front(path: Path) -> pd.DataFrame:
 _KIND_NAMES = {int: "an integer", bool: "true or false", str: "a name", float: "a number"}
 
 
+# Knobs taking a number or one word (`checkpoint_interval_s: [optimal, 3600]`).
+_NUMBER_OR_WORD = {"checkpoint_interval_s": "optimal", "spare_servers": "auto"}
+
+
 def _parse(name: str, text: str, examples: tuple) -> Any:
     """`text` as a value of the knob's type (that of its values in the spec); a float is finite."""
-    kind = float if any(isinstance(v, float) for v in examples) else type(examples[0])  # nic_gbps: [400, 800.5]
+    if name in _NUMBER_OR_WORD and text == _NUMBER_OR_WORD[name]:
+        return text
+    numbers = [v for v in examples if not isinstance(v, str)] or ([0.0] if name in _NUMBER_OR_WORD else examples)
+    kind = float if any(isinstance(v, float) for v in numbers) else type(numbers[0])
     try:
         if kind is bool:
             if text.lower() not in ("true", "false"):

@@ -75,7 +75,7 @@ def goodput_table(metrics: dict):
     days = metrics.get("time_to_train_days_with_failures")
     table = new_table(
         f"Goodput under failures: {metrics['interruptions_per_day']:.3g} interruptions/day, a checkpoint "
-        f"every {metrics['checkpoint_interval_s']:.4g} s ({metrics['checkpoint_gib']:.4g} GiB), "
+        f"every {metrics['checkpoint_every_s']:.4g} s ({metrics['checkpoint_gib']:.4g} GiB), "
         f"restart {metrics['restart_s']:.4g} s",
         ["part of the wall time", "share", *(["days"] if days is not None else [])],
     )

@@ -41,6 +41,8 @@ KNOBS = (
     "schedule",
     "sequence_parallel",
     "zero_stage",
+    "spare_servers",
+    "checkpoint_interval_s",
     "fabric",
     "nic_gbps",
 )

@@ -136,7 +136,7 @@ def _write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) 
     ladder = progress_of(study, resolved)
     spec_path = save_spec(resolved.study, out_dir)
     trials.to_csv(out_dir / TRIALS_FILE, index=False)
-    trials.to_parquet(out_dir / "trials.parquet", index=False)
+    _typed(trials).to_parquet(out_dir / "trials.parquet", index=False)
     front.to_csv(out_dir / "pareto.csv", index=False)
     (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path, fidelity, ladder))
     write_pareto_png(trials, front, resolved, out_dir / "pareto.png")
@@ -145,3 +145,14 @@ def _write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) 
     page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity, validation, ladder)
     (out_dir / "report.html").write_text(page)
     return trials, front
+
+
+def _typed(frame: pd.DataFrame) -> pd.DataFrame:
+    """The table with every column of mixed value types (a knob of numbers and words, such as
+    checkpoint_interval_s: [optimal, 3600]) as text, which Arrow can type."""
+    mixed = [
+        column
+        for column in frame.columns
+        if frame[column].dtype == object and len({type(v) for v in frame[column].dropna()}) > 1
+    ]
+    return frame.astype({column: str for column in mixed}) if mixed else frame

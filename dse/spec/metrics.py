@@ -40,11 +40,11 @@ for _metric in (
     # Failures and checkpoints (simulators/reliability, the spec's reliability: section).
     Metric("goodput_fraction", "maximize", "share of wall time spent on steps kept, failures and checkpoints counted"),
     Metric("interruptions_per_day", "minimize", "expected job interruptions a day, from the bill of materials"),
-    Metric("checkpoint_interval_s", "minimize", "training seconds between checkpoints (Daly's optimum unless set)"),
+    Metric("checkpoint_every_s", "minimize", "training seconds between checkpoints (the knob, or Daly's optimum)"),
     Metric("checkpoint_gib", "minimize", "size of one checkpoint: bf16 weights and fp32 optimizer state, GiB"),
     Metric("checkpoint_blocking_s", "minimize", "seconds one checkpoint stops training"),
     Metric("restart_s", "minimize", "mean seconds from an interruption to training again"),
-    Metric("spare_servers", "minimize", "hot spare servers beside the job (reliability.spare_servers; auto: cheapest)"),
+    Metric("spare_servers_chosen", "minimize", "hot spare servers beside the job (the knob; auto: the cheapest count)"),
     Metric("checkpoint_overhead_fraction", "minimize", "share of wall time writing checkpoints"),
     Metric("lost_work_fraction", "minimize", "share of wall time redoing steps lost to failures"),
     Metric("restart_fraction", "minimize", "share of wall time restarting after failures"),

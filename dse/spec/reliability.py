@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from dse.spec.fields import MAX_COUNT, Frozen
+from dse.spec.fields import Frozen
 from simulators.reliability import COMPONENTS, RESTART_STEPS, ReliabilityConfig, storage_names
 
 MAX_SECONDS = 1e8  # about three years
@@ -20,11 +20,7 @@ class ReliabilitySettings(Frozen):
     # sync: training waits for the write; async: only for the device-to-host copy; in_memory:
     # the copy goes to a peer's host memory (simulators/reliability/_checkpoint.py).
     checkpoint_mode: Literal["sync", "async", "in_memory"] = "async"
-    # Seconds of training between checkpoints; null: Daly's optimum for each candidate.
-    checkpoint_interval_s: float | None = Field(default=None, gt=0, le=MAX_SECONDS)
-    # Hot spare servers bought or rented beside the job's own (priced in capex and rental);
-    # auto: for each candidate the count with the lowest cost per useful hour (dse/study/goodput.py).
-    spare_servers: Annotated[int, Field(ge=0, le=MAX_COUNT)] | Literal["auto"] = 0
+    # The spares and the checkpoint interval are knobs: search.spare_servers, search.checkpoint_interval_s.
     # Interruptions per component-day replacing the observed run's (failures.yaml).
     rates_per_day: dict[Literal[COMPONENTS], Annotated[float, Field(ge=0, le=1)]] = {}
     # Seconds of the restart steps replacing the catalogue's.
@@ -37,12 +33,13 @@ class ReliabilitySettings(Frozen):
             raise ValueError(f"{value!r} is not allowed; allowed: {', '.join(storage_names())}")
         return value
 
-    def config(self) -> ReliabilityConfig:
+    def config(self, spare_servers: int = 0, interval_s: float | None = None) -> ReliabilityConfig:
+        """The settings with a candidate's spares and checkpoint interval (None: Daly's optimum)."""
         return ReliabilityConfig(
             storage=self.checkpoint_storage,
             mode=self.checkpoint_mode,
-            interval_s=self.checkpoint_interval_s,
-            spare_servers=0 if self.spare_servers == "auto" else self.spare_servers,
+            interval_s=interval_s,
+            spare_servers=spare_servers,
             rates_per_day=tuple(sorted(self.rates_per_day.items())),
             restart_s=tuple(sorted(self.restart_s.items())),
         )

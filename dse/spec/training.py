@@ -52,6 +52,9 @@ class TrainingSettings(Frozen):
         return one_of(values, RECOMPUTE_MODULES)
 
 
+MAX_SECONDS = 1e8  # a checkpoint interval: about three years
+
+
 class TrainingSearch(Frozen):
     """Knobs of a training study; hardware.num_gpus and the fabric's families and NIC speeds are
     searched too."""
@@ -73,9 +76,32 @@ class TrainingSearch(Frozen):
     schedule: list[str] = ["1f1b"]
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
+    # Hot spare servers beside the job's, bought (capex) and rented (usd_per_hour) with it: a
+    # failed server is swapped for a free spare instead of waited for; auto: for each candidate
+    # the count with the lowest cost per useful hour (dse/study/goodput.py).
+    spare_servers: list[Literal["auto"] | int] = [0]
+    # Seconds of training between checkpoints (rounded to whole steps); optimal: Daly's optimum
+    # for each candidate's failure rate and checkpoint cost.
+    checkpoint_interval_s: list[Literal["optimal"] | float] = ["optimal"]
 
     _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch")(positive_knob)
     _unique = field_validator("sequence_parallel")(non_empty_unique)
+
+    @field_validator("spare_servers")
+    @classmethod
+    def _spares(cls, values: list) -> list:
+        non_empty_unique(values)
+        if any(v != "auto" and not 0 <= v <= MAX_COUNT for v in values):
+            raise ValueError(f"{values} holds a value that is neither 'auto' nor 0..{MAX_COUNT}")
+        return values
+
+    @field_validator("checkpoint_interval_s")
+    @classmethod
+    def _intervals(cls, values: list) -> list:
+        non_empty_unique(values)
+        if any(v != "optimal" and not 1 <= v <= MAX_SECONDS for v in values):
+            raise ValueError(f"{values} holds a value that is neither 'optimal' nor 1 to {MAX_SECONDS:g} seconds")
+        return values
 
     @field_validator("recompute", "pipeline_split", "schedule", "zero_stage")
     @classmethod

@@ -2,7 +2,7 @@
 simulated (so a cached step outcome stays valid whatever the study's `reliability:` section
 says), with the hot spare servers bought or rented beside the job.
 
-`reliability.spare_servers: auto` tries 0, 1, 2, ... spares and keeps the count with the lowest
+`search.spare_servers: [auto]` tries 0, 1, 2, ... spares and keeps the count with the lowest
 cost per hour of useful training (owned $/hour where the price book prices the servers, else
 rental), stopping once a spare is free for all but one failure in a million."""
 
@@ -50,10 +50,11 @@ def training_costs(
         owned[key] = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
     candidate = space.candidate(params)
     settings = resolved.study.reliability
-    config = settings.config()
-    auto = settings.spare_servers == "auto"
+    interval = params.get("checkpoint_interval_s", "optimal")  # absent from studies before the knobs
+    config = settings.config(interval_s=None if interval == "optimal" else float(interval))
+    wanted = params.get("spare_servers", 0)
     best: tuple[float, dict[str, float]] | None = None
-    for spares in range(MAX_AUTO_SPARES + 1) if auto else (settings.spare_servers,):
+    for spares in range(MAX_AUTO_SPARES + 1) if wanted == "auto" else (int(wanted),):
         costs = cost_metrics(
             metrics,
             params["num_gpus"] + spares * fabric.gpus_per_server,  # spares are rented too
@@ -69,7 +70,7 @@ def training_costs(
             dataclasses.replace(config, spare_servers=spares),
             metrics["iteration_time_s"],
         )
-        out = costs | job.metrics() | {"spare_servers": float(spares)}
+        out = costs | job.metrics() | {"spare_servers_chosen": float(spares)}
         fraction = out["goodput_fraction"]
         out |= {f"{ideal}_with_failures": costs[ideal] / fraction for ideal in IDEAL_TO_TRAIN if ideal in costs}
         per_useful_hour = costs.get("owned_usd_per_hour", costs["usd_per_hour"]) / fraction

@@ -66,6 +66,8 @@ class TrainingKind(StudyKind):
         parallelism, ZeRO without data parallelism have no effect."""
         canonical = dict(params)
         canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
+        canonical.setdefault("spare_servers", 0)  # and before the reliability knobs
+        canonical.setdefault("checkpoint_interval_s", "optimal")
         if canonical["pp"] == 1:
             canonical["schedule"] = "1f1b"
             canonical["pipeline_split"] = "even"

@@ -66,7 +66,7 @@ class JobGoodput:
         return {
             "goodput_fraction": g.ideal,
             "interruptions_per_day": self.interruptions.total_per_day,
-            "checkpoint_interval_s": g.interval_s,
+            "checkpoint_every_s": g.interval_s,
             "checkpoint_gib": self.size.total_bytes / GIB,
             "checkpoint_blocking_s": self.cost.blocking_s,
             "restart_s": g.restart_s,

@@ -1,6 +1,6 @@
 """The goodput metrics of a training study: spares priced by hand, time and cost with failures as
-the ideal figures over the goodput fraction, `spare_servers: auto` the cheapest count, and the
-spec's reliability section rejecting bad values in one line naming the field."""
+the ideal figures over the goodput fraction, the spares knob's `auto` the cheapest count, the
+interval knob honoured, and bad values rejected in one line naming the field."""
 
 from __future__ import annotations
 
@@ -36,17 +36,20 @@ PARAMS = {
 BUDGET = "training:\n  seq_len: 4096\n  train_tokens: 1.0e11\n"
 
 
-def evaluate(write_spec, reliability: str = "") -> dict[str, float]:
-    text = TINY_SPEC.replace("training:\n  seq_len: 4096\n", BUDGET) + reliability
-    evaluator = Evaluator(SearchSpace.from_study(resolve_study(load_study(write_spec(text)))))
-    outcome = evaluator.evaluate(PARAMS)
+KNOBS = "  spare_servers: [0, 3, auto]\n  checkpoint_interval_s: [optimal, 3600]\n"
+
+
+def evaluate(write_spec, reliability: str = "", **knobs) -> dict[str, float]:
+    text = TINY_SPEC.replace("training:\n  seq_len: 4096\n", BUDGET).replace("search:\n", "search:\n" + KNOBS)
+    evaluator = Evaluator(SearchSpace.from_study(resolve_study(load_study(write_spec(text + reliability)))))
+    outcome = evaluator.evaluate({**PARAMS, "spare_servers": 0, "checkpoint_interval_s": "optimal", **knobs})
     assert outcome.reason is None
     return outcome.metrics
 
 
 def test_time_and_cost_with_failures_are_the_ideal_ones_over_the_goodput(write_spec):
     m = evaluate(write_spec)
-    assert 0 < m["goodput_fraction"] < 1 and m["spare_servers"] == 0
+    assert 0 < m["goodput_fraction"] < 1 and m["spare_servers_chosen"] == 0
     for ideal in ("time_to_train_days", "cost_to_train_usd", "owned_cost_to_train_usd"):
         assert m[f"{ideal}_with_failures"] == pytest.approx(m[ideal] / m["goodput_fraction"])
     parts = ("goodput_fraction", "checkpoint_overhead_fraction", "lost_work_fraction", "restart_fraction")
@@ -55,7 +58,7 @@ def test_time_and_cost_with_failures_are_the_ideal_ones_over_the_goodput(write_s
 
 def test_spares_are_bought_and_rented_beside_the_job(write_spec):
     plain = evaluate(write_spec)
-    spared = evaluate(write_spec, "reliability:\n  spare_servers: 3\n")
+    spared = evaluate(write_spec, spare_servers=3)
     book = default_price_book()
     # One rail-optimized spare: a server, 8 NICs at 400G, 8 links and 8 leaf ports at 400G.
     per_spare = book.server_usd["H100-SXM"].value + 8 * (2_000 + 750 + 562.5)
@@ -66,21 +69,23 @@ def test_spares_are_bought_and_rented_beside_the_job(write_spec):
 
 
 def test_auto_spares_is_the_cheapest_count_per_useful_hour(write_spec):
-    auto = evaluate(write_spec, "reliability:\n  spare_servers: auto\n")
+    auto = evaluate(write_spec, spare_servers="auto")
     per_useful_hour = {
-        n: (m := evaluate(write_spec, f"reliability:\n  spare_servers: {n}\n"))["owned_usd_per_hour"]
+        n: (m := evaluate(write_spec, spare_servers=n))["owned_usd_per_hour"]
         / m["goodput_fraction"]
         for n in range(4)
     }
     best = min(per_useful_hour, key=per_useful_hour.get)
-    assert auto["spare_servers"] == best
+    assert auto["spare_servers_chosen"] == best
     assert auto["owned_usd_per_hour"] / auto["goodput_fraction"] == pytest.approx(per_useful_hour[best])
 
 
 def test_a_chosen_interval_and_sync_checkpoints_are_honoured(write_spec):
-    m = evaluate(write_spec, "reliability:\n  checkpoint_mode: sync\n  checkpoint_interval_s: 3600\n")
+    m = evaluate(write_spec, "reliability:\n  checkpoint_mode: sync\n", checkpoint_interval_s=3600)
     step = m["iteration_time_s"]
-    assert m["checkpoint_interval_s"] == pytest.approx(round(3600 / step) * step)
+    assert m["checkpoint_every_s"] == pytest.approx(round(3600 / step) * step)
+    optimal = evaluate(write_spec, "reliability:\n  checkpoint_mode: sync\n")
+    assert optimal["goodput_fraction"] >= m["goodput_fraction"]  # Daly's interval is the optimum
     assert m["checkpoint_blocking_s"] > 0
 
 
@@ -89,7 +94,7 @@ def test_a_chosen_interval_and_sync_checkpoints_are_honoured(write_spec):
     [
         ("checkpoint_storage: tape", r"^reliability.checkpoint_storage: 'tape' is not allowed; allowed: parallel-fs"),
         ("checkpoint_mode: lazy", r"^reliability.checkpoint_mode: "),
-        ("spare_servers: -1", r"^reliability.spare_servers"),
+
         ("rates_per_day: {gpus: 0.001}", r"^reliability.rates_per_day"),
         ("restart_s: {detection_s: -5}", r"^reliability.restart_s.detection_s"),
     ],
@@ -110,4 +115,17 @@ def test_a_serving_study_refuses_a_reliability_section(write_spec):
     from tests.conftest import SERVING_SPEC
 
     with pytest.raises(SpecError, match=r"^reliability: not allowed in a serving study"):
-        resolve_study(load_study(write_spec(SERVING_SPEC + "reliability:\n  spare_servers: 2\n")))
+        resolve_study(load_study(write_spec(SERVING_SPEC + "reliability:\n  checkpoint_mode: sync\n")))
+
+
+@pytest.mark.parametrize(
+    "knob,message",
+    [
+        ("spare_servers: [-1]", r"^search.spare_servers: .* neither 'auto' nor 0"),
+        ("checkpoint_interval_s: [soon]", r"^search.checkpoint_interval_s"),
+        ("checkpoint_interval_s: [0.5]", r"^search.checkpoint_interval_s: .* neither 'optimal' nor 1 to"),
+    ],
+)
+def test_bad_knob_values_are_one_line_naming_the_knob(write_spec, knob, message):
+    with pytest.raises(SpecError, match=message):
+        load_study(write_spec(TINY_SPEC.replace("search:\n", f"search:\n  {knob}\n")))
