@@ -31,6 +31,7 @@ from simulators.analytical._stage_costs import StageCosts, send_s, stage_costs
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import GpuSpec
 from simulators.workload import (
+    GIB,
     MemoryBreakdown,
     ParallelPlan,
     TrainingCandidate,
@@ -50,10 +51,18 @@ class TrainingResult:
     breakdown_s: Mapping[str, float] | None
     memory: MemoryBreakdown
     gpu: GpuSpec
+    # The GPU's share of host memory, where the plan offloads to it (HostTier.memory_bytes_per_gpu).
+    host_memory_bytes: float | None = None
+
+    @property
+    def host_fits(self) -> bool:
+        return self.memory.host_bytes == 0 or (
+            self.host_memory_bytes is not None and self.memory.host_bytes <= self.host_memory_bytes
+        )
 
     @property
     def feasible(self) -> bool:
-        return self.memory.total_bytes <= self.gpu.hbm_bytes
+        return self.memory.total_bytes <= self.gpu.hbm_bytes and self.host_fits
 
     @property
     def infeasible_reason(self) -> str | None:
@@ -61,7 +70,10 @@ class TrainingResult:
         if self.feasible:
             return None
         memory, gpu = self.memory, self.gpu
-        return f"needs {memory.total_gib:.1f} GiB per GPU; {gpu.name} has {gpu.hbm_gib:g} GiB"
+        if memory.total_bytes > gpu.hbm_bytes:
+            return f"needs {memory.total_gib:.1f} GiB per GPU; {gpu.name} has {gpu.hbm_gib:g} GiB"
+        host_gib = (self.host_memory_bytes or 0.0) / GIB
+        return f"offloads {memory.host_bytes / GIB:.1f} GiB per GPU to host memory; its share is {host_gib:.1f} GiB"
 
 
 def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
@@ -101,8 +113,14 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
         for i, c in enumerate(candidates)
     ]
     return [
-        TrainingResult(m, b, memory, c.system.gpu) for c, m, b, memory in zip(candidates, metrics, breakdowns, memories)
+        TrainingResult(m, b, memory, c.system.gpu, _host_share(c))
+        for c, m, b, memory in zip(candidates, metrics, breakdowns, memories)
     ]
+
+
+def _host_share(candidate: TrainingCandidate) -> float | None:
+    host = candidate.system.host
+    return host.memory_bytes_per_gpu if host is not None and candidate.plan.offload != "none" else None
 
 
 def _metrics(
@@ -223,5 +241,7 @@ def _breakdown(
         "pipeline_bubble_s": float(makespan_no_send_s) - busy_s,
         "pp_comm_s": makespan_s - float(makespan_no_send_s),
         "dp_comm_s": comm["dp"] + dp_exposed_s + float(step.gather_exposed_s[i]),
-        "optimizer_s": float(step.optimizer_s[i]),
+        # An offloaded optimizer's step runs on the host CPU: counted as offload, not optimizer.
+        "optimizer_s": 0.0 if plan.offloads_optimizer else float(step.optimizer_s[i]),
+        "offload_s": comm["offload"] + (float(step.optimizer_s[i]) if plan.offloads_optimizer else 0.0),
     }
