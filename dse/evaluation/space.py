@@ -19,7 +19,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from dse.errors import PlanError, SpecError
 from dse.spec.fields import IntRange, knob_values
 from dse.spec.resolved import ResolvedStudy
-from simulators.hardware import GpuSpec
+from simulators.hardware import GpuSpec, host_tier_for
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
@@ -41,6 +41,7 @@ KNOBS = (
     "schedule",
     "sequence_parallel",
     "zero_stage",
+    "offload",
     "fabric",
     "nic_gbps",
 )
@@ -144,6 +145,8 @@ class SearchSpace:
             first_stage_layers=settings.first_stage_layers,
             last_stage_layers=settings.last_stage_layers,
             pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
+            offload=params.get("offload", "none"),  # absent from studies before the knob: nothing offloaded
+            overlap_cpu_optimizer=settings.overlap_cpu_optimizer,
         )
         hardware = self.resolved.study.hardware
         gpu = self.gpu(params["gpu"])
@@ -154,6 +157,7 @@ class SearchSpace:
             hardware.calibration,
             self.resolved.compute_fraction,
             network or self.network(gpu, n, params["fabric"], params["nic_gbps"]),
+            host=host_tier_for(gpu.name),
         )
         return TrainingCandidate(self.resolved.model, system, plan)
 

@@ -56,6 +56,7 @@ def render_html(
         sections += [
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
             ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
+            *_host_memory_section(figures, front),
         ]
     if ladder:
         sections.append(("Fidelity ladder", _fidelity_section(fidelity, resolved, ladder)))
@@ -236,7 +237,11 @@ def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, cap
     """One stacked bar per Pareto candidate, a segment per part (parts zero for all left out)."""
     if front.empty:
         return f"<p>{NO_FEASIBLE}</p>"
-    parts = [c for c in front.columns if c.startswith(prefix) and c.endswith(suffix) and (front[c] != 0).any()]
+    parts = [
+        c
+        for c in front.columns
+        if c.startswith(prefix) and c.endswith(suffix) and (front[c] != 0).any() and not c.startswith("memory_host_")
+    ]
     labels = [
         f"#{r['trial']} {r['gpu']}x{r['num_gpus']} tp{r['tp']} pp{r['pp']} dp{r['dp']}"
         for r in front.to_dict("records")
@@ -249,6 +254,15 @@ def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, cap
         fig.add_scatter(x=labels, y=capacity, mode="markers", name="HBM capacity", marker=marker)
     fig.update_layout(barmode="stack", yaxis_title=unit, xaxis_title="Pareto candidate", xaxis_tickangle=-30)
     return figures.div(fig)
+
+
+def _host_memory_section(figures, front: pd.DataFrame) -> list[tuple[str, str]]:
+    """The offloaded bytes per GPU in host memory by part (memory_host_*_gib), where any Pareto
+    candidate offloads; none otherwise. Bars of their own: host bytes do not count against HBM."""
+    columns = [c for c in front.columns if c.startswith("memory_host_") and (front[c].fillna(0) != 0).any()]
+    if not columns:
+        return []
+    return [("Host memory per GPU (offload)", _bars(figures, front[["trial", "gpu", "num_gpus", "tp", "pp", "dp", *columns]], "memory_host_", "_gib", "GiB per GPU"))]
 
 
 def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:

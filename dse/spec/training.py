@@ -20,7 +20,7 @@ from dse.spec.fields import (
     one_of,
     positive_knob,
 )
-from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
+from simulators.workload import OFFLOAD_MODES, PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
 
 
 class TrainingSettings(Frozen):
@@ -45,6 +45,9 @@ class TrainingSettings(Frozen):
     # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration):
     # no kernel waits for the host.
     cuda_graphs: bool = False
+    # With search.offload optimizer: the gradient copy out, CPU Adam and weight copy back run
+    # chunk by chunk under one another (Megatron's --overlap-cpu-optimizer-d2h-h2d), or in turn.
+    overlap_cpu_optimizer: bool = True
 
     @field_validator("recompute_modules")
     @classmethod
@@ -73,11 +76,14 @@ class TrainingSearch(Frozen):
     schedule: list[str] = ["1f1b"]
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
+    # What lives in host memory instead of HBM (simulators/hardware/memory_tiers.yaml gives each
+    # GPU's host tier): none, optimizer, activations, optimizer+activations.
+    offload: list[str] = ["none"]
 
     _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch")(positive_knob)
     _unique = field_validator("sequence_parallel")(non_empty_unique)
 
-    @field_validator("recompute", "pipeline_split", "schedule", "zero_stage")
+    @field_validator("recompute", "pipeline_split", "schedule", "zero_stage", "offload")
     @classmethod
     def _choices(cls, values: list, info) -> list:
         allowed = {
@@ -85,5 +91,6 @@ class TrainingSearch(Frozen):
             "pipeline_split": PIPELINE_SPLITS,
             "schedule": SCHEDULES,
             "zero_stage": ZERO_STAGES,
+            "offload": OFFLOAD_MODES,
         }
         return one_of(values, allowed[info.field_name])

@@ -65,6 +65,7 @@ class TrainingKind(StudyKind):
         parallelism, ZeRO without data parallelism have no effect."""
         canonical = dict(params)
         canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
+        canonical.setdefault("offload", "none")  # studies recorded before the knob offloaded nothing
         if canonical["pp"] == 1:
             canonical["schedule"] = "1f1b"
             canonical["pipeline_split"] = "even"
@@ -135,6 +136,8 @@ class TrainingKind(StudyKind):
         """The simulated step with its memory constraint (<= 0 when it fits)."""
         capacity_gib = candidate.system.gpu.hbm_bytes / GIB
         fits = (result.metrics["memory_gib_per_gpu"] - capacity_gib) / capacity_gib
+        if result.host_memory_bytes is not None:  # offloaded bytes must fit the GPU's share of host memory
+            fits = max(fits, (result.memory.host_bytes - result.host_memory_bytes) / result.host_memory_bytes)
         return Outcome(dict(result.metrics), {PLAN_VALID: 0.0, self.fits_constraint: fits}, result.infeasible_reason)
 
     def costs(
