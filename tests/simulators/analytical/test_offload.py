@@ -1,0 +1,87 @@
+"""Offload time: the closed forms, and the step breakdown still adding up with offload_s."""
+
+import pytest
+
+from simulators.analytical import simulate_training
+from simulators.analytical._offload import cpu_optimizer_step_s, exposed_offload_s
+from simulators.hardware import get_gpu, host_tier_for
+from simulators.models import get_model
+from simulators.workload import (
+    ParallelPlan,
+    TrainingCandidate,
+    TrainingSystem,
+    layer_activation_bytes,
+    optimizer_local_params,
+    stage_params,
+)
+from simulators.workload._memory import ADAM_BYTES_PER_PARAM
+
+
+def test_exposed_copy_is_what_the_layer_compute_does_not_hide():
+    assert exposed_offload_s(63e9, 0.25, 63.0) == pytest.approx(0.75)
+    assert exposed_offload_s(63e9, 2.0, 63.0) == 0.0
+
+
+def test_cpu_optimizer_step_overlapped_is_the_slowest_stage_serial_the_sum():
+    params, link, host = 1e9, 63.0, 76.8
+    d2h, cpu, h2d = params * 4 / 63e9, params * ADAM_BYTES_PER_PARAM / 76.8e9, params * 2 / 63e9
+    assert cpu_optimizer_step_s(params, 4, link, host, True) == pytest.approx(max(d2h, cpu, h2d))
+    assert cpu_optimizer_step_s(params, 4, link, host, False) == pytest.approx(d2h + cpu + h2d)
+
+
+def candidate(offload, gpu="H100-SXM", **kw):
+    g = get_gpu(gpu)
+    base = dict(tp=8, pp=1, dp=1, micro_batch=1, global_batch=8, seq_len=4096, zero_stage=0, offload=offload)
+    return TrainingCandidate(
+        get_model("llama3-8b"), TrainingSystem(g, 8, 4.0, host=host_tier_for(g.name)), ParallelPlan(**{**base, **kw})
+    )
+
+
+@pytest.mark.parametrize("offload", ["none", "optimizer", "activations", "optimizer+activations"])
+def test_breakdown_adds_up_to_the_step(offload):
+    result = simulate_training(candidate(offload))
+    assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
+    assert (result.breakdown_s["offload_s"] > 0) == (offload != "none")
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_optimizer_offload_step_is_the_cpu_closed_form(overlap):
+    c = candidate("optimizer", overlap_cpu_optimizer=overlap)
+    plain = simulate_training(candidate("none"))
+    result = simulate_training(c)
+    host = c.system.host
+    params = optimizer_local_params(c.plan, *stage_params(c.model, c.plan, 0))
+    expected = cpu_optimizer_step_s(
+        params, c.plan.gradient_bytes, host.link_gbytes_per_s, host.memory_gbytes_per_s_per_gpu, overlap
+    )
+    assert result.breakdown_s["offload_s"] == pytest.approx(expected)
+    assert result.breakdown_s["optimizer_s"] == 0
+    # Everything else as without offload: the step grows by the CPU step less the GPU Adam step.
+    delta = result.metrics["iteration_time_s"] - plain.metrics["iteration_time_s"]
+    assert delta == pytest.approx(expected - plain.breakdown_s["optimizer_s"])
+
+
+def test_activation_offload_exposes_per_layer_what_pcie_cannot_hide_and_c2c_hides_more():
+    slow = simulate_training(candidate("activations", micro_batch=4, global_batch=32))
+    fast = simulate_training(candidate("activations", gpu="GB200", micro_batch=4, global_batch=32))
+    assert slow.breakdown_s["offload_s"] >= 0 and fast.breakdown_s["offload_s"] >= 0
+    c = candidate("activations", micro_batch=4, global_batch=32)
+    nbytes = layer_activation_bytes(c.model, c.plan)
+    # Bound: never more than copying every offloaded layer both ways with nothing hidden.
+    ceiling = c.plan.microbatches * 2 * (c.model.layers - 1) * nbytes / (c.system.host.link_gbytes_per_s * 1e9)
+    assert slow.breakdown_s["offload_s"] <= ceiling + 1e-12
+
+
+def test_host_memory_overflow_is_infeasible_with_a_reason_naming_the_host_tier():
+    # GB200's Grace share is 240 GiB: a third of a 70B model's Adam state (12 B per parameter) is
+    # more, while its weights and gradients (6 B) fit the 186 GiB of HBM.
+    g = get_gpu("GB200")
+    plan = ParallelPlan(
+        tp=1, pp=3, dp=1, micro_batch=1, global_batch=3, seq_len=1024, zero_stage=0, recompute="full", offload="optimizer"
+    )
+    result = simulate_training(
+        TrainingCandidate(get_model("llama3-70b"), TrainingSystem(g, 3, 4.0, host=host_tier_for(g.name)), plan)
+    )
+    assert result.memory.total_bytes <= g.hbm_bytes
+    assert not result.feasible
+    assert result.infeasible_reason.startswith("offloads 269.9 GiB per GPU to host memory; its share is 240.0 GiB")
