@@ -262,7 +262,8 @@ def _host_memory_section(figures, front: pd.DataFrame) -> list[tuple[str, str]]:
     columns = [c for c in front.columns if c.startswith("memory_host_") and (front[c].fillna(0) != 0).any()]
     if not columns:
         return []
-    return [("Host memory per GPU (offload)", _bars(figures, front[["trial", "gpu", "num_gpus", "tp", "pp", "dp", *columns]], "memory_host_", "_gib", "GiB per GPU"))]
+    shown = front[["trial", "gpu", "num_gpus", "tp", "pp", "dp", *columns]]
+    return [("Host memory per GPU (offload)", _bars(figures, shown, "memory_host_", "_gib", "GiB per GPU"))]
 
 
 def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:

@@ -20,7 +20,14 @@ from dse.spec.fields import (
     one_of,
     positive_knob,
 )
-from simulators.workload import OFFLOAD_MODES, PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
+from simulators.workload import (
+    OFFLOAD_MODES,
+    PIPELINE_SPLITS,
+    RECOMPUTE_MODES,
+    RECOMPUTE_MODULES,
+    SCHEDULES,
+    ZERO_STAGES,
+)
 
 
 class TrainingSettings(Frozen):

@@ -296,7 +296,10 @@ def _one_stage(
         weight_s=wgt,
         gemm_s=gemm,
         comm_s={
-            **{k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")},
+            **{
+                k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values())
+                for k in ("tp", "cp", "ep", "dp", "host")
+            },
             "offload": offload_fwd + offload_bwd,
         },
         grad_sync_s=grad_sync,

@@ -438,9 +438,11 @@ def offload_problem(plan: ParallelPlan, system: TrainingSystem) -> str | None:
         )
     if plan.offloads_activations:
         if plan.pp > 1:
-            return f"offload={plan.offload!r} needs pp=1 (Megatron's activation offloading refuses pipelines); pp={plan.pp}"
+            why = "Megatron's activation offloading refuses pipelines"
+            return f"offload={plan.offload!r} needs pp=1 ({why}); pp={plan.pp}"
         if plan.recompute != "none":
-            return f"offload={plan.offload!r} needs recompute=none (Megatron refuses both); recompute={plan.recompute!r}"
+            why = "Megatron refuses both"
+            return f"offload={plan.offload!r} needs recompute=none ({why}); recompute={plan.recompute!r}"
         if plan.cuda_graphs:
             return f"offload={plan.offload!r} cannot run with cuda_graphs (Megatron refuses both)"
     return None

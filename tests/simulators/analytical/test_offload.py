@@ -77,7 +77,15 @@ def test_host_memory_overflow_is_infeasible_with_a_reason_naming_the_host_tier()
     # more, while its weights and gradients (6 B) fit the 186 GiB of HBM.
     g = get_gpu("GB200")
     plan = ParallelPlan(
-        tp=1, pp=3, dp=1, micro_batch=1, global_batch=3, seq_len=1024, zero_stage=0, recompute="full", offload="optimizer"
+        tp=1,
+        pp=3,
+        dp=1,
+        micro_batch=1,
+        global_batch=3,
+        seq_len=1024,
+        zero_stage=0,
+        recompute="full",
+        offload="optimizer",
     )
     result = simulate_training(
         TrainingCandidate(get_model("llama3-70b"), TrainingSystem(g, 3, 4.0, host=host_tier_for(g.name)), plan)
