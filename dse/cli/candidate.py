@@ -79,6 +79,7 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
             {
                 "host_optimizer": memory.host_optimizer_bytes / GIB,
                 "host_activations": memory.host_activations_bytes / GIB,
+                "host_weights": memory.host_weights_bytes / GIB,
                 "host_total": memory.host_bytes / GIB,
                 "host_capacity": result.host_memory_bytes / GIB,
             }

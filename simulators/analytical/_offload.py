@@ -16,6 +16,12 @@ swap) the three stages overlap and the slowest sets the time, else they run one 
     overlapped: max(d2h, cpu, h2d)      serial: d2h + cpu + h2d
 (chunks many enough that pipeline fill is negligible; ZeRO-Offload's one-step delayed update,
 which hides the CPU step under the next step, is not modelled: it changes the training maths).
+Weight offload (ZeRO-Infinity's offload_param under ZeRO-3) keeps each rank's bf16 parameter
+shard on the host: every micro-batch's forward and backward copy each layer's shard to the GPU
+before its all-gather, prefetched under the previous layer's compute (DeepSpeed's prefetch), so
+each copy is exposed as max(0, shard / link - layer_compute_s) as above; the CPU optimizer then
+writes the updated weights into the host shard and copies nothing back (h2d = 0).
+
 Copies are priced at the link's line rate and the HBM traffic of the copies is not charged: both
 make these times lower bounds.
 """
@@ -38,10 +44,12 @@ def cpu_optimizer_step_s(
     link_gbytes_per_s: float,
     host_gbytes_per_s: float,
     overlapped: bool,
+    weights_on_host: bool = False,
 ) -> float:
     """Seconds of an offloaded Adam step over `local_params` (the rank's shard): gradients out,
-    Adam on the CPU at the GPU's share of host DRAM bandwidth, bf16 weights back."""
+    Adam on the CPU at the GPU's share of host DRAM bandwidth, bf16 weights back (none where the
+    weights live on the host)."""
     d2h = transfer_s(local_params * gradient_bytes, link_gbytes_per_s)
     cpu = transfer_s(local_params * ADAM_BYTES_PER_PARAM, host_gbytes_per_s)
-    h2d = transfer_s(local_params * WEIGHT_BYTES, link_gbytes_per_s)
+    h2d = 0.0 if weights_on_host else transfer_s(local_params * WEIGHT_BYTES, link_gbytes_per_s)
     return max(d2h, cpu, h2d) if overlapped else d2h + cpu + h2d

@@ -285,11 +285,19 @@ def _one_stage(
             nbytes, n = layer_activation_bytes(model, plan, kind), count - (kind == model.is_moe)
             offload_fwd += n * exposed_offload_s(nbytes, layer.forward_s, host_tier[0])
             offload_bwd += n * exposed_offload_s(nbytes, layer.backward_s + layer.weight_s, host_tier[0])
-        fwd, bwd = fwd + offload_fwd, bwd + offload_bwd
+    dense, expert = stage_params(model, plan, stage)
+    if plan.offloads_weights:  # each layer's bf16 shard comes from the host, forward and backward
+        # (the stage's shard spread evenly over its layers, the embedding's and output layer's too)
+        layers = sum(count for _, count in costs.values())
+        shard_bytes = optimizer_local_params(plan, dense, expert) * WEIGHT_BYTES / layers
+        for layer, count in costs.values():
+            n, link = count * per_chunk, host_tier[0]
+            offload_fwd += n * exposed_offload_s(shard_bytes, layer.forward_s, link)
+            offload_bwd += n * exposed_offload_s(shard_bytes, layer.backward_s + layer.weight_s, link)
+    fwd, bwd = fwd + offload_fwd, bwd + offload_bwd
     step = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
     grad_sync = sum(_priced(network, c) for c in step if c.phase == "bwd_weight")
     gather = sum(_priced(network, c) for c in step if c.phase == "optimizer")
-    dense, expert = stage_params(model, plan, stage)
     return StageCosts(
         forward_s=fwd,
         backward_s=bwd,
@@ -305,7 +313,11 @@ def _one_stage(
         grad_sync_s=grad_sync,
         param_gather_s=gather,
         optimizer_s=cpu_optimizer_step_s(
-            optimizer_local_params(plan, dense, expert), plan.gradient_bytes, *host_tier, plan.overlap_cpu_optimizer
+            optimizer_local_params(plan, dense, expert),
+            plan.gradient_bytes,
+            *host_tier,
+            plan.overlap_cpu_optimizer,
+            plan.offloads_weights,
         )
         if plan.offloads_optimizer
         else adam_step_s(gpu, plan, dense, expert),

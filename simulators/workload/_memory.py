@@ -44,6 +44,7 @@ class MemoryBreakdown:
     reserve_bytes: float
     host_optimizer_bytes: float = 0.0
     host_activations_bytes: float = 0.0
+    host_weights_bytes: float = 0.0
 
     @property
     def total_bytes(self) -> float:
@@ -62,7 +63,7 @@ class MemoryBreakdown:
     @property
     def host_bytes(self) -> float:
         """Bytes this GPU keeps in host memory."""
-        return self.host_optimizer_bytes + self.host_activations_bytes
+        return self.host_optimizer_bytes + self.host_activations_bytes + self.host_weights_bytes
 
 
 def virtual_stage_bounds(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
@@ -276,10 +277,12 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: fl
         )
 
     peak = max((stage(index) for index in range(plan.pp)), key=lambda m: m.total_bytes)
-    return _offloaded(peak, model, plan, full) if plan.offload != "none" else peak
+    return _offloaded(peak, model, plan, full, gathered) if plan.offload != "none" else peak
 
 
-def _offloaded(memory: MemoryBreakdown, model: ModelSpec, plan: ParallelPlan, full: dict) -> MemoryBreakdown:
+def _offloaded(
+    memory: MemoryBreakdown, model: ModelSpec, plan: ParallelPlan, full: dict, gathered: float
+) -> MemoryBreakdown:
     """`memory` with what the plan offloads moved to host memory.
 
     Optimizer offload (Megatron-Core's HybridDeviceOptimizer at --optimizer-offload-fraction 1,
@@ -289,6 +292,10 @@ def _offloaded(memory: MemoryBreakdown, model: ModelSpec, plan: ParallelPlan, fu
     activations out after its forward and back before its backward, for all layers but the last
     (Megatron's cpu_offloading_num_layers is at most layers - 1); HBM keeps the last layer's and
     one layer in transit (the next to reload while a layer's backward runs), plus the logits.
+    Weight offload (ZeRO-Infinity's offload_param, ZeRO-3) keeps the bf16 parameter shard on the
+    host; HBM holds only the gathered layers in use (ZeRO-3's live parameters). Gradients stay in
+    HBM in every mode (Megatron's way; DeepSpeed also moves ZeRO's gradient partitions to the host,
+    so for it these HBM figures are upper bounds).
     """
     host_optimizer = memory.optimizer_bytes if plan.offloads_optimizer else 0.0
     host_activations, kept = 0.0, memory.activations_bytes
@@ -298,8 +305,11 @@ def _offloaded(memory: MemoryBreakdown, model: ModelSpec, plan: ParallelPlan, fu
         layers_bytes = sum(n * full[k] for k, n in kinds.items())
         host_activations = in_flight_chunks(plan, 0) * (layers_bytes - last)
         kept = memory.activations_bytes - host_activations + max(full[k] for k in kinds)
+    host_weights = memory.weights_bytes - gathered if plan.offloads_weights else 0.0
     return dataclasses.replace(
         memory,
+        weights_bytes=memory.weights_bytes - host_weights,
+        host_weights_bytes=host_weights,
         optimizer_bytes=memory.optimizer_bytes - host_optimizer,
         activations_bytes=kept,
         host_optimizer_bytes=host_optimizer,

@@ -34,8 +34,9 @@ ZERO_STAGES = (0, 1, 2, 3)
 PIPELINE_SPLITS = ("even", "embedding", "loss", "embedding+loss")
 # What a plan keeps in host memory instead of HBM (simulators/workload/_offload.py): Megatron-Core's
 # --optimizer-cpu-offload (fraction 1; DeepSpeed ZeRO-Offload alike), Megatron-Core/Transformer
-# Engine activation CPU offloading per layer, or both.
-OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations")
+# Engine activation CPU offloading per layer, or both; or DeepSpeed ZeRO-Infinity's CPU offload of
+# the optimizer and of the ZeRO-3 parameter shards (offload_optimizer + offload_param).
+OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations", "optimizer+weights")
 
 
 def divisors(n: int) -> list[int]:
@@ -336,6 +337,10 @@ class ParallelPlan:
     def offloads_activations(self) -> bool:
         return "activations" in self.offload
 
+    @property
+    def offloads_weights(self) -> bool:
+        return "weights" in self.offload
+
     def recomputes(self, module: str) -> bool:
         """Whether selective recomputation reruns `module` (one of RECOMPUTE_MODULES)."""
         return self.recompute == "selective" and module in self.recompute_modules
@@ -425,7 +430,8 @@ class TrainingCandidate:
 def offload_problem(plan: ParallelPlan, system: TrainingSystem) -> str | None:
     """Why `plan` cannot offload as it asks on `system`, or None.
 
-    Megatron-Core's activation CPU offloading refuses pipeline parallelism, CUDA graphs and
+    DeepSpeed's offload_param is a ZeRO-3 feature (deepspeed.ai/docs/config-json, "Parameter
+    offloading": available only with ZeRO stage 3; recalled, not re-read). Megatron-Core's activation CPU offloading refuses pipeline parallelism, CUDA graphs and
     recomputation (Megatron Bridge docs, training/cpu-offloading: "PP must be 1", incompatible
     with CUDA graphs, recompute_granularity None); any offload needs a host tier."""
     if plan.offload == "none":
@@ -436,6 +442,9 @@ def offload_problem(plan: ParallelPlan, system: TrainingSystem) -> str | None:
             f"simulators/hardware/memory_tiers.yaml (GPUs with one: {', '.join(gpus_with_host_tier())}); "
             "allowed: none"
         )
+    if plan.offloads_weights and plan.zero_stage != 3:
+        why = "DeepSpeed offloads parameters only under ZeRO stage 3"
+        return f"offload={plan.offload!r} needs zero_stage=3 ({why}); zero_stage={plan.zero_stage}"
     if plan.offloads_activations:
         if plan.pp > 1:
             why = "Megatron's activation offloading refuses pipelines"

@@ -27,6 +27,8 @@ def test_cpu_optimizer_step_overlapped_is_the_slowest_stage_serial_the_sum():
     d2h, cpu, h2d = params * 4 / 63e9, params * ADAM_BYTES_PER_PARAM / 76.8e9, params * 2 / 63e9
     assert cpu_optimizer_step_s(params, 4, link, host, True) == pytest.approx(max(d2h, cpu, h2d))
     assert cpu_optimizer_step_s(params, 4, link, host, False) == pytest.approx(d2h + cpu + h2d)
+    # Weights kept on the host (ZeRO-Infinity offload_param): nothing copied back.
+    assert cpu_optimizer_step_s(params, 4, link, host, False, True) == pytest.approx(d2h + cpu)
 
 
 def candidate(offload, gpu="H100-SXM", **kw):
@@ -93,3 +95,22 @@ def test_host_memory_overflow_is_infeasible_with_a_reason_naming_the_host_tier()
     assert result.memory.total_bytes <= g.hbm_bytes
     assert not result.feasible
     assert result.infeasible_reason.startswith("offloads 269.9 GiB per GPU to host memory; its share is 240.0 GiB")
+
+
+def test_weight_copies_over_a_slow_link_are_exposed_up_to_their_closed_form():
+    # A host link of 0.5 GB/s: each layer's bf16 shard copy outlasts the layer, so the exposed time
+    # lies between all copies less all compute and all copies.
+    g = get_gpu("H100-SXM")
+    slow = host_tier_for(g.name).model_copy(update={"link_gbytes_per_s": 0.5})
+    plan = ParallelPlan(
+        tp=8, pp=1, dp=1, micro_batch=1, global_batch=2, seq_len=4096, zero_stage=3, offload="optimizer+weights"
+    )
+    c = TrainingCandidate(get_model("llama3-8b"), TrainingSystem(g, 8, 4.0, host=slow), plan)
+    result = simulate_training(c)
+    shard = optimizer_local_params(plan, *stage_params(c.model, plan, 0)) * 2 / c.model.layers
+    copies = plan.microbatches * 2 * c.model.layers * shard / 0.5e9
+    params = optimizer_local_params(plan, *stage_params(c.model, plan, 0))
+    step = cpu_optimizer_step_s(params, 4, 0.5, slow.memory_gbytes_per_s_per_gpu, True, True)
+    compute = result.metrics["iteration_time_s"] - result.breakdown_s["offload_s"]
+    assert copies - compute <= result.breakdown_s["offload_s"] - step <= copies
+    assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)

@@ -85,3 +85,20 @@ def test_plans_without_offload_are_unchanged():
     memory = training_memory(model, plan(), 4.0)
     assert memory.host_bytes == 0
     assert dataclasses.replace(memory) == memory
+
+
+def test_weight_offload_keeps_only_the_gathered_layers_in_hbm():
+    model = get_model("llama3-70b")
+    zero3 = dict(dp=2, global_batch=16, zero_stage=3)
+    plain = training_memory(model, plan(**zero3), 4.0)
+    offloaded = training_memory(model, plan(offload="optimizer+weights", **zero3), 4.0)
+    largest_layer = max(model.layer_params(first) for first, _ in model.layer_runs) / 8
+    gathered = 2 * largest_layer * 2  # the layer in use and the one prefetched, bf16
+    assert offloaded.weights_bytes == pytest.approx(gathered)
+    assert offloaded.host_weights_bytes == pytest.approx(plain.weights_bytes - gathered)
+    assert offloaded.total_bytes + offloaded.host_bytes == pytest.approx(plain.total_bytes)
+
+
+def test_weight_offload_needs_zero_3():
+    with pytest.raises(PlanError, match=r"offload='optimizer\+weights' needs zero_stage=3 .*; zero_stage=1"):
+        TrainingCandidate(get_model("llama3-8b"), system(), plan(dp=1, zero_stage=1, offload="optimizer+weights"))
