@@ -431,9 +431,10 @@ def offload_problem(plan: ParallelPlan, system: TrainingSystem) -> str | None:
     """Why `plan` cannot offload as it asks on `system`, or None.
 
     DeepSpeed's offload_param is a ZeRO-3 feature (deepspeed.ai/docs/config-json, "Parameter
-    offloading": available only with ZeRO stage 3; recalled, not re-read). Megatron-Core's activation CPU offloading refuses pipeline parallelism, CUDA graphs and
-    recomputation (Megatron Bridge docs, training/cpu-offloading: "PP must be 1", incompatible
-    with CUDA graphs, recompute_granularity None); any offload needs a host tier."""
+    offloading": available only with ZeRO stage 3; recalled, not re-read). Megatron-Core's
+    activation CPU offloading refuses pipeline parallelism, CUDA graphs and recomputation
+    (Megatron Bridge docs, training/cpu-offloading: "PP must be 1", incompatible with CUDA graphs,
+    recompute_granularity None); any offload needs a host tier."""
     if plan.offload == "none":
         return None
     if system.host is None:
