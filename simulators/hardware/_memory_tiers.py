@@ -88,6 +88,15 @@ def host_tier_for(gpu_name: str) -> HostTier | None:
     return next((tier for tier in host_tiers() if gpu_name in tier.gpus), None)
 
 
+def host_tier_named(name: str, field: str) -> HostTier:
+    """The row called `name`; a CatalogError naming `field` and the rows there are otherwise."""
+    found = next((tier for tier in host_tiers() if tier.name == name), None)
+    if found is None:
+        allowed = ", ".join(tier.name for tier in host_tiers())
+        raise CatalogError(f"{field}: {name!r} is not a host tier of memory_tiers.yaml; allowed: {allowed}")
+    return found
+
+
 def gpus_with_host_tier() -> tuple[str, ...]:
     """The GPU names some row of memory_tiers.yaml serves, for error messages."""
     return tuple(gpu for tier in host_tiers() for gpu in tier.gpus)

@@ -15,9 +15,8 @@ from dse.spec import load_study
 from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
 
-OFFLOAD_SPEC = TINY_SPEC.replace(
-    "recompute: [none, full]", "recompute: [none, full]\n  zero_stage: [0, 1]\n  offload: [none, optimizer, activations]"
-)
+OFFLOAD_KNOBS = "recompute: [none, full]\n  zero_stage: [0, 1]\n  offload: [none, optimizer, activations]"
+OFFLOAD_SPEC = TINY_SPEC.replace("recompute: [none, full]", OFFLOAD_KNOBS)
 
 
 def space_of(write_spec, text=OFFLOAD_SPEC) -> SearchSpace:
@@ -56,8 +55,8 @@ def test_offload_on_gpus_without_a_host_tier_is_refused_before_any_trial(write_s
         space_of(write_spec, text)
     message = str(err.value)
     assert "\n" not in message
-    assert message.startswith("search.offload: 'optimizer' needs a host memory tier, and no GPU of hardware.gpu (MI300X)")
-    assert "allowed here: none" in message
+    assert message.startswith("search.offload: 'optimizer' needs a host memory tier, and no GPU of hardware.gpu")
+    assert "(MI300X)" in message and "set hardware.host_tier, or allowed here: none" in message
 
 
 def test_simulate_prints_the_memory_per_tier(write_spec, capsys):
@@ -77,3 +76,20 @@ def test_simulate_prints_the_memory_per_tier(write_spec, capsys):
     assert "host_total" not in json.loads(capsys.readouterr().out)["memory_gib"]
     assert main([*args, "--set", "offload=optimiser"]) == 2
     assert "did you mean 'optimizer'" in capsys.readouterr().err
+
+
+def test_hardware_host_tier_gives_a_gpu_without_a_row_its_host(write_spec):
+    text = OFFLOAD_SPEC.replace("gpu: [H100-SXM]", "gpu: [MI300X]\n  host_tier: DGX-H100")
+    space = space_of(write_spec, text)
+    candidate = space.candidate({**TINY_PARAMS, "gpu": "MI300X", "offload": "optimizer"})
+    assert candidate.system.host.name == "DGX-H100"
+    assert candidate.system.host.memory_bytes_per_gpu == 2048 * 2**30 / 8
+
+
+def test_an_unknown_host_tier_is_one_line_with_the_rows(write_spec):
+    with pytest.raises(DseError) as err:
+        space_of(write_spec, OFFLOAD_SPEC.replace("gpu: [H100-SXM]", "gpu: [H100-SXM]\n  host_tier: DGX-H1000"))
+    message = str(err.value)
+    assert "\n" not in message
+    assert message.startswith("hardware.host_tier: 'DGX-H1000' is not a host tier of memory_tiers.yaml; allowed: ")
+    assert "DGX-H100" in message and "GB200-superchip" in message
