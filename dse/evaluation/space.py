@@ -147,6 +147,7 @@ class SearchSpace:
             pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
             offload=params.get("offload", "none"),  # absent from studies before the knob: nothing offloaded
             overlap_cpu_optimizer=settings.overlap_cpu_optimizer,
+            optimizer_offload_fraction=settings.optimizer_offload_fraction,
         )
         hardware = self.resolved.study.hardware
         gpu = self.gpu(params["gpu"])

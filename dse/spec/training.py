@@ -55,6 +55,9 @@ class TrainingSettings(Frozen):
     # With search.offload optimizer: the gradient copy out, CPU Adam and weight copy back run
     # chunk by chunk under one another (Megatron's --overlap-cpu-optimizer-d2h-h2d), or in turn.
     overlap_cpu_optimizer: bool = True
+    # With search.offload optimizer: the share of the optimizer offloaded, the rest stepped on
+    # the GPU (Megatron's --optimizer-offload-fraction).
+    optimizer_offload_fraction: float = Field(default=1.0, gt=0, le=1)
 
     @field_validator("recompute_modules")
     @classmethod

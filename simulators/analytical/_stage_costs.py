@@ -45,7 +45,8 @@ class StageCosts:
     comm_s: Mapping[str, float]
     grad_sync_s: float  # data-parallel gradient reduction of the stage, whole step
     param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
-    optimizer_s: float  # on the host CPU where the plan offloads the optimizer
+    optimizer_s: float
+    optimizer_host_s: float = 0.0  # the part of optimizer_s on the host CPU (optimizer offload)
 
     TIMES: ClassVar[tuple[str, ...]] = (
         "forward_s",
@@ -298,6 +299,20 @@ def _one_stage(
     step = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
     grad_sync = sum(_priced(network, c) for c in step if c.phase == "bwd_weight")
     gather = sum(_priced(network, c) for c in step if c.phase == "optimizer")
+    gpu_adam_s = adam_step_s(gpu, plan, dense, expert)
+    host_adam_s = 0.0
+    if plan.offloads_optimizer:
+        # Megatron's HybridDeviceOptimizer: the offloaded share steps on the CPU, the rest on the
+        # GPU; taken one after the other (no overlap between the two is assumed).
+        share = plan.optimizer_offload_fraction
+        host_adam_s = cpu_optimizer_step_s(
+            share * optimizer_local_params(plan, dense, expert),
+            plan.gradient_bytes,
+            *host_tier,
+            plan.overlap_cpu_optimizer,
+            plan.offloads_weights,
+        )
+        gpu_adam_s *= 1 - share
     return StageCosts(
         forward_s=fwd,
         backward_s=bwd,
@@ -312,15 +327,8 @@ def _one_stage(
         },
         grad_sync_s=grad_sync,
         param_gather_s=gather,
-        optimizer_s=cpu_optimizer_step_s(
-            optimizer_local_params(plan, dense, expert),
-            plan.gradient_bytes,
-            *host_tier,
-            plan.overlap_cpu_optimizer,
-            plan.offloads_weights,
-        )
-        if plan.offloads_optimizer
-        else adam_step_s(gpu, plan, dense, expert),
+        optimizer_s=gpu_adam_s + host_adam_s,
+        optimizer_host_s=host_adam_s,
     )
 
 

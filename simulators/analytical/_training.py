@@ -104,7 +104,8 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     without_sends = [None] * len(candidates)
     if breakdown:
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
-    step = _step_times(stages, plans, times, stage_end)
+    host_adam = np.array([stage.optimizer_host_s for per in stages for stage in per])
+    step = _step_times(stages, plans, times, stage_end, host_adam)
     iteration_s = step.pipeline_s + step.gather_exposed_s + step.optimizer_s
     memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
     metrics = _metrics(candidates, iteration_s, memories)
@@ -167,10 +168,15 @@ class _StepTimes(NamedTuple):
     pipeline_s: np.ndarray
     gather_exposed_s: np.ndarray
     optimizer_s: np.ndarray
+    optimizer_host_s: np.ndarray  # the part of optimizer_s on the host CPU
 
 
 def _step_times(
-    stages: list[tuple[StageCosts, ...]], plans: list[ParallelPlan], times: np.ndarray, stage_end: np.ndarray
+    stages: list[tuple[StageCosts, ...]],
+    plans: list[ParallelPlan],
+    times: np.ndarray,
+    stage_end: np.ndarray,
+    host_adam: np.ndarray,
 ) -> _StepTimes:
     """What the step adds around the pipelines, over all candidates' stages at once; `times`
     holds each stage's `StageCosts.TIMES` in a row."""
@@ -191,11 +197,15 @@ def _step_times(
     gather_exposed = np.where(
         overlap_gather[slowest], np.maximum(0.0, gather[slowest] - fwd[slowest] * vpp[slowest]), gather[slowest]
     )
+    # The step waits for the slowest stage's optimizer; its host part is that stage's.
+    slowest_adam = adam == np.repeat(np.maximum.reduceat(adam, starts), counts)
+    _, first_adam = np.unique(owner[slowest_adam], return_index=True)
     return _StepTimes(
         slowest - starts,
         np.maximum.reduceat(finish, starts),
         gather_exposed,
         np.maximum.reduceat(adam, starts),
+        host_adam[np.flatnonzero(slowest_adam)[first_adam]],
     )
 
 
@@ -241,7 +251,8 @@ def _breakdown(
         "pipeline_bubble_s": float(makespan_no_send_s) - busy_s,
         "pp_comm_s": makespan_s - float(makespan_no_send_s),
         "dp_comm_s": comm["dp"] + dp_exposed_s + float(step.gather_exposed_s[i]),
-        # An offloaded optimizer's step runs on the host CPU: counted as offload, not optimizer.
-        "optimizer_s": 0.0 if plan.offloads_optimizer else float(step.optimizer_s[i]),
-        "offload_s": comm["offload"] + (float(step.optimizer_s[i]) if plan.offloads_optimizer else 0.0),
+        # An offloaded optimizer's step on the host CPU is counted as offload, its GPU part (a
+        # partial offload's) as optimizer.
+        "optimizer_s": float(step.optimizer_s[i] - step.optimizer_host_s[i]),
+        "offload_s": comm["offload"] + float(step.optimizer_host_s[i]),
     }

@@ -287,7 +287,7 @@ def _offloaded(
 
     Optimizer offload (Megatron-Core's HybridDeviceOptimizer at --optimizer-offload-fraction 1,
     DeepSpeed ZeRO-Offload alike) keeps the fp32 master weights and Adam moments, the 12 bytes per
-    parameter of the shard, on the host; gradients and bf16 weights stay in HBM. Activation
+    parameter of the shard, on the host (`optimizer_offload_fraction` of them; the rest in HBM); gradients and bf16 weights stay in HBM. Activation
     offload (one pipeline stage, no recomputation: offload_problem) copies each layer's saved
     activations out after its forward and back before its backward, for all layers but the last
     (Megatron's cpu_offloading_num_layers is at most layers - 1); HBM keeps the last layer's and
@@ -297,7 +297,8 @@ def _offloaded(
     HBM in every mode (Megatron's way; DeepSpeed also moves ZeRO's gradient partitions to the host,
     so for it these HBM figures are upper bounds).
     """
-    host_optimizer = memory.optimizer_bytes if plan.offloads_optimizer else 0.0
+    share = plan.optimizer_offload_fraction if plan.offloads_optimizer else 0.0
+    host_optimizer = memory.optimizer_bytes * share
     host_activations, kept = 0.0, memory.activations_bytes
     if plan.offloads_activations and model.layers > 1:
         kinds = stage_layer_kinds(model, plan, 0)

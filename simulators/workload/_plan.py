@@ -256,6 +256,10 @@ class ParallelPlan:
     # (Megatron-Core's --overlap-cpu-optimizer-d2h-h2d; DeepSpeed ZeRO-Offload pipelines them).
     offload: str = "none"
     overlap_cpu_optimizer: bool = True
+    # The share of the optimizer's parameters (and their Adam state) offloaded, the rest stepped
+    # in HBM on the GPU (Megatron-Core's --optimizer-offload-fraction); read only with optimizer
+    # offload.
+    optimizer_offload_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len"):
@@ -271,6 +275,9 @@ class ParallelPlan:
         ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
+        fraction = self.optimizer_offload_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise PlanError(f"optimizer_offload_fraction={fraction!r}; allowed: a number in (0, 1]")
         layout = self.pipeline_layout
         if layout is not None and not (isinstance(layout, tuple) and all(type(n) is int for n in layout)):
             raise PlanError(f"pipeline_layout={layout!r}; allowed: a tuple of layer counts, one per virtual stage")

@@ -114,3 +114,28 @@ def test_weight_copies_over_a_slow_link_are_exposed_up_to_their_closed_form():
     compute = result.metrics["iteration_time_s"] - result.breakdown_s["offload_s"]
     assert copies - compute <= result.breakdown_s["offload_s"] - step <= copies
     assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("share", [0.25, 0.5, 1.0])
+def test_a_partial_optimizer_offload_splits_the_step_between_gpu_and_cpu(share):
+    c = candidate("optimizer", optimizer_offload_fraction=share)
+    plain = simulate_training(candidate("none"))
+    result = simulate_training(c)
+    host = c.system.host
+    params = optimizer_local_params(c.plan, *stage_params(c.model, c.plan, 0))
+    cpu = cpu_optimizer_step_s(
+        share * params, c.plan.gradient_bytes, host.link_gbytes_per_s, host.memory_gbytes_per_s_per_gpu, True
+    )
+    assert result.breakdown_s["offload_s"] == pytest.approx(cpu)
+    assert result.breakdown_s["optimizer_s"] == pytest.approx((1 - share) * plain.breakdown_s["optimizer_s"])
+    assert result.memory.host_optimizer_bytes == pytest.approx(share * plain.memory.optimizer_bytes)
+    assert result.memory.optimizer_bytes == pytest.approx((1 - share) * plain.memory.optimizer_bytes)
+    assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
+
+
+@pytest.mark.parametrize("share", [0.0, 1.5, True])
+def test_an_offload_fraction_outside_0_1_is_one_line(share):
+    from simulators._errors import PlanError
+
+    with pytest.raises(PlanError, match=r"optimizer_offload_fraction=.*; allowed: a number in \(0, 1\]"):
+        ParallelPlan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=8, optimizer_offload_fraction=share)
