@@ -55,7 +55,10 @@ def render_html(
     if resolved.kind.has_step_breakdowns:
         sections += [
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
-            ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
+            (
+                "Memory per GPU",
+                _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved), "memory_host_"),
+            ),
             *_host_memory_section(figures, front),
         ]
     if ladder:
@@ -233,14 +236,18 @@ def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
     return f"<p>{html.escape(note)}</p>{div}"
 
 
-def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None) -> str:
-    """One stacked bar per Pareto candidate, a segment per part (parts zero for all left out)."""
+def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None, exclude=None) -> str:
+    """One stacked bar per Pareto candidate, a segment per part (parts zero for all, and columns
+    starting with `exclude`, left out)."""
     if front.empty:
         return f"<p>{NO_FEASIBLE}</p>"
     parts = [
         c
         for c in front.columns
-        if c.startswith(prefix) and c.endswith(suffix) and (front[c] != 0).any() and not c.startswith("memory_host_")
+        if c.startswith(prefix)
+        and c.endswith(suffix)
+        and (front[c] != 0).any()
+        and not (exclude and c.startswith(exclude))
     ]
     labels = [
         f"#{r['trial']} {r['gpu']}x{r['num_gpus']} tp{r['tp']} pp{r['pp']} dp{r['dp']}"
