@@ -74,7 +74,7 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
         "reserve": memory.reserve_bytes / GIB,
         "total": memory.total_gib,
     }
-    if memory.host_bytes:  # what the plan offloads, per tier, and the GPU's share of that tier
+    if memory.host_bytes or memory.nvme_bytes:  # what the plan offloads, per tier, and the GPU's share of it
         report["memory_gib"].update(
             {
                 "host_optimizer": memory.host_optimizer_bytes / GIB,
@@ -84,6 +84,10 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
                 "host_capacity": result.host_memory_bytes / GIB,
             }
         )
+        if memory.nvme_bytes:
+            report["memory_gib"].update(
+                {"nvme_optimizer": memory.host_nvme_optimizer_bytes / GIB, "nvme_capacity": result.nvme_bytes / GIB}
+            )
     report["collectives"] = [dataclasses.asdict(use) for use in plan_collectives(candidate)]
     return report
 

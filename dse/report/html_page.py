@@ -270,7 +270,7 @@ def _host_memory_section(figures, front: pd.DataFrame) -> list[tuple[str, str]]:
     if not columns:
         return []
     shown = front[["trial", "gpu", "num_gpus", "tp", "pp", "dp", *columns]]
-    return [("Host memory per GPU (offload)", _bars(figures, shown, "memory_host_", "_gib", "GiB per GPU"))]
+    return [("Host memory and NVMe per GPU (offload)", _bars(figures, shown, "memory_host_", "_gib", "GiB per GPU"))]
 
 
 def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:

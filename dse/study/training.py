@@ -138,6 +138,8 @@ class TrainingKind(StudyKind):
         fits = (result.metrics["memory_gib_per_gpu"] - capacity_gib) / capacity_gib
         if result.host_memory_bytes is not None:  # offloaded bytes must fit the GPU's share of host memory
             fits = max(fits, (result.memory.host_bytes - result.host_memory_bytes) / result.host_memory_bytes)
+        if result.nvme_bytes is not None:  # and the NVMe drives' share
+            fits = max(fits, (result.memory.nvme_bytes - result.nvme_bytes) / result.nvme_bytes)
         return Outcome(dict(result.metrics), {PLAN_VALID: 0.0, self.fits_constraint: fits}, result.infeasible_reason)
 
     def costs(

@@ -16,6 +16,12 @@ swap) the three stages overlap and the slowest sets the time, else they run one 
     overlapped: max(d2h, cpu, h2d)      serial: d2h + cpu + h2d
 (chunks many enough that pipeline fill is negligible; ZeRO-Offload's one-step delayed update,
 which hides the CPU step under the next step, is not modelled: it changes the training maths).
+NVMe optimizer offload (ZeRO-Infinity, Rajbhandari et al. 2021, arXiv:2104.07857) keeps the
+optimizer state on the host's NVMe drives: the CPU step also reads and writes those 12 bytes per
+parameter at the GPU's share of the drives' bandwidth, a fourth stage overlapped like the others
+(DeepSpeed's pipelined NVMe reads and writes) or in turn:
+    overlapped: max(d2h, cpu, nvme, h2d)      serial: d2h + cpu + nvme + h2d,  nvme = 24 B / param
+
 Weight offload (ZeRO-Infinity's offload_param under ZeRO-3) keeps each rank's bf16 parameter
 shard on the host: every micro-batch's forward and backward copy each layer's shard to the GPU
 before its all-gather, prefetched under the previous layer's compute (DeepSpeed's prefetch), so
@@ -29,7 +35,7 @@ make these times lower bounds.
 from __future__ import annotations
 
 from simulators.hardware import transfer_s
-from simulators.workload._memory import ADAM_BYTES_PER_PARAM, WEIGHT_BYTES
+from simulators.workload._memory import ADAM_BYTES_PER_PARAM, OPTIMIZER_BYTES, WEIGHT_BYTES
 
 
 def exposed_offload_s(nbytes: float, compute_s: float, link_gbytes_per_s: float) -> float:
@@ -45,6 +51,7 @@ def cpu_optimizer_step_s(
     host_gbytes_per_s: float,
     overlapped: bool,
     weights_on_host: bool = False,
+    nvme_gbytes_per_s: float | None = None,
 ) -> float:
     """Seconds of an offloaded Adam step over `local_params` (the rank's shard): gradients out,
     Adam on the CPU at the GPU's share of host DRAM bandwidth, bf16 weights back (none where the
@@ -52,4 +59,5 @@ def cpu_optimizer_step_s(
     d2h = transfer_s(local_params * gradient_bytes, link_gbytes_per_s)
     cpu = transfer_s(local_params * ADAM_BYTES_PER_PARAM, host_gbytes_per_s)
     h2d = 0.0 if weights_on_host else transfer_s(local_params * WEIGHT_BYTES, link_gbytes_per_s)
-    return max(d2h, cpu, h2d) if overlapped else d2h + cpu + h2d
+    nvme = 0.0 if nvme_gbytes_per_s is None else transfer_s(local_params * 2 * OPTIMIZER_BYTES, nvme_gbytes_per_s)
+    return max(d2h, cpu, nvme, h2d) if overlapped else d2h + cpu + nvme + h2d

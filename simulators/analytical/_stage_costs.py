@@ -219,7 +219,7 @@ def stage_costs(candidate: TrainingCandidate) -> tuple[StageCosts, ...]:
         system.calibration,
         system.compute_fraction,
         0.0 if plan.cuda_graphs else system.kernel_host_s,
-        (host.link_gbytes_per_s, host.memory_gbytes_per_s_per_gpu) if host else None,
+        (host.link_gbytes_per_s, host.memory_gbytes_per_s_per_gpu, host.nvme_gbytes_per_s_per_gpu) if host else None,
     )
 
 
@@ -232,7 +232,7 @@ def _all_stages(
     calibration: str | None,
     fraction: float,
     host_s: float = 0.0,
-    host_tier: tuple[float, float] | None = None,
+    host_tier: tuple[float, float, float | None] | None = None,
 ) -> tuple[StageCosts, ...]:
     return tuple(
         _one_stage(model, gpu, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s, host_tier)
@@ -258,10 +258,10 @@ def _one_stage(
     stage: int,
     last: bool,
     host_s: float = 0.0,
-    host_tier: tuple[float, float] | None = None,
+    host_tier: tuple[float, float, float | None] | None = None,
 ) -> StageCosts:
-    """`host_tier`: (link GB/s per direction, host DRAM GB/s) of the GPU's share of its host,
-    where the plan offloads."""
+    """`host_tier`: (link GB/s per direction, host DRAM GB/s, NVMe GB/s or None) of the GPU's
+    share of its host, where the plan offloads."""
     layer_plan = per_layer_plan(plan)
     costs = {}
     for kind, count in stage_layer_kinds(model, plan, stage).items():
@@ -308,9 +308,11 @@ def _one_stage(
         host_adam_s = cpu_optimizer_step_s(
             share * optimizer_local_params(plan, dense, expert),
             plan.gradient_bytes,
-            *host_tier,
+            host_tier[0],
+            host_tier[1],
             plan.overlap_cpu_optimizer,
             plan.offloads_weights,
+            host_tier[2] if plan.optimizer_on_nvme else None,
         )
         gpu_adam_s *= 1 - share
     return StageCosts(

@@ -53,6 +53,7 @@ class TrainingResult:
     gpu: GpuSpec
     # The GPU's share of host memory, where the plan offloads to it (HostTier.memory_bytes_per_gpu).
     host_memory_bytes: float | None = None
+    nvme_bytes: float | None = None  # the GPU's share of the host's NVMe drives (HostTier.nvme_bytes_per_gpu)
 
     @property
     def host_fits(self) -> bool:
@@ -61,8 +62,13 @@ class TrainingResult:
         )
 
     @property
+    def nvme_fits(self) -> bool:
+        nvme = self.memory.nvme_bytes
+        return nvme == 0 or (self.nvme_bytes is not None and nvme <= self.nvme_bytes)
+
+    @property
     def feasible(self) -> bool:
-        return self.memory.total_bytes <= self.gpu.hbm_bytes and self.host_fits
+        return self.memory.total_bytes <= self.gpu.hbm_bytes and self.host_fits and self.nvme_fits
 
     @property
     def infeasible_reason(self) -> str | None:
@@ -72,6 +78,9 @@ class TrainingResult:
         memory, gpu = self.memory, self.gpu
         if memory.total_bytes > gpu.hbm_bytes:
             return f"needs {memory.total_gib:.1f} GiB per GPU; {gpu.name} has {gpu.hbm_gib:g} GiB"
+        if not self.nvme_fits:
+            nvme_gib = (self.nvme_bytes or 0.0) / GIB
+            return f"offloads {memory.nvme_bytes / GIB:.1f} GiB per GPU to NVMe; its share is {nvme_gib:.1f} GiB"
         host_gib = (self.host_memory_bytes or 0.0) / GIB
         return f"offloads {memory.host_bytes / GIB:.1f} GiB per GPU to host memory; its share is {host_gib:.1f} GiB"
 
@@ -114,14 +123,17 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
         for i, c in enumerate(candidates)
     ]
     return [
-        TrainingResult(m, b, memory, c.system.gpu, _host_share(c))
+        TrainingResult(m, b, memory, c.system.gpu, *_host_shares(c))
         for c, m, b, memory in zip(candidates, metrics, breakdowns, memories)
     ]
 
 
-def _host_share(candidate: TrainingCandidate) -> float | None:
+def _host_shares(candidate: TrainingCandidate) -> tuple[float | None, float | None]:
+    """The GPU's share of host memory and of the host's NVMe drives, where the plan offloads."""
     host = candidate.system.host
-    return host.memory_bytes_per_gpu if host is not None and candidate.plan.offload != "none" else None
+    if host is None or candidate.plan.offload == "none":
+        return None, None
+    return host.memory_bytes_per_gpu, host.nvme_bytes_per_gpu
 
 
 def _metrics(

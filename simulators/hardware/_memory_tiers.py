@@ -33,6 +33,9 @@ class HostTier(BaseModel):
     host_memory_gbytes_per_s: float = Field(gt=0)
     link: str
     link_gbytes_per_s: float = Field(gt=0)
+    # The host's local NVMe drives (ZeRO-Infinity's third tier); both or neither: none, no tier.
+    nvme_gib: float | None = Field(default=None, gt=0)
+    nvme_gbytes_per_s: float | None = Field(default=None, gt=0)
     as_of: str
     sources: dict[str, str]
 
@@ -40,6 +43,8 @@ class HostTier(BaseModel):
     def _checked(self) -> HostTier:
         if self.link not in LINKS:
             raise ValueError(f"link: {self.link!r}; allowed: {', '.join(LINKS)}")
+        if (self.nvme_gib is None) != (self.nvme_gbytes_per_s is None):
+            raise ValueError("nvme_gib and nvme_gbytes_per_s: give both or neither")
         numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
         missing = [k for k in numeric if k not in self.sources]
         if missing:
@@ -47,12 +52,23 @@ class HostTier(BaseModel):
         return self
 
     def __hash__(self) -> int:
-        return hash((self.name, self.host_memory_gib, self.host_memory_gbytes_per_s, self.link_gbytes_per_s))
+        figures = (self.host_memory_gib, self.host_memory_gbytes_per_s, self.link_gbytes_per_s, self.nvme_gib)
+        return hash((self.name, *figures))
 
     @property
     def memory_bytes_per_gpu(self) -> float:
         """Host memory one GPU's offloaded state may take: its equal share of the host's."""
         return self.host_memory_gib * GIB / self.gpus_per_host
+
+    @property
+    def nvme_bytes_per_gpu(self) -> float | None:
+        """The GPU's equal share of the host's NVMe capacity, or None without an NVMe tier."""
+        return None if self.nvme_gib is None else self.nvme_gib * GIB / self.gpus_per_host
+
+    @property
+    def nvme_gbytes_per_s_per_gpu(self) -> float | None:
+        """The GPU's equal share of the host's NVMe bandwidth, or None without an NVMe tier."""
+        return None if self.nvme_gbytes_per_s is None else self.nvme_gbytes_per_s / self.gpus_per_host
 
     @property
     def memory_gbytes_per_s_per_gpu(self) -> float:

@@ -45,6 +45,7 @@ class MemoryBreakdown:
     host_optimizer_bytes: float = 0.0
     host_activations_bytes: float = 0.0
     host_weights_bytes: float = 0.0
+    host_nvme_optimizer_bytes: float = 0.0  # on the host's NVMe drives, not in its memory
 
     @property
     def total_bytes(self) -> float:
@@ -61,8 +62,13 @@ class MemoryBreakdown:
         return self.total_bytes / GIB
 
     @property
+    def nvme_bytes(self) -> float:
+        """Bytes this GPU keeps on the host's NVMe drives."""
+        return self.host_nvme_optimizer_bytes
+
+    @property
     def host_bytes(self) -> float:
-        """Bytes this GPU keeps in host memory."""
+        """Bytes this GPU keeps in host memory (DRAM; the NVMe drives apart)."""
         return self.host_optimizer_bytes + self.host_activations_bytes + self.host_weights_bytes
 
 
@@ -285,20 +291,24 @@ def _offloaded(
 ) -> MemoryBreakdown:
     """`memory` with what the plan offloads moved to host memory.
 
-    Optimizer offload (Megatron-Core's HybridDeviceOptimizer at --optimizer-offload-fraction 1,
+    Optimizer offload (Megatron-Core's HybridDeviceOptimizer, --optimizer-offload-fraction;
     DeepSpeed ZeRO-Offload alike) keeps the fp32 master weights and Adam moments, the 12 bytes per
-    parameter of the shard, on the host (`optimizer_offload_fraction` of them; the rest in HBM); gradients and bf16 weights stay in HBM. Activation
-    offload (one pipeline stage, no recomputation: offload_problem) copies each layer's saved
-    activations out after its forward and back before its backward, for all layers but the last
-    (Megatron's cpu_offloading_num_layers is at most layers - 1); HBM keeps the last layer's and
-    one layer in transit (the next to reload while a layer's backward runs), plus the logits.
+    parameter of the shard, on the host (`optimizer_offload_fraction` of them; the rest in HBM);
+    gradients and bf16 weights stay in HBM. Activation offload (one pipeline stage, no
+    recomputation: offload_problem) copies each layer's saved activations out after its forward
+    and back before its backward, for all layers but the last (Megatron's cpu_offloading_num_layers
+    is at most layers - 1); HBM keeps the last layer's and one layer in transit (the next to reload
+    while a layer's backward runs), plus the logits.
     Weight offload (ZeRO-Infinity's offload_param, ZeRO-3) keeps the bf16 parameter shard on the
-    host; HBM holds only the gathered layers in use (ZeRO-3's live parameters). Gradients stay in
+    host; HBM holds only the gathered layers in use (ZeRO-3's live parameters). NVMe optimizer
+    offload (ZeRO-Infinity) keeps the optimizer's bytes on the host's NVMe drives instead (the host
+    memory's staging buffers are not counted). Gradients stay in
     HBM in every mode (Megatron's way; DeepSpeed also moves ZeRO's gradient partitions to the host,
     so for it these HBM figures are upper bounds).
     """
     share = plan.optimizer_offload_fraction if plan.offloads_optimizer else 0.0
     host_optimizer = memory.optimizer_bytes * share
+    nvme_optimizer = host_optimizer if plan.optimizer_on_nvme else 0.0
     host_activations, kept = 0.0, memory.activations_bytes
     if plan.offloads_activations and model.layers > 1:
         kinds = stage_layer_kinds(model, plan, 0)
@@ -313,6 +323,7 @@ def _offloaded(
         host_weights_bytes=host_weights,
         optimizer_bytes=memory.optimizer_bytes - host_optimizer,
         activations_bytes=kept,
-        host_optimizer_bytes=host_optimizer,
+        host_optimizer_bytes=host_optimizer - nvme_optimizer,
+        host_nvme_optimizer_bytes=nvme_optimizer,
         host_activations_bytes=host_activations,
     )

@@ -35,8 +35,9 @@ PIPELINE_SPLITS = ("even", "embedding", "loss", "embedding+loss")
 # What a plan keeps in host memory instead of HBM (simulators/workload/_offload.py): Megatron-Core's
 # --optimizer-cpu-offload (fraction 1; DeepSpeed ZeRO-Offload alike), Megatron-Core/Transformer
 # Engine activation CPU offloading per layer, or both; or DeepSpeed ZeRO-Infinity's CPU offload of
-# the optimizer and of the ZeRO-3 parameter shards (offload_optimizer + offload_param).
-OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations", "optimizer+weights")
+# the optimizer and of the ZeRO-3 parameter shards (offload_optimizer + offload_param), or of the
+# optimizer state to the host's NVMe drives (offload_optimizer device nvme).
+OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations", "optimizer+weights", "optimizer-nvme")
 
 
 def divisors(n: int) -> list[int]:
@@ -348,6 +349,10 @@ class ParallelPlan:
     def offloads_weights(self) -> bool:
         return "weights" in self.offload
 
+    @property
+    def optimizer_on_nvme(self) -> bool:
+        return self.offload.endswith("-nvme")
+
     def recomputes(self, module: str) -> bool:
         """Whether selective recomputation reruns `module` (one of RECOMPUTE_MODULES)."""
         return self.recompute == "selective" and module in self.recompute_modules
@@ -449,6 +454,11 @@ def offload_problem(plan: ParallelPlan, system: TrainingSystem) -> str | None:
             f"offload={plan.offload!r} needs a host memory tier; {system.gpu.name} has none in "
             f"simulators/hardware/memory_tiers.yaml (GPUs with one: {', '.join(gpus_with_host_tier())}); "
             "allowed: none"
+        )
+    if plan.optimizer_on_nvme and system.host.nvme_gib is None:
+        return (
+            f"offload={plan.offload!r} needs an NVMe tier; host tier {system.host.name} of {system.gpu.name} has "
+            "none in simulators/hardware/memory_tiers.yaml; allowed: none, optimizer"
         )
     if plan.offloads_weights and plan.zero_stage != 3:
         why = "DeepSpeed offloads parameters only under ZeRO stage 3"

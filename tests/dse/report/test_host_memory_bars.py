@@ -22,7 +22,7 @@ def test_offloaded_bytes_get_their_own_bars_and_stay_out_of_the_hbm_bars():
         }
     )
     [(title, html)] = _host_memory_section(Figures(), front)
-    assert title == "Host memory per GPU (offload)"
+    assert title == "Host memory and NVMe per GPU (offload)"
     assert '"name":"optimizer"' in html.replace(" ", "") and "activations" not in html
     hbm = _bars(Figures(), front, "memory_", "_gib", "GiB per GPU", exclude="memory_host_")
     assert '"name":"weights"' in hbm.replace(" ", "") and "host_optimizer" not in hbm

@@ -93,3 +93,16 @@ def test_an_unknown_host_tier_is_one_line_with_the_rows(write_spec):
     assert "\n" not in message
     assert message.startswith("hardware.host_tier: 'DGX-H1000' is not a host tier of memory_tiers.yaml; allowed: ")
     assert "DGX-H100" in message and "GB200-superchip" in message
+
+
+def test_nvme_offload_in_a_spec_fits_the_drives_share_and_prints_it(write_spec, capsys):
+    text = OFFLOAD_SPEC.replace("offload: [none, optimizer, activations]", "offload: [none, optimizer-nvme]")
+    plan = {"num_gpus": 8, "tp": 1, "pp": 1, "micro_batch": 1, "recompute": "full", "zero_stage": 0}
+    args = ["simulate", str(write_spec(text)), *(f"--set={k}={v}" for k, v in plan.items())]
+    assert main([*args, "--set", "offload=optimizer-nvme", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    memory = report["memory_gib"]
+    assert report["feasible"] is True and memory["optimizer"] == 0
+    assert memory["nvme_optimizer"] == pytest.approx(12 * 8.03e9 / 2**30, rel=0.01)  # llama3-8b's Adam state
+    assert memory["nvme_capacity"] == pytest.approx(28610 / 8)
+    assert memory["host_total"] == 0

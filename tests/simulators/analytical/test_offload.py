@@ -139,3 +139,33 @@ def test_an_offload_fraction_outside_0_1_is_one_line(share):
 
     with pytest.raises(PlanError, match=r"optimizer_offload_fraction=.*; allowed: a number in \(0, 1\]"):
         ParallelPlan(tp=1, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=8, optimizer_offload_fraction=share)
+
+
+def test_nvme_optimizer_offload_adds_the_drives_read_and_write_as_a_fourth_stage():
+    params, link, host, nvme = 1e9, 63.0, 76.8, 7.875
+    d2h, cpu, h2d = params * 4 / 63e9, params * ADAM_BYTES_PER_PARAM / 76.8e9, params * 2 / 63e9
+    drives = params * 24 / 7.875e9  # the 12 bytes of Adam state read and written back
+    assert cpu_optimizer_step_s(params, 4, link, host, True, False, nvme) == pytest.approx(max(d2h, cpu, drives, h2d))
+    assert cpu_optimizer_step_s(params, 4, link, host, False, False, nvme) == pytest.approx(d2h + cpu + drives + h2d)
+
+
+def test_nvme_offload_puts_the_optimizer_state_on_the_drives_and_prices_their_share():
+    c = candidate("optimizer-nvme")
+    result = simulate_training(c)
+    dram = simulate_training(candidate("optimizer"))
+    host = c.system.host
+    params = optimizer_local_params(c.plan, *stage_params(c.model, c.plan, 0))
+    assert result.memory.host_nvme_optimizer_bytes == pytest.approx(dram.memory.host_optimizer_bytes)
+    assert result.memory.host_bytes == 0 and result.nvme_bytes == host.nvme_bytes_per_gpu
+    expected = cpu_optimizer_step_s(
+        params, 4, host.link_gbytes_per_s, host.memory_gbytes_per_s_per_gpu, True, False, host.nvme_gbytes_per_s_per_gpu
+    )
+    assert result.breakdown_s["offload_s"] == pytest.approx(expected)
+    assert result.feasible
+
+
+def test_nvme_offload_on_a_host_without_drives_is_one_line():
+    from simulators._errors import PlanError
+
+    with pytest.raises(PlanError, match=r"needs an NVMe tier; host tier GB200-superchip of GB200 has none.*allowed"):
+        candidate("optimizer-nvme", gpu="GB200")

@@ -62,3 +62,13 @@ def test_a_row_without_a_source_or_with_an_unknown_link_is_refused():
     sources = {k: "s" for k in ("gpus_per_host", "host_memory_gib", "host_memory_gbytes_per_s", "link_gbytes_per_s")}
     with pytest.raises(ValidationError, match="allowed: pcie-gen3-x16"):
         HostTier.model_validate({**row, "sources": sources, "link": "pcie-gen6"})
+
+
+def test_nvme_tiers_give_both_figures_and_dgx_h100_shares_them_by_hand():
+    tier = host_tier_for("H100-SXM")
+    assert tier.nvme_bytes_per_gpu == 28610 * 2**30 / 8
+    assert tier.nvme_gbytes_per_s_per_gpu == pytest.approx(16 * 4 * 128 / 130 / 8, rel=0.01)  # one Gen4 x4 drive
+    assert host_tier_for("GB200").nvme_bytes_per_gpu is None
+    row = host_tier_for("H100-SXM").model_dump()
+    with pytest.raises(ValidationError, match="give both or neither"):
+        HostTier.model_validate({**row, "nvme_gbytes_per_s": None})
