@@ -18,7 +18,7 @@ from dse.spec import parse_study
 from simulators.analytical import plan_collectives, simulate_training
 from simulators.network import family_names
 from simulators.serving import ROUTERS, SCHEDULERS
-from simulators.workload import GIB, PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES
+from simulators.workload import GIB, OFFLOAD_MODES, PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES
 
 
 def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str | None) -> dict[str, Any]:
@@ -74,6 +74,20 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
         "reserve": memory.reserve_bytes / GIB,
         "total": memory.total_gib,
     }
+    if memory.host_bytes or memory.nvme_bytes:  # what the plan offloads, per tier, and the GPU's share of it
+        report["memory_gib"].update(
+            {
+                "host_optimizer": memory.host_optimizer_bytes / GIB,
+                "host_activations": memory.host_activations_bytes / GIB,
+                "host_weights": memory.host_weights_bytes / GIB,
+                "host_total": memory.host_bytes / GIB,
+                "host_capacity": result.host_memory_bytes / GIB,
+            }
+        )
+        if memory.nvme_bytes:
+            report["memory_gib"].update(
+                {"nvme_optimizer": memory.host_nvme_optimizer_bytes / GIB, "nvme_capacity": result.nvme_bytes / GIB}
+            )
     report["collectives"] = [dataclasses.asdict(use) for use in plan_collectives(candidate)]
     return report
 
@@ -227,6 +241,7 @@ def _choices() -> dict[str, tuple]:
         "recompute": RECOMPUTE_MODES,
         "pipeline_split": PIPELINE_SPLITS,
         "schedule": SCHEDULES,
+        "offload": OFFLOAD_MODES,
         "fabric": family_names(),
         "scheduler": tuple(SCHEDULERS),
         "router": tuple(ROUTERS),

@@ -19,7 +19,7 @@ from optuna.distributions import BaseDistribution, CategoricalDistribution, IntD
 from dse.errors import PlanError, SpecError
 from dse.spec.fields import IntRange, knob_values
 from dse.spec.resolved import ResolvedStudy
-from simulators.hardware import GpuSpec
+from simulators.hardware import GpuSpec, HostTier, host_tier_for, host_tier_named
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
@@ -41,6 +41,7 @@ KNOBS = (
     "schedule",
     "sequence_parallel",
     "zero_stage",
+    "offload",
     "spare_servers",
     "checkpoint_interval_s",
     "fabric",
@@ -146,6 +147,9 @@ class SearchSpace:
             first_stage_layers=settings.first_stage_layers,
             last_stage_layers=settings.last_stage_layers,
             pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
+            offload=params.get("offload", "none"),  # absent from studies before the knob: nothing offloaded
+            overlap_cpu_optimizer=settings.overlap_cpu_optimizer,
+            optimizer_offload_fraction=settings.optimizer_offload_fraction,
         )
         hardware = self.resolved.study.hardware
         gpu = self.gpu(params["gpu"])
@@ -156,8 +160,14 @@ class SearchSpace:
             hardware.calibration,
             self.resolved.compute_fraction,
             network or self.network(gpu, n, params["fabric"], params["nic_gbps"]),
+            host=self.host_tier(gpu),
         )
         return TrainingCandidate(self.resolved.model, system, plan)
+
+    def host_tier(self, gpu: GpuSpec) -> HostTier | None:
+        """The host memory tier the GPU offloads to: the spec's `hardware.host_tier`, else the
+        memory_tiers.yaml row naming the GPU, else none."""
+        return host_tier_of(self.resolved.study.hardware.host_tier, gpu)
 
     def fabric(self, family: str, nic_gbps: float) -> Fabric:
         """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick."""
@@ -181,6 +191,11 @@ class SearchSpace:
         if isinstance(found, PlanError):
             raise found
         return found
+
+
+def host_tier_of(named: str | None, gpu: GpuSpec) -> HostTier | None:
+    """`hardware.host_tier` if the spec names one, else the row of memory_tiers.yaml naming `gpu`."""
+    return host_tier_named(named, "hardware.host_tier") if named is not None else host_tier_for(gpu.name)
 
 
 def _distribution(knob: Any) -> BaseDistribution:

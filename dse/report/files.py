@@ -37,9 +37,10 @@ JOURNAL_FILE = "study.journal"
 
 def with_breakdown(front: pd.DataFrame, standing: Mapping[int, Standing]) -> pd.DataFrame:
     """The front with each candidate's time breakdown (`breakdown_*_s`, adding up to
-    iteration_time_s) and memory per GPU (`memory_*_gib`, adding up to memory_gib_per_gpu) at
-    the level it is ranked at, as the search stored them (nothing is simulated here; a
-    candidate whose breakdown was never stored, in a study stopped before its end, has none)."""
+    iteration_time_s) and memory per GPU (`memory_*_gib`, adding up to memory_gib_per_gpu;
+    `memory_host_*_gib`, apart, what the plan offloads to host memory) at the level it is ranked
+    at, as the search stored them (nothing is simulated here; a candidate whose breakdown was never
+    stored, in a study stopped before its end, has none)."""
     if front.empty:
         return front
     rows = [

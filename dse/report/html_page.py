@@ -59,7 +59,11 @@ def render_html(
     if resolved.kind.has_step_breakdowns:
         sections += [
             ("Time breakdown per step", _bars(figures, front, "breakdown_", "_s", "seconds per step")),
-            ("Memory per GPU", _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved))),
+            (
+                "Memory per GPU",
+                _bars(figures, front, "memory_", "_gib", "GiB per GPU", _capacity_gib(front, resolved), "memory_host_"),
+            ),
+            *_host_memory_section(figures, front),
         ]
         if "goodput_fraction" in front.columns:
             sections.append(("Goodput under failures", _goodput_bars(figures, front)))
@@ -267,11 +271,19 @@ def _numeric_axis(column: str, data: pd.Series) -> dict:
     return dict(label=column, values=data, tickvals=taken)
 
 
-def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None) -> str:
-    """One stacked bar per Pareto candidate, a segment per part (parts zero for all left out)."""
+def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, capacity=None, exclude=None) -> str:
+    """One stacked bar per Pareto candidate, a segment per part (parts zero for all, and columns
+    starting with `exclude`, left out)."""
     if front.empty:
         return f"<p>{NO_FEASIBLE}</p>"
-    parts = [c for c in front.columns if c.startswith(prefix) and c.endswith(suffix) and (front[c] != 0).any()]
+    parts = [
+        c
+        for c in front.columns
+        if c.startswith(prefix)
+        and c.endswith(suffix)
+        and (front[c] != 0).any()
+        and not (exclude and c.startswith(exclude))
+    ]
     labels = [
         f"#{r['trial']} {r['gpu']}x{r['num_gpus']} tp{r['tp']} pp{r['pp']} dp{r['dp']}"
         for r in front.to_dict("records")
@@ -294,6 +306,16 @@ def _goodput_bars(figures, front: pd.DataFrame) -> str:
     for label, column in GOODPUT_PARTS:
         parts[f"goodput_part_{label}"] = front[column] * (1.0 if days is None else days)
     return _bars(figures, parts, "goodput_part_", "", "share of wall time" if days is None else "days of the run")
+
+
+def _host_memory_section(figures, front: pd.DataFrame) -> list[tuple[str, str]]:
+    """The offloaded bytes per GPU in host memory by part (memory_host_*_gib), where any Pareto
+    candidate offloads; none otherwise. Bars of their own: host bytes do not count against HBM."""
+    columns = [c for c in front.columns if c.startswith("memory_host_") and (front[c].fillna(0) != 0).any()]
+    if not columns:
+        return []
+    shown = front[["trial", "gpu", "num_gpus", "tp", "pp", "dp", *columns]]
+    return [("Host memory and NVMe per GPU (offload)", _bars(figures, shown, "memory_host_", "_gib", "GiB per GPU"))]
 
 
 def _capacity_gib(front: pd.DataFrame, resolved: ResolvedStudy) -> list[float]:

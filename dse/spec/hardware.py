@@ -115,6 +115,9 @@ class Hardware(Frozen):
     calibration: FilePath | None = None
     network_calibration: FilePath | None = None  # `dse validate --calibrate` output: the NIC efficiency
     compute_fraction: float | None = Field(default=None, gt=0, le=1)
+    # The host memory tier (a row of simulators/hardware/memory_tiers.yaml, e.g. DGX-H100) every
+    # GPU of the spec offloads to; null: the row that names the GPU (a GPU no row names has none).
+    host_tier: Name | None = None
 
     _unique = field_validator("gpu")(non_empty_unique)
 

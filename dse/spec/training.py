@@ -20,7 +20,14 @@ from dse.spec.fields import (
     one_of,
     positive_knob,
 )
-from simulators.workload import PIPELINE_SPLITS, RECOMPUTE_MODES, RECOMPUTE_MODULES, SCHEDULES, ZERO_STAGES
+from simulators.workload import (
+    OFFLOAD_MODES,
+    PIPELINE_SPLITS,
+    RECOMPUTE_MODES,
+    RECOMPUTE_MODULES,
+    SCHEDULES,
+    ZERO_STAGES,
+)
 
 
 class TrainingSettings(Frozen):
@@ -45,6 +52,12 @@ class TrainingSettings(Frozen):
     # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration):
     # no kernel waits for the host.
     cuda_graphs: bool = False
+    # With search.offload optimizer: the gradient copy out, CPU Adam and weight copy back run
+    # chunk by chunk under one another (Megatron's --overlap-cpu-optimizer-d2h-h2d), or in turn.
+    overlap_cpu_optimizer: bool = True
+    # With search.offload optimizer: the share of the optimizer offloaded, the rest stepped on
+    # the GPU (Megatron's --optimizer-offload-fraction).
+    optimizer_offload_fraction: float = Field(default=1.0, gt=0, le=1)
 
     @field_validator("recompute_modules")
     @classmethod
@@ -76,6 +89,9 @@ class TrainingSearch(Frozen):
     schedule: list[str] = ["1f1b"]
     sequence_parallel: list[bool] = [True]
     zero_stage: list[int] = [1]
+    # What lives in host memory instead of HBM (simulators/hardware/memory_tiers.yaml gives each
+    # GPU's host tier): none, optimizer, activations, optimizer+activations.
+    offload: list[str] = ["none"]
     # Hot spare servers beside the job's, bought (capex) and rented (usd_per_hour) with it: a
     # failed server is swapped for a free spare instead of waited for; auto: for each candidate
     # the count with the lowest cost per useful hour (dse/study/goodput.py).
@@ -103,7 +119,7 @@ class TrainingSearch(Frozen):
             raise ValueError(f"{values} holds a value that is neither 'optimal' nor 1 to {MAX_SECONDS:g} seconds")
         return values
 
-    @field_validator("recompute", "pipeline_split", "schedule", "zero_stage")
+    @field_validator("recompute", "pipeline_split", "schedule", "zero_stage", "offload")
     @classmethod
     def _choices(cls, values: list, info) -> list:
         allowed = {
@@ -111,5 +127,6 @@ class TrainingSearch(Frozen):
             "pipeline_split": PIPELINE_SPLITS,
             "schedule": SCHEDULES,
             "zero_stage": ZERO_STAGES,
+            "offload": OFFLOAD_MODES,
         }
         return one_of(values, allowed[info.field_name])

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dse.errors import SpecError
 from dse.spec.fields import knob_values
 from dse.spec.inputs import CALIBRATION_LIMIT, TRACE_LIMIT, regular_file
+from dse.spec.reliability import ReliabilitySettings
 from dse.spec.study import Study
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec, get_model
@@ -18,7 +19,7 @@ def check_serving(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> 
             "hardware.fabric.failures: not allowed in a serving study (its network is the deployment's, not the "
             "fabric's tiers); allowed: failures in training studies"
         )
-    if "reliability" in study.model_fields_set:
+    if study.reliability != ReliabilitySettings():  # a saved spec.yaml spells out the defaults
         raise SpecError(
             "reliability: not allowed in a serving study (its goodput metrics are a training run's); allowed: "
             "reliability in training studies"

@@ -66,6 +66,7 @@ class TrainingKind(StudyKind):
         parallelism, ZeRO without data parallelism have no effect."""
         canonical = dict(params)
         canonical.setdefault("pipeline_split", "even")  # studies recorded before the knob split evenly
+        canonical.setdefault("offload", "none")  # studies recorded before the knob offloaded nothing
         canonical.setdefault("spare_servers", 0)  # and before the reliability knobs
         canonical.setdefault("checkpoint_interval_s", "optimal")
         if canonical["pp"] == 1:
@@ -138,6 +139,10 @@ class TrainingKind(StudyKind):
         """The simulated step with its memory constraint (<= 0 when it fits)."""
         capacity_gib = candidate.system.gpu.hbm_bytes / GIB
         fits = (result.metrics["memory_gib_per_gpu"] - capacity_gib) / capacity_gib
+        if result.host_memory_bytes is not None:  # offloaded bytes must fit the GPU's share of host memory
+            fits = max(fits, (result.memory.host_bytes - result.host_memory_bytes) / result.host_memory_bytes)
+        if result.nvme_bytes is not None:  # and the NVMe drives' share
+            fits = max(fits, (result.memory.nvme_bytes - result.nvme_bytes) / result.nvme_bytes)
         return Outcome(dict(result.metrics), {PLAN_VALID: 0.0, self.fits_constraint: fits}, result.infeasible_reason)
 
     def costs(

@@ -9,7 +9,8 @@ import itertools
 from dse.errors import SpecError
 from dse.spec.fields import TokenBounds, knob_values
 from dse.spec.study import Study
-from simulators.hardware import GpuSpec
+from dse.evaluation.space import host_tier_of
+from simulators.hardware import GpuSpec, gpus_with_host_tier
 from simulators.models import ModelSpec
 from simulators.workload import RECOMPUTE_MODULES, ep_problem, etp_problem, pp_problem, precision_problem, tp_problem
 
@@ -47,6 +48,14 @@ def check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) ->
         raise SpecError(
             f"training.recompute_modules: mla_up_proj needs multi-latent attention; {model.name} has none "
             f"(allowed: {', '.join(m for m in RECOMPUTE_MODULES if m != 'mla_up_proj')})"
+        )
+    offloads = [mode for mode in search.offload if mode != "none"]
+    tiers = [host_tier_of(study.hardware.host_tier, gpu) for gpu in gpus]  # an unknown name raises here
+    if offloads and not any(tiers):
+        raise SpecError(
+            f"search.offload: {offloads[0]!r} needs a host memory tier, and no GPU of hardware.gpu "
+            f"({', '.join(g.name for g in gpus)}) has one in simulators/hardware/memory_tiers.yaml "
+            f"(GPUs with one: {', '.join(gpus_with_host_tier())}); set hardware.host_tier, or allowed here: none"
         )
     tps, pps, cps = knob_values(search.tp), knob_values(search.pp), knob_values(search.cp)
     for field, values, rule in (

@@ -13,12 +13,15 @@ from functools import cache, cached_property
 from typing import ClassVar
 
 from simulators.analytical._layer import adam_step_s, layer_blocks, output_layer, per_layer_plan
+from simulators.analytical._offload import cpu_optimizer_step_s, exposed_offload_s
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 from simulators.network import Network, collective_time_s
 from simulators.workload import (
     Collective,
     ParallelPlan,
+    layer_activation_bytes,
+    optimizer_local_params,
     TrainingCandidate,
     layer_collectives,
     pipeline_send_bytes,
@@ -37,10 +40,13 @@ class StageCosts:
     backward_s: float
     weight_s: float
     gemm_s: float  # the GEMM part of forward + backward + weight
-    comm_s: Mapping[str, float]  # exposed communication in the three by group; "host": launch waits
+    # Exposed communication in the three by group; "host": launch waits; "offload": activation
+    # copies to and from host memory that the layers' compute does not hide.
+    comm_s: Mapping[str, float]
     grad_sync_s: float  # data-parallel gradient reduction of the stage, whole step
     param_gather_s: float  # parameter all-gather after the optimizer step (ZeRO >= 1)
     optimizer_s: float
+    optimizer_host_s: float = 0.0  # the part of optimizer_s on the host CPU (optimizer offload)
 
     TIMES: ClassVar[tuple[str, ...]] = (
         "forward_s",
@@ -204,6 +210,7 @@ def stage_costs(candidate: TrainingCandidate) -> tuple[StageCosts, ...]:
     over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
     system = candidate.system
     plan = _per_stage_plan(candidate.plan)
+    host = system.host if plan.offload != "none" else None
     return _all_stages(
         candidate.model,
         system.gpu,
@@ -212,6 +219,7 @@ def stage_costs(candidate: TrainingCandidate) -> tuple[StageCosts, ...]:
         system.calibration,
         system.compute_fraction,
         0.0 if plan.cuda_graphs else system.kernel_host_s,
+        (host.link_gbytes_per_s, host.memory_gbytes_per_s_per_gpu, host.nvme_gbytes_per_s_per_gpu) if host else None,
     )
 
 
@@ -232,9 +240,10 @@ def _all_stages(
     calibration: str | None,
     fraction: float,
     host_s: float = 0.0,
+    host_tier: tuple[float, float, float | None] | None = None,
 ) -> tuple[StageCosts, ...]:
     return tuple(
-        _one_stage(model, gpu, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s)
+        _one_stage(model, gpu, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s, host_tier)
         for stage in range(plan.pp)
     )
 
@@ -257,7 +266,10 @@ def _one_stage(
     stage: int,
     last: bool,
     host_s: float = 0.0,
+    host_tier: tuple[float, float, float | None] | None = None,
 ) -> StageCosts:
+    """`host_tier`: (link GB/s per direction, host DRAM GB/s, NVMe GB/s or None) of the GPU's
+    share of its host, where the plan offloads."""
     layer_plan = per_layer_plan(plan)
     costs = {}
     for kind, count in stage_layer_kinds(model, plan, stage).items():
@@ -276,21 +288,57 @@ def _one_stage(
         bwd += per_chunk * output.input_grad_s
         wgt += per_chunk * output.weight_grad_s
         gemm += per_chunk * output.gemm_s
+    offload_fwd = offload_bwd = 0.0
+    if plan.offloads_activations:  # one stage (offload_problem): every layer but the last offloads
+        for kind, (layer, count) in costs.items():
+            nbytes, n = layer_activation_bytes(model, plan, kind), count - (kind == model.is_moe)
+            offload_fwd += n * exposed_offload_s(nbytes, layer.forward_s, host_tier[0])
+            offload_bwd += n * exposed_offload_s(nbytes, layer.backward_s + layer.weight_s, host_tier[0])
+    dense, expert = stage_params(model, plan, stage)
+    if plan.offloads_weights:  # each layer's bf16 shard comes from the host, forward and backward
+        # (the stage's shard spread evenly over its layers, the embedding's and output layer's too)
+        layers = sum(count for _, count in costs.values())
+        shard_bytes = optimizer_local_params(plan, dense, expert) * WEIGHT_BYTES / layers
+        for layer, count in costs.values():
+            n, link = count * per_chunk, host_tier[0]
+            offload_fwd += n * exposed_offload_s(shard_bytes, layer.forward_s, link)
+            offload_bwd += n * exposed_offload_s(shard_bytes, layer.backward_s + layer.weight_s, link)
+    fwd, bwd = fwd + offload_fwd, bwd + offload_bwd
     step = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
     grad_sync = sum(_priced(network, c) for c in step if c.phase == "bwd_weight")
     gather = sum(_priced(network, c) for c in step if c.phase == "optimizer")
-    dense, expert = stage_params(model, plan, stage)
+    gpu_adam_s = adam_step_s(gpu, plan, dense, expert)
+    host_adam_s = 0.0
+    if plan.offloads_optimizer:
+        # Megatron's HybridDeviceOptimizer: the offloaded share steps on the CPU, the rest on the
+        # GPU; taken one after the other (no overlap between the two is assumed).
+        share = plan.optimizer_offload_fraction
+        host_adam_s = cpu_optimizer_step_s(
+            share * optimizer_local_params(plan, dense, expert),
+            plan.gradient_bytes,
+            host_tier[0],
+            host_tier[1],
+            plan.overlap_cpu_optimizer,
+            plan.offloads_weights,
+            host_tier[2] if plan.optimizer_on_nvme else None,
+        )
+        gpu_adam_s *= 1 - share
     return StageCosts(
         forward_s=fwd,
         backward_s=bwd,
         weight_s=wgt,
         gemm_s=gemm,
         comm_s={
-            k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")
+            **{
+                k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values())
+                for k in ("tp", "cp", "ep", "dp", "host")
+            },
+            "offload": offload_fwd + offload_bwd,
         },
         grad_sync_s=grad_sync,
         param_gather_s=gather,
-        optimizer_s=adam_step_s(gpu, plan, dense, expert),
+        optimizer_s=gpu_adam_s + host_adam_s,
+        optimizer_host_s=host_adam_s,
     )
 
 

@@ -31,6 +31,7 @@ from simulators.analytical._stage_costs import StageCosts, send_s, stage_costs
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import GpuSpec
 from simulators.workload import (
+    GIB,
     MemoryBreakdown,
     ParallelPlan,
     TrainingCandidate,
@@ -50,10 +51,24 @@ class TrainingResult:
     breakdown_s: Mapping[str, float] | None
     memory: MemoryBreakdown
     gpu: GpuSpec
+    # The GPU's share of host memory, where the plan offloads to it (HostTier.memory_bytes_per_gpu).
+    host_memory_bytes: float | None = None
+    nvme_bytes: float | None = None  # the GPU's share of the host's NVMe drives (HostTier.nvme_bytes_per_gpu)
+
+    @property
+    def host_fits(self) -> bool:
+        return self.memory.host_bytes == 0 or (
+            self.host_memory_bytes is not None and self.memory.host_bytes <= self.host_memory_bytes
+        )
+
+    @property
+    def nvme_fits(self) -> bool:
+        nvme = self.memory.nvme_bytes
+        return nvme == 0 or (self.nvme_bytes is not None and nvme <= self.nvme_bytes)
 
     @property
     def feasible(self) -> bool:
-        return self.memory.total_bytes <= self.gpu.hbm_bytes
+        return self.memory.total_bytes <= self.gpu.hbm_bytes and self.host_fits and self.nvme_fits
 
     @property
     def infeasible_reason(self) -> str | None:
@@ -61,7 +76,13 @@ class TrainingResult:
         if self.feasible:
             return None
         memory, gpu = self.memory, self.gpu
-        return f"needs {memory.total_gib:.1f} GiB per GPU; {gpu.name} has {gpu.hbm_gib:g} GiB"
+        if memory.total_bytes > gpu.hbm_bytes:
+            return f"needs {memory.total_gib:.1f} GiB per GPU; {gpu.name} has {gpu.hbm_gib:g} GiB"
+        if not self.nvme_fits:
+            nvme_gib = (self.nvme_bytes or 0.0) / GIB
+            return f"offloads {memory.nvme_bytes / GIB:.1f} GiB per GPU to NVMe; its share is {nvme_gib:.1f} GiB"
+        host_gib = (self.host_memory_bytes or 0.0) / GIB
+        return f"offloads {memory.host_bytes / GIB:.1f} GiB per GPU to host memory; its share is {host_gib:.1f} GiB"
 
 
 def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
@@ -92,7 +113,8 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     without_sends = [None] * len(candidates)
     if breakdown:
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
-    step = _step_times(stages, plans, times, stage_end)
+    host_adam = np.array([stage.optimizer_host_s for per in stages for stage in per])
+    step = _step_times(stages, plans, times, stage_end, host_adam)
     iteration_s = step.pipeline_s + step.gather_exposed_s + step.optimizer_s
     memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
     metrics = _metrics(candidates, iteration_s, memories)
@@ -101,8 +123,17 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
         for i, c in enumerate(candidates)
     ]
     return [
-        TrainingResult(m, b, memory, c.system.gpu) for c, m, b, memory in zip(candidates, metrics, breakdowns, memories)
+        TrainingResult(m, b, memory, c.system.gpu, *_host_shares(c))
+        for c, m, b, memory in zip(candidates, metrics, breakdowns, memories)
     ]
+
+
+def _host_shares(candidate: TrainingCandidate) -> tuple[float | None, float | None]:
+    """The GPU's share of host memory and of the host's NVMe drives, where the plan offloads."""
+    host = candidate.system.host
+    if host is None or candidate.plan.offload == "none":
+        return None, None
+    return host.memory_bytes_per_gpu, host.nvme_bytes_per_gpu
 
 
 def _metrics(
@@ -149,10 +180,15 @@ class _StepTimes(NamedTuple):
     pipeline_s: np.ndarray
     gather_exposed_s: np.ndarray
     optimizer_s: np.ndarray
+    optimizer_host_s: np.ndarray  # the part of optimizer_s on the host CPU
 
 
 def _step_times(
-    stages: list[tuple[StageCosts, ...]], plans: list[ParallelPlan], times: np.ndarray, stage_end: np.ndarray
+    stages: list[tuple[StageCosts, ...]],
+    plans: list[ParallelPlan],
+    times: np.ndarray,
+    stage_end: np.ndarray,
+    host_adam: np.ndarray,
 ) -> _StepTimes:
     """What the step adds around the pipelines, over all candidates' stages at once; `times`
     holds each stage's `StageCosts.TIMES` in a row."""
@@ -173,11 +209,15 @@ def _step_times(
     gather_exposed = np.where(
         overlap_gather[slowest], np.maximum(0.0, gather[slowest] - fwd[slowest] * vpp[slowest]), gather[slowest]
     )
+    # The step waits for the slowest stage's optimizer; its host part is that stage's.
+    slowest_adam = adam == np.repeat(np.maximum.reduceat(adam, starts), counts)
+    _, first_adam = np.unique(owner[slowest_adam], return_index=True)
     return _StepTimes(
         slowest - starts,
         np.maximum.reduceat(finish, starts),
         gather_exposed,
         np.maximum.reduceat(adam, starts),
+        host_adam[np.flatnonzero(slowest_adam)[first_adam]],
     )
 
 
@@ -223,5 +263,8 @@ def _breakdown(
         "pipeline_bubble_s": float(makespan_no_send_s) - busy_s,
         "pp_comm_s": makespan_s - float(makespan_no_send_s),
         "dp_comm_s": comm["dp"] + dp_exposed_s + float(step.gather_exposed_s[i]),
-        "optimizer_s": float(step.optimizer_s[i]),
+        # An offloaded optimizer's step on the host CPU is counted as offload, its GPU part (a
+        # partial offload's) as optimizer.
+        "optimizer_s": float(step.optimizer_s[i] - step.optimizer_host_s[i]),
+        "offload_s": comm["offload"] + float(step.optimizer_host_s[i]),
     }

@@ -9,6 +9,14 @@ from simulators.hardware._gpu import (
     host_launch_s,
     sustained_compute_fraction,
 )
+from simulators.hardware._memory_tiers import (
+    HostTier,
+    gpus_with_host_tier,
+    host_tier_for,
+    host_tier_named,
+    host_tiers,
+    transfer_s,
+)
 from simulators.hardware._memory_kernels import LOW_PRECISION_BYTES, MemoryKernel, layer_memory_kernels
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration, parse_calibration
 
@@ -17,6 +25,7 @@ __all__ = [
     "PRECISIONS",
     "CalibrationTable",
     "GpuSpec",
+    "HostTier",
     "MemoryKernel",
     "attention_time_s",
     "calibration_table",
@@ -25,9 +34,14 @@ __all__ = [
     "gemm_time_s",
     "get_gpu",
     "gpu_catalog",
+    "gpus_with_host_tier",
     "host_launch_s",
+    "host_tier_for",
+    "host_tier_named",
+    "host_tiers",
     "layer_memory_kernels",
     "load_calibration",
     "parse_calibration",
     "sustained_compute_fraction",
+    "transfer_s",
 ]

@@ -21,6 +21,7 @@ from simulators.workload._messages import (
 )
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops, recomputed_flops
 from simulators.workload._plan import (
+    OFFLOAD_MODES,
     PIPELINE_SPLITS,
     RECOMPUTE_MODES,
     RECOMPUTE_MODULES,
@@ -31,6 +32,7 @@ from simulators.workload._plan import (
     TrainingSystem,
     ep_problem,
     etp_problem,
+    offload_problem,
     pp_problem,
     precision_problem,
     tp_problem,
@@ -58,6 +60,8 @@ from simulators.workload._simai_view import (
 from simulators.workload._step import Operation, layer_kernels, step_operations
 
 __all__ = [
+    "OFFLOAD_MODES",
+    "offload_problem",
     "Collective",
     "layer_collectives",
     "step_collectives",

@@ -11,6 +11,7 @@ token), no dropout, GQA and gated MLPs; context parallelism splits the sequence.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cache
 
@@ -32,13 +33,19 @@ ADAM_BYTES_PER_PARAM = 30  # the Adam step reads grad, master, m, v (4 each), wr
 
 @dataclass(frozen=True)
 class MemoryBreakdown:
-    """Bytes one GPU holds at its peak; `total_gib` is what must fit in HBM."""
+    """Bytes one GPU holds at its peak; `total_gib` is what must fit in HBM. The `host_*` parts
+    are what the plan offloads to its host memory tier (simulators/workload/_offload.py): they
+    count against the GPU's share of host memory, never against HBM."""
 
     weights_bytes: float
     gradients_bytes: float
     optimizer_bytes: float
     activations_bytes: float
     reserve_bytes: float
+    host_optimizer_bytes: float = 0.0
+    host_activations_bytes: float = 0.0
+    host_weights_bytes: float = 0.0
+    host_nvme_optimizer_bytes: float = 0.0  # on the host's NVMe drives, not in its memory
 
     @property
     def total_bytes(self) -> float:
@@ -53,6 +60,16 @@ class MemoryBreakdown:
     @property
     def total_gib(self) -> float:
         return self.total_bytes / GIB
+
+    @property
+    def nvme_bytes(self) -> float:
+        """Bytes this GPU keeps on the host's NVMe drives."""
+        return self.host_nvme_optimizer_bytes
+
+    @property
+    def host_bytes(self) -> float:
+        """Bytes this GPU keeps in host memory (DRAM; the NVMe drives apart)."""
+        return self.host_optimizer_bytes + self.host_activations_bytes + self.host_weights_bytes
 
 
 def virtual_stage_bounds(model: ModelSpec, plan: ParallelPlan) -> tuple[int, ...]:
@@ -265,4 +282,48 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: fl
             reserve_bytes=memory_reserve_gib * GIB,
         )
 
-    return max((stage(index) for index in range(plan.pp)), key=lambda m: m.total_bytes)
+    peak = max((stage(index) for index in range(plan.pp)), key=lambda m: m.total_bytes)
+    return _offloaded(peak, model, plan, full, gathered) if plan.offload != "none" else peak
+
+
+def _offloaded(
+    memory: MemoryBreakdown, model: ModelSpec, plan: ParallelPlan, full: dict, gathered: float
+) -> MemoryBreakdown:
+    """`memory` with what the plan offloads moved to host memory.
+
+    Optimizer offload (Megatron-Core's HybridDeviceOptimizer, --optimizer-offload-fraction;
+    DeepSpeed ZeRO-Offload alike) keeps the fp32 master weights and Adam moments, the 12 bytes per
+    parameter of the shard, on the host (`optimizer_offload_fraction` of them; the rest in HBM);
+    gradients and bf16 weights stay in HBM. Activation offload (one pipeline stage, no
+    recomputation: offload_problem) copies each layer's saved activations out after its forward
+    and back before its backward, for all layers but the last (Megatron's cpu_offloading_num_layers
+    is at most layers - 1); HBM keeps the last layer's and one layer in transit (the next to reload
+    while a layer's backward runs), plus the logits.
+    Weight offload (ZeRO-Infinity's offload_param, ZeRO-3) keeps the bf16 parameter shard on the
+    host; HBM holds only the gathered layers in use (ZeRO-3's live parameters). NVMe optimizer
+    offload (ZeRO-Infinity) keeps the optimizer's bytes on the host's NVMe drives instead (the host
+    memory's staging buffers are not counted). Gradients stay in
+    HBM in every mode (Megatron's way; DeepSpeed also moves ZeRO's gradient partitions to the host,
+    so for it these HBM figures are upper bounds).
+    """
+    share = plan.optimizer_offload_fraction if plan.offloads_optimizer else 0.0
+    host_optimizer = memory.optimizer_bytes * share
+    nvme_optimizer = host_optimizer if plan.optimizer_on_nvme else 0.0
+    host_activations, kept = 0.0, memory.activations_bytes
+    if plan.offloads_activations and model.layers > 1:
+        kinds = stage_layer_kinds(model, plan, 0)
+        last = full[model.is_moe]  # MoE layers come last
+        layers_bytes = sum(n * full[k] for k, n in kinds.items())
+        host_activations = in_flight_chunks(plan, 0) * (layers_bytes - last)
+        kept = memory.activations_bytes - host_activations + max(full[k] for k in kinds)
+    host_weights = memory.weights_bytes - gathered if plan.offloads_weights else 0.0
+    return dataclasses.replace(
+        memory,
+        weights_bytes=memory.weights_bytes - host_weights,
+        host_weights_bytes=host_weights,
+        optimizer_bytes=memory.optimizer_bytes - host_optimizer,
+        activations_bytes=kept,
+        host_optimizer_bytes=host_optimizer - nvme_optimizer,
+        host_nvme_optimizer_bytes=nvme_optimizer,
+        host_activations_bytes=host_activations,
+    )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from simulators._errors import PlanError
-from simulators.hardware import GpuSpec
+from simulators.hardware import GpuSpec, HostTier, gpus_with_host_tier
 from simulators.hardware import host_launch_s as fitted_host_launch_s
 from simulators.models import ModelSpec
 from simulators.network import Network
@@ -32,6 +32,12 @@ ZERO_STAGES = (0, 1, 2, 3)
 # --account-for-loss-in-pipeline-split), so the first / last virtual stage holds one transformer
 # layer fewer.
 PIPELINE_SPLITS = ("even", "embedding", "loss", "embedding+loss")
+# What a plan keeps in host memory instead of HBM (simulators/workload/_offload.py): Megatron-Core's
+# --optimizer-cpu-offload (fraction 1; DeepSpeed ZeRO-Offload alike), Megatron-Core/Transformer
+# Engine activation CPU offloading per layer, or both; or DeepSpeed ZeRO-Infinity's CPU offload of
+# the optimizer and of the ZeRO-3 parameter shards (offload_optimizer + offload_param), or of the
+# optimizer state to the host's NVMe drives (offload_optimizer device nvme).
+OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations", "optimizer+weights", "optimizer-nvme")
 
 
 def divisors(n: int) -> list[int]:
@@ -246,6 +252,15 @@ class ParallelPlan:
     # Megatron's --pipeline-model-parallel-layout as transformer layers per virtual stage (virtual
     # stage c*pp + s is chunk c of stage s; the embedding sits on the first, the loss on the last).
     pipeline_layout: tuple[int, ...] | None = None
+    # What lives in host memory (OFFLOAD_MODES), and whether the offloaded optimizer step's
+    # gradient copy out, CPU Adam and parameter copy back run chunk by chunk under one another
+    # (Megatron-Core's --overlap-cpu-optimizer-d2h-h2d; DeepSpeed ZeRO-Offload pipelines them).
+    offload: str = "none"
+    overlap_cpu_optimizer: bool = True
+    # The share of the optimizer's parameters (and their Adam state) offloaded, the rest stepped
+    # in HBM on the GPU (Megatron-Core's --optimizer-offload-fraction); read only with optimizer
+    # offload.
+    optimizer_offload_fraction: float = 1.0
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch", "seq_len"):
@@ -257,9 +272,13 @@ class ParallelPlan:
             ("schedule", SCHEDULES),
             ("zero_stage", ZERO_STAGES),
             ("pipeline_split", PIPELINE_SPLITS),
+            ("offload", OFFLOAD_MODES),
         ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
+        fraction = self.optimizer_offload_fraction
+        if isinstance(fraction, bool) or not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+            raise PlanError(f"optimizer_offload_fraction={fraction!r}; allowed: a number in (0, 1]")
         layout = self.pipeline_layout
         if layout is not None and not (isinstance(layout, tuple) and all(type(n) is int for n in layout)):
             raise PlanError(f"pipeline_layout={layout!r}; allowed: a tuple of layer counts, one per virtual stage")
@@ -318,6 +337,22 @@ class ParallelPlan:
         """Bytes of one accumulated (and reduced) gradient: fp32 main gradients, or bf16."""
         return 2 if self.grad_reduce_in_bf16 else 4
 
+    @property
+    def offloads_optimizer(self) -> bool:
+        return "optimizer" in self.offload
+
+    @property
+    def offloads_activations(self) -> bool:
+        return "activations" in self.offload
+
+    @property
+    def offloads_weights(self) -> bool:
+        return "weights" in self.offload
+
+    @property
+    def optimizer_on_nvme(self) -> bool:
+        return self.offload.endswith("-nvme")
+
     def recomputes(self, module: str) -> bool:
         """Whether selective recomputation reruns `module` (one of RECOMPUTE_MODULES)."""
         return self.recompute == "selective" and module in self.recompute_modules
@@ -341,6 +376,9 @@ class TrainingSystem:
     # Host (CPU) time the framework spends per kernel it launches; None: the fitted value of the
     # GPU type (simulators/hardware/fitted.yaml), 0: kernels never wait for the host.
     host_launch_s: float | None = None
+    # The host memory tier offloaded state goes to (simulators/hardware/memory_tiers.yaml); None:
+    # the GPU has none there, and a plan that offloads cannot run.
+    host: HostTier | None = None
 
     @property
     def kernel_host_s(self) -> float:
@@ -395,5 +433,43 @@ class TrainingCandidate:
                 raise PlanError(problem)
         if plan.recomputes("mla_up_proj") and not model.is_mla:
             raise PlanError(f"recompute_modules mla_up_proj needs multi-latent attention; {model.name} has none")
+        if problem := offload_problem(plan, self.system):
+            raise PlanError(problem)
         if model.max_seq_len is not None and plan.seq_len > model.max_seq_len:
             raise PlanError(f"seq_len={plan.seq_len} exceeds max_seq_len={model.max_seq_len} of {model.name}")
+
+
+def offload_problem(plan: ParallelPlan, system: TrainingSystem) -> str | None:
+    """Why `plan` cannot offload as it asks on `system`, or None.
+
+    DeepSpeed's offload_param is a ZeRO-3 feature (deepspeed.ai/docs/config-json, "Parameter
+    offloading": available only with ZeRO stage 3; recalled, not re-read). Megatron-Core's
+    activation CPU offloading refuses pipeline parallelism, CUDA graphs and recomputation
+    (Megatron Bridge docs, training/cpu-offloading: "PP must be 1", incompatible with CUDA graphs,
+    recompute_granularity None); any offload needs a host tier."""
+    if plan.offload == "none":
+        return None
+    if system.host is None:
+        return (
+            f"offload={plan.offload!r} needs a host memory tier; {system.gpu.name} has none in "
+            f"simulators/hardware/memory_tiers.yaml (GPUs with one: {', '.join(gpus_with_host_tier())}); "
+            "allowed: none"
+        )
+    if plan.optimizer_on_nvme and system.host.nvme_gib is None:
+        return (
+            f"offload={plan.offload!r} needs an NVMe tier; host tier {system.host.name} of {system.gpu.name} has "
+            "none in simulators/hardware/memory_tiers.yaml; allowed: none, optimizer"
+        )
+    if plan.offloads_weights and plan.zero_stage != 3:
+        why = "DeepSpeed offloads parameters only under ZeRO stage 3"
+        return f"offload={plan.offload!r} needs zero_stage=3 ({why}); zero_stage={plan.zero_stage}"
+    if plan.offloads_activations:
+        if plan.pp > 1:
+            why = "Megatron's activation offloading refuses pipelines"
+            return f"offload={plan.offload!r} needs pp=1 ({why}); pp={plan.pp}"
+        if plan.recompute != "none":
+            why = "Megatron refuses both"
+            return f"offload={plan.offload!r} needs recompute=none ({why}); recompute={plan.recompute!r}"
+        if plan.cuda_graphs:
+            return f"offload={plan.offload!r} cannot run with cuda_graphs (Megatron refuses both)"
+    return None

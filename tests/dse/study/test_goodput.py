@@ -129,3 +129,11 @@ def test_a_serving_study_refuses_a_reliability_section(write_spec):
 def test_bad_knob_values_are_one_line_naming_the_knob(write_spec, knob, message):
     with pytest.raises(SpecError, match=message):
         load_study(write_spec(TINY_SPEC.replace("search:\n", f"search:\n  {knob}\n")))
+
+
+def test_a_serving_spec_spelling_out_the_default_reliability_resolves(write_spec):
+    """A saved spec.yaml writes every field, the reliability defaults too: a serving study run
+    again from it (dse report, dse batch) is not refused."""
+    from tests.conftest import SERVING_SPEC
+
+    resolve_study(load_study(write_spec(SERVING_SPEC + "reliability:\n  checkpoint_storage: parallel-fs\n")))
