@@ -70,9 +70,22 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
     if summary.stopped_because != "interrupted" and study.fidelity.validate_top and not front.empty:
         _validate_front(settings.out_dir, study.fidelity.validate_top, console)
     if summary.stopped_because == "interrupted":
-        console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
+        console.print(f"resume with: dse search {args.spec} --resume{_given_flags(args)}")
         return EXIT_INTERRUPTED
     return 0
+
+
+# The flags of `dse search` that a resumed run must repeat to mean the same study: without the
+# budget it would run to the spec's (600 trials where the user asked 200), without --out or
+# --storage it would look for the study elsewhere.
+RESUME_FLAGS = ("trials", "timeout", "seed", "out", "storage", "cache", "fidelity", "validate")
+
+
+def _given_flags(args: argparse.Namespace) -> str:
+    """` --trials 200 --out DIR`: the RESUME_FLAGS the user gave, as given, for the resume hint."""
+    given = [(name, getattr(args, name, None)) for name in RESUME_FLAGS]
+    return "".join(f" --{name} {value:g}" if isinstance(value, float) else f" --{name} {value}"
+                   for name, value in given if value is not None)
 
 
 def _validate_front(out_dir: Path, top: int, console: Console) -> None:
@@ -130,7 +143,7 @@ def _cache(path: Path | None):
 
 
 def batch_command(args: argparse.Namespace, console: Console) -> int:
-    from dse.cli.progress import SearchProgress
+    from dse.cli.progress import SearchProgress, rate_text
     from dse.report.batch import write_batch_dir
     from dse.search.batch import CACHE_FILE, load_batch, run_batch
     from dse.search.engine import RunSettings
@@ -181,14 +194,14 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
     simulated = sum(r["simulated"] for r in runs.values())
     finished = sum(r.summary.finished for r in result.runs)
     console.print(
-        f"{finished} trials in {result.wall_s:.1f} s ({finished / max(result.wall_s, 1e-9):,.0f} trials/s), "
+        f"{finished} trials in {result.wall_s:.1f} s ({rate_text(finished, result.wall_s)}), "
         f"{simulated} simulated, {sum(r['shared_hits'] for r in runs.values())} from the shared cache "
         f"({result.cached_before} outcomes in it at the start)\n{result.usage.describe(result.wall_s)}\n"
         f"wrote {args.out}/: batch.html, batch.md, fronts.csv, studies.csv, and each study's directory"
     )
     if any(r.summary.stopped_because == "interrupted" for r in result.runs):
-        again = " ".join(map(str, args.specs)) + (f" --trials {args.trials}" if args.trials else "")
-        console.print(f"resume with: dse batch {again} --out {args.out} --resume")
+        again = " ".join(map(str, args.specs)) + _given_flags(args)
+        console.print(f"resume with: dse batch {again} --resume")
         return EXIT_INTERRUPTED
     return 0
 
