@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from dse.cli import flags, listings
+from dse.cli.collectives import collectives_command
 from dse.cli.results import report_command, validate_command
 from dse.cli.simulate import simulate_command
 from dse.cli.studies import batch_command, search_command
@@ -135,6 +136,28 @@ def build_parser() -> argparse.ArgumentParser:
     validate.add_argument("--calibrate", action="store_true", help="fit the NIC efficiency and write it")
     validate.add_argument("--check", action="store_true", help="report pyverbs and RDMA devices, then exit")
     validate.set_defaults(handler=validate_command)
+    collectives = commands.add_parser(
+        "collectives", help="time every collective algorithm per op, size and scale on a fabric; show auto's pick"
+    )
+    collectives.add_argument("--gpu", default="H100-SXM", help="GPU type (see dse gpus; default H100-SXM)")
+    collectives.add_argument(
+        "--num-gpus", type=flags.listed(flags.NUM_GPUS), default=[128], metavar="N[,N...]", help="scales (default 128)"
+    )
+    collectives.add_argument(
+        "--op", type=flags.listed(str), default=["all_reduce"], metavar="OP[,OP...]",
+        help="all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv (default all_reduce)",
+    )
+    collectives.add_argument(
+        "--bytes", type=flags.listed(flags.byte_size), default=[2**30], metavar="SIZE[,SIZE...]",
+        help="message sizes, nccl-tests convention, with units B, KiB, MiB, GiB (default 1GiB)",
+    )
+    collectives.add_argument("--fabric", default="rail-optimized", help="fabric family (see dse topologies)")
+    collectives.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (default 400)")
+    collectives.add_argument(
+        "--level", default="analytical", help="analytical (default), flow or packet (packet: small scales only)"
+    )
+    collectives.add_argument("--json", action="store_true", help="print one JSON list of rows")
+    collectives.set_defaults(handler=collectives_command)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--draw", action="store_true", help="draw one fabric's tiers and wiring as text")

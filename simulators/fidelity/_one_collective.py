@@ -1,0 +1,31 @@
+"""One collective alone on a fabric, timed by a fidelity level: what `dse collectives` tables.
+
+The analytical level is the algorithm's alpha-beta recipe (simulators.network.collective_time_s).
+A simulated level (flow, packet) runs the algorithm's schedule for one group of every GPU of the
+fabric, in rank order, on the fabric graph with its routes (the driver's `group_flows`, the same
+flows a candidate's collective runs as in a study), and reports the last flow's completion.
+"""
+
+from __future__ import annotations
+
+from simulators.fidelity._level import LEVELS, SimulatedLevel
+from simulators.hardware import GpuSpec
+from simulators.network import Fabric, collective_time_s, fabric_graph, fabric_links
+
+
+def collective_level_time_s(
+    level: str, op: str, nbytes: int, num_gpus: int, algorithm: str, fabric: Fabric, gpu: GpuSpec
+) -> float:
+    """Seconds for `op` of `nbytes` by `algorithm` over `num_gpus` GPUs of `fabric` at `level`
+    (inf where the algorithm cannot run on this placement, as the analytical model says)."""
+    network = fabric.network(gpu, num_gpus)
+    analytical = float(collective_time_s(op, nbytes, num_gpus, 1, network, algorithm))
+    entry = LEVELS.lookup(level, "level")
+    if not isinstance(entry, SimulatedLevel) or analytical in (0.0, float("inf")):
+        return analytical
+    from simulators.fidelity._contention import group_flows  # networkx loads on first use
+
+    graph = fabric_graph(fabric, gpu, num_gpus)
+    links, switches, route = fabric_links(graph, spread=entry.spreads_adaptive_routing)
+    alone, _, _ = group_flows(graph, route, network, op, num_gpus, 1, int(nbytes), algorithm)
+    return float(entry.makespan_s(links, alone, switches))
