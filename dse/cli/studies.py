@@ -229,7 +229,8 @@ def _header(resolved, settings) -> Text:
             if study.hardware.calibration
             else " (fitted: simulators/hardware/fitted.yaml)"
         )
-        + _failures_line(study),
+        + _failures_line(study)
+        + _algorithms_line(study),
     )
 
 
@@ -240,6 +241,15 @@ def _failures_line(study) -> str:
         return ""
     converges = f"ECMP converges in {failures.ecmp_convergence_s:g} s"
     return f"\nfabric with failures: {failures} (hardware.fabric.failures; {converges})"
+
+
+def _algorithms_line(study) -> str:
+    """The collective algorithms the spec forces (hardware.collective_algorithm), where it does."""
+    forced = study.hardware.forced_algorithms()
+    if not forced:
+        return ""
+    pairs = ", ".join(f"{op} {name}" for op, name in forced)
+    return f"\ncollective algorithms: {pairs}, auto for the rest (hardware.collective_algorithm)"
 
 
 def _mode(sampler: str, space, trials: int) -> str:

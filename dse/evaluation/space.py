@@ -170,6 +170,9 @@ class SearchSpace:
                 network = self.fabric(family, nic_gbps).network(gpu, num_gpus)
                 if self.resolved.nic_efficiency is not None:  # measured on the user's fabric
                     network = dataclasses.replace(network, nic_efficiency=self.resolved.nic_efficiency)
+                forced = self.resolved.study.hardware.forced_algorithms()
+                if forced:  # hardware.collective_algorithm: what every collective of the candidate runs
+                    network = dataclasses.replace(network, algorithms=forced)
                 self._networks[key] = network
             except SpecError as exc:
                 self._networks[key] = PlanError(str(exc))
