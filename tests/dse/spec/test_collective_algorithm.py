@@ -113,3 +113,21 @@ def test_the_study_header_names_the_forced_algorithms(write_spec):
         "\ncollective algorithms: all_reduce ring, all_to_all pairwise, auto for the rest (hardware.collective_algorithm)"
     )
 
+
+
+def test_the_flow_level_runs_the_forced_algorithm():
+    import dataclasses
+
+    from simulators.fidelity import LEVELS
+    from simulators.models import get_model
+    from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
+
+    gpu, fabric = get_gpu("H100-SXM"), Fabric("rail-optimized", nic_gbps=400)
+    network = dataclasses.replace(fabric.network(gpu, 16), algorithms=(("all_reduce", "halving_doubling"),))
+    plan = ParallelPlan(tp=1, pp=1, dp=16, micro_batch=1, global_batch=64, seq_len=2048, zero_stage=0)
+    candidate = TrainingCandidate(get_model("llama3-8b"), TrainingSystem(gpu, 16, network=network), plan)
+    from simulators.analytical import plan_collectives
+
+    assert {use.algorithm for use in plan_collectives(candidate) if use.op == "all_reduce"} == {"halving_doubling"}
+    factors = LEVELS["flow"].congestion_factors(candidate, fabric, 2**20)
+    assert factors and {f.algorithm for f in factors if f.op == "all_reduce"} == {"halving_doubling"}
