@@ -2,8 +2,9 @@
 
 The analytical level is the algorithm's alpha-beta recipe (simulators.network.collective_time_s).
 A simulated level (flow, packet) runs the algorithm's schedule for one group of every GPU of the
-fabric, in rank order, on the fabric graph with its routes (the driver's `group_flows`, the same
-flows a candidate's collective runs as in a study), and reports the last flow's completion.
+fabric, in rank order, on the fabric graph with its routes (the flows a candidate's collective
+runs in a study, laid out as the contention driver's `group_flows` does), and reports the last
+flow's completion.
 """
 
 from __future__ import annotations
@@ -23,9 +24,16 @@ def collective_level_time_s(
     entry = LEVELS.lookup(level, "level")
     if not isinstance(entry, SimulatedLevel) or analytical in (0.0, float("inf")):
         return analytical
-    from simulators.fidelity._contention import group_flows  # networkx loads on first use
+    from simulators.fidelity._contention import MTU_BYTES  # networkx loads on first use
+    from simulators.network import Group, collective_flows, groups_of, nvswitch_of
 
     graph = fabric_graph(fabric, gpu, num_gpus)
     links, switches, route = fabric_links(graph, spread=entry.spreads_adaptive_routing)
-    alone, _, _ = group_flows(graph, route, network, op, num_gpus, 1, int(nbytes), algorithm)
-    return float(entry.makespan_s(links, alone, switches))
+    per_domain = int(Group.place(num_gpus, 1, network).per_domain)
+    (group,) = groups_of(num_gpus, num_gpus, 1)  # one group: every GPU, in rank order
+    domains = [nvswitch_of(graph, member) for member in group[::per_domain]]
+    flows = collective_flows(
+        op, [group], int(nbytes), route, algorithm=algorithm, per_domain=per_domain, switches=[domains],
+        mtu_bytes=MTU_BYTES,
+    )
+    return float(entry.makespan_s(links, flows, switches))
