@@ -77,15 +77,30 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
 
 # The flags of `dse search` that a resumed run must repeat to mean the same study: without the
 # budget it would run to the spec's (600 trials where the user asked 200), without --out or
-# --storage it would look for the study elsewhere.
-RESUME_FLAGS = ("trials", "timeout", "seed", "out", "storage", "cache", "fidelity", "validate")
+# --storage it would look for the study elsewhere. Attribute -> flag.
+RESUME_FLAGS = {
+    "trials": "--trials",
+    "timeout": "--timeout",
+    "seed": "--seed",
+    "out": "--out",
+    "storage": "--storage",
+    "cache": "--cache",
+    "fidelity": "--fidelity",
+    "validate": "--validate",
+    "ray_address": "--ray-address",
+}
 
 
 def _given_flags(args: argparse.Namespace) -> str:
-    """` --trials 200 --out DIR`: the RESUME_FLAGS the user gave, as given, for the resume hint."""
-    given = [(name, getattr(args, name, None)) for name in RESUME_FLAGS]
-    return "".join(f" --{name} {value:g}" if isinstance(value, float) else f" --{name} {value}"
-                   for name, value in given if value is not None)
+    """` --trials 200 --out DIR`: the RESUME_FLAGS the user gave, as given, for the resume hint
+    (--ray-address only where it is not the default, `local`)."""
+    parts = []
+    for name, flag in RESUME_FLAGS.items():
+        value = getattr(args, name, None)
+        if value is None or (name == "ray_address" and value == "local"):
+            continue
+        parts.append(f" {flag} {value:g}" if isinstance(value, float) else f" {flag} {value}")
+    return "".join(parts)
 
 
 def _validate_front(out_dir: Path, top: int, console: Console) -> None:

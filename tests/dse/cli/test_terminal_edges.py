@@ -28,6 +28,8 @@ def test_resume_hint_repeats_the_budget_and_places_the_user_gave():
     )
     assert _given_flags(args) == " --trials 200 --timeout 90 --seed 3 --out runs/a"
     assert _given_flags(build_parser().parse_args(["search", "s.yaml"])) == ""
+    on_a_cluster = build_parser().parse_args(["search", "s.yaml", "--ray-address", "10.0.0.1:6379"])
+    assert _given_flags(on_a_cluster) == " --ray-address 10.0.0.1:6379"
 
 
 def test_a_grid_smaller_than_the_budget_ends_its_bar_at_its_size(write_spec, tmp_path):
@@ -36,7 +38,8 @@ def test_a_grid_smaller_than_the_budget_ends_its_bar_at_its_size(write_spec, tmp
     plans = len(SearchSpace.from_study(resolved).grid())
     assert plans < 500
     totals = []
-    summary = run_search(resolved, RunSettings(tmp_path / "out", None, "off", False), on_start=lambda t, p: totals.append(t))
+    settings = RunSettings(tmp_path / "out", None, "off", False)
+    summary = run_search(resolved, settings, on_start=lambda total, prior: totals.append(total))
     assert totals == [plans] and summary.finished == plans
 
 

@@ -110,7 +110,8 @@ def test_the_study_header_names_the_forced_algorithms(write_spec):
     assert _algorithms_line(load_study(spec(write_spec))) == ""
     line = _algorithms_line(load_study(spec(write_spec, "{all_reduce: ring, all_to_all: pairwise}")))
     assert line == (
-        "\ncollective algorithms: all_reduce ring, all_to_all pairwise, auto for the rest (hardware.collective_algorithm)"
+        "\ncollective algorithms: all_reduce ring, all_to_all pairwise, auto for the rest "
+        "(hardware.collective_algorithm)"
     )
 
 
