@@ -132,3 +132,15 @@ def test_the_flow_level_runs_the_forced_algorithm():
     assert {use.algorithm for use in plan_collectives(candidate) if use.op == "all_reduce"} == {"halving_doubling"}
     factors = LEVELS["flow"].congestion_factors(candidate, fabric, 2**20)
     assert factors and {f.algorithm for f in factors if f.op == "all_reduce"} == {"halving_doubling"}
+
+
+def test_a_serving_deployment_runs_the_forced_algorithm(write_spec):
+    from dse.evaluation.serving import deployment_of
+    from dse.evaluation.space import SearchSpace
+    from tests.conftest import SERVING_SPEC
+
+    text = SERVING_SPEC.replace("  gpu: [H100-SXM]", "  gpu: [H100-SXM]\n  collective_algorithm: {all_reduce: ring}")
+    for spec_text, expected in ((SERVING_SPEC, "auto"), (text, "ring")):
+        resolved = resolve_study(load_study(write_spec(spec_text)))
+        params = SearchSpace.from_study(resolved).grid()[0]
+        assert deployment_of(resolved, params).fabric_network.algorithm_for("all_reduce") == expected
