@@ -38,8 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except OSError as exc:  # the disk filled, a file vanished: what the checks before the run cannot foresee
         print(f"dse: error: {exc}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("dse: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:  # a message, where one was given, says what was lost
+        print(f"dse: {exc.args[0]}" if exc.args else "dse: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

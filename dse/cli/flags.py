@@ -9,7 +9,9 @@ other error of the CLI, with a pointer to `--help` instead of the multi-line usa
 from __future__ import annotations
 
 import argparse
+import difflib
 import math
+import re
 from collections.abc import Callable
 
 
@@ -74,6 +76,53 @@ def stage(text: str) -> int | str:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} is out of range; allowed: busiest, all or a stage number from 0")
     return value
+
+
+def listed(item: Callable[[str], object]) -> Callable[[str], list]:
+    """A flag type: a comma-separated list of `item`s (`128,512`), at least one."""
+
+    def parse(text: str) -> list:
+        parts = [part.strip() for part in text.split(",")]
+        if not all(parts):
+            raise argparse.ArgumentTypeError(f"{text!r} has an empty item; allowed: items separated by commas")
+        return [item(part) for part in parts]
+
+    parse.__name__ = "list"
+    return parse
+
+
+def one_of(allowed: tuple[str, ...]) -> Callable[[str], str]:
+    """A flag type: one of `allowed`, with a did-you-mean for a near miss."""
+
+    def parse(text: str) -> str:
+        if text in allowed:
+            return text
+        near = difflib.get_close_matches(text, allowed, n=1)
+        hint = f" (did you mean {near[0]!r}?)" if near else ""
+        raise argparse.ArgumentTypeError(f"{text!r} is not allowed{hint}; allowed: {', '.join(allowed)}")
+
+    parse.__name__ = "choice"
+    return parse
+
+
+# Byte units as nccl-tests and the issue write sizes: binary (KiB, MiB, GiB) and decimal (KB, MB, GB).
+BYTE_UNITS = {"B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "TiB": 2**40, "KB": 10**3, "MB": 10**6, "GB": 10**9}
+MAX_BYTES = 2**40
+
+
+def byte_size(text: str) -> int:
+    """A flag type: a size in bytes, with a unit of BYTE_UNITS or none (`1GiB`, `256MiB`, `4096`)."""
+    allowed = f"allowed: a number with a unit of {', '.join(BYTE_UNITS)} (or none: bytes), 1 B to 1 TiB"
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not match or (match.group(2) or "B") not in BYTE_UNITS:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size; {allowed}")
+    value = float(match.group(1)) * BYTE_UNITS[match.group(2) or "B"]
+    if not (math.isfinite(value) and 1 <= value <= MAX_BYTES and value == int(value)):
+        raise argparse.ArgumentTypeError(f"{text!r} is out of range; {allowed}, a whole number of bytes")
+    return int(value)
+
+
+byte_size.__name__ = "size"
 
 
 # The ranges, stated once: budgets far beyond any study, and what one machine can replay.

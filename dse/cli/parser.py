@@ -7,6 +7,7 @@ from pathlib import Path
 
 from dse.cli import flags, listings
 from dse.cli.calibrate import calibrate_nccl_tests_command, calibrate_vidur_command
+from dse.cli.collectives import collectives_command
 from dse.cli.results import report_command, validate_command
 from dse.cli.simulate import simulate_command
 from dse.cli.studies import batch_command, search_command
@@ -170,6 +171,28 @@ def build_parser() -> argparse.ArgumentParser:
     nccl.add_argument("--gpu", required=True, help="the GPU the logs were measured on (see dse gpus)")
     nccl.add_argument("--out", type=Path, required=True, metavar="FILE", help="the network calibration file to write")
     nccl.set_defaults(handler=calibrate_nccl_tests_command)
+    collectives = commands.add_parser(
+        "collectives", help="time every collective algorithm per op, size and scale on a fabric; show auto's pick"
+    )
+    collectives.add_argument("--gpu", default="H100-SXM", help="GPU type (see dse gpus; default H100-SXM)")
+    collectives.add_argument(
+        "--num-gpus", type=flags.listed(flags.NUM_GPUS), default=[128], metavar="N[,N...]", help="scales (default 128)"
+    )
+    collectives.add_argument(
+        "--op", type=flags.listed(str), default=["all_reduce"], metavar="OP[,OP...]",
+        help="all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv (default all_reduce)",
+    )
+    collectives.add_argument(
+        "--bytes", type=flags.listed(flags.byte_size), default=[2**30], metavar="SIZE[,SIZE...]",
+        help="message sizes, nccl-tests convention, with units B, KiB, MiB, GiB (default 1GiB)",
+    )
+    collectives.add_argument("--fabric", default="rail-optimized", help="fabric family (see dse topologies)")
+    collectives.add_argument("--nic-gbps", type=flags.NIC_GBPS, default=400, help="NIC line rate (default 400)")
+    collectives.add_argument(
+        "--level", default="analytical", help="analytical (default), flow or packet (packet: small scales only)"
+    )
+    collectives.add_argument("--json", action="store_true", help="print one JSON list of rows")
+    collectives.set_defaults(handler=collectives_command)
     topologies = commands.add_parser("topologies", help="list the fabric families and their parameters")
     topologies.add_argument("--simai", type=Path, metavar="FILE", help="write a fabric as a SimAI topology file")
     topologies.add_argument("--force", action="store_true", help="with --simai: overwrite an existing FILE")

@@ -13,6 +13,17 @@ from dse.evaluation.outcome import Outcome
 from dse.spec.resolved import ResolvedStudy
 
 
+def rate_text(trials: int, elapsed_s: float) -> str:
+    """How fast trials finish, readable at any pace: `1,234 trials/s`, `2.5 trials/s`, or below
+    one a second the seconds each takes (`2.5 s/trial`), never a `0 trials/s` for a slow run."""
+    rate = trials / max(elapsed_s, 1e-9)
+    if rate >= 10:
+        return f"{rate:,.0f} trials/s"
+    if rate >= 1:
+        return f"{rate:.1f} trials/s"
+    return f"{1 / rate:,.1f} s/trial" if rate > 0 else ""
+
+
 class SearchProgress:
     """A rich progress display fed by the engine's callbacks (one per told trial); its rows may
     be fed from several threads (a batch runs one study per thread)."""
@@ -91,8 +102,8 @@ class StudyRow:
         if outcome is not None:
             self._judge(outcome)
         self._done_here += 1
-        rate = self._done_here / max(time.monotonic() - self._started, 1e-9)
-        self._view._progress.update(self._task, advance=1, rate=f"{rate:,.0f} trials/s", status=self._status())
+        rate = rate_text(self._done_here, time.monotonic() - self._started)
+        self._view._progress.update(self._task, advance=1, rate=rate, status=self._status())
 
     def _judge(self, outcome: Outcome) -> None:
         if self._resolved is None or not outcome.feasible:

@@ -70,9 +70,37 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
     if summary.stopped_because != "interrupted" and study.fidelity.validate_top and not front.empty:
         _validate_front(settings.out_dir, study.fidelity.validate_top, console)
     if summary.stopped_because == "interrupted":
-        console.print(f"resume with: dse search {args.spec} --resume" + (f" --out {args.out}" if args.out else ""))
+        console.print(f"resume with: dse search {args.spec} --resume{_given_flags(args)}")
         return EXIT_INTERRUPTED
     return 0
+
+
+# The flags of `dse search` that a resumed run must repeat to mean the same study: without the
+# budget it would run to the spec's (600 trials where the user asked 200), without --out or
+# --storage it would look for the study elsewhere. Attribute -> flag.
+RESUME_FLAGS = {
+    "trials": "--trials",
+    "timeout": "--timeout",
+    "seed": "--seed",
+    "out": "--out",
+    "storage": "--storage",
+    "cache": "--cache",
+    "fidelity": "--fidelity",
+    "validate": "--validate",
+    "ray_address": "--ray-address",
+}
+
+
+def _given_flags(args: argparse.Namespace) -> str:
+    """` --trials 200 --out DIR`: the RESUME_FLAGS the user gave, as given, for the resume hint
+    (--ray-address only where it is not the default, `local`)."""
+    parts = []
+    for name, flag in RESUME_FLAGS.items():
+        value = getattr(args, name, None)
+        if value is None or (name == "ray_address" and value == "local"):
+            continue
+        parts.append(f" {flag} {value:g}" if isinstance(value, float) else f" {flag} {value}")
+    return "".join(parts)
 
 
 def _validate_front(out_dir: Path, top: int, console: Console) -> None:
@@ -130,7 +158,7 @@ def _cache(path: Path | None):
 
 
 def batch_command(args: argparse.Namespace, console: Console) -> int:
-    from dse.cli.progress import SearchProgress
+    from dse.cli.progress import SearchProgress, rate_text
     from dse.report.batch import write_batch_dir
     from dse.search.batch import CACHE_FILE, load_batch, run_batch
     from dse.search.engine import RunSettings
@@ -181,14 +209,14 @@ def batch_command(args: argparse.Namespace, console: Console) -> int:
     simulated = sum(r["simulated"] for r in runs.values())
     finished = sum(r.summary.finished for r in result.runs)
     console.print(
-        f"{finished} trials in {result.wall_s:.1f} s ({finished / max(result.wall_s, 1e-9):,.0f} trials/s), "
+        f"{finished} trials in {result.wall_s:.1f} s ({rate_text(finished, result.wall_s)}), "
         f"{simulated} simulated, {sum(r['shared_hits'] for r in runs.values())} from the shared cache "
         f"({result.cached_before} outcomes in it at the start)\n{result.usage.describe(result.wall_s)}\n"
         f"wrote {args.out}/: batch.html, batch.md, fronts.csv, studies.csv, and each study's directory"
     )
     if any(r.summary.stopped_because == "interrupted" for r in result.runs):
-        again = " ".join(map(str, args.specs)) + (f" --trials {args.trials}" if args.trials else "")
-        console.print(f"resume with: dse batch {again} --out {args.out} --resume")
+        again = " ".join(map(str, args.specs)) + _given_flags(args)
+        console.print(f"resume with: dse batch {again} --resume")
         return EXIT_INTERRUPTED
     return 0
 
@@ -216,7 +244,8 @@ def _header(resolved, settings) -> Text:
             if study.hardware.calibration
             else " (fitted: simulators/hardware/fitted.yaml)"
         )
-        + _failures_line(study),
+        + _failures_line(study)
+        + _algorithms_line(study),
     )
 
 
@@ -227,6 +256,15 @@ def _failures_line(study) -> str:
         return ""
     converges = f"ECMP converges in {failures.ecmp_convergence_s:g} s"
     return f"\nfabric with failures: {failures} (hardware.fabric.failures; {converges})"
+
+
+def _algorithms_line(study) -> str:
+    """The collective algorithms the spec forces (hardware.collective_algorithm), where it does."""
+    forced = study.hardware.forced_algorithms()
+    if not forced:
+        return ""
+    pairs = ", ".join(f"{op} {name}" for op, name in forced)
+    return f"\ncollective algorithms: {pairs}, auto for the rest (hardware.collective_algorithm)"
 
 
 def _mode(sampler: str, space, trials: int) -> str:

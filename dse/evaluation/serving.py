@@ -7,6 +7,7 @@ GPUs in the study's tier; QPS/$ = capacity / $ per hour; $/Mtok at the served ra
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from functools import cache
 from typing import Any
@@ -16,6 +17,7 @@ from dse.spec.metrics import AT_LOAD_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.serving import LengthSettings, ServingSettings
 from simulators.models import get_model
+from simulators.network import Network
 from simulators.serving import (
     Deployment,
     Pool,
@@ -71,7 +73,15 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         prefix_hit=settings.prefix_share if params["prefix_caching"] else 0.0,
         speculation=_speculation(settings.draft_model, params["speculative_tokens"], params["speculative_acceptance"]),
         profile=_profile(settings.profile_mlp, settings.profile_attention, settings.profile_all_reduce),
+        network=_forced_network(resolved, gpu),
     )
+
+
+def _forced_network(resolved: ResolvedStudy, gpu) -> Network | None:
+    """The GPU's reference network running the algorithms hardware.collective_algorithm forces
+    (the tensor-parallel all-reduces, the expert all-to-alls); None, the reference itself, if none."""
+    forced = resolved.study.hardware.forced_algorithms()
+    return dataclasses.replace(Network.from_gpu(gpu), algorithms=forced) if forced else None
 
 
 def _speculation(draft: str | None, tokens: int, acceptance: float | None) -> Speculation | None:

@@ -184,6 +184,9 @@ class SearchSpace:
                     network = dataclasses.replace(network, nic_efficiency=self.resolved.nic_efficiency)
                 if self.resolved.collective_calibration is not None:  # nccl-tests on the user's system
                     network = dataclasses.replace(network, calibration=self.resolved.collective_calibration)
+                forced = self.resolved.study.hardware.forced_algorithms()
+                if forced:  # hardware.collective_algorithm: what every collective of the candidate runs
+                    network = dataclasses.replace(network, algorithms=forced)
                 self._networks[key] = network
             except SpecError as exc:
                 self._networks[key] = PlanError(str(exc))

@@ -37,6 +37,10 @@ from dse.search.studylock import study_lock
 from dse.search.trial_records import OUTCOME_ATTR, counts, outcome_attrs, outcome_from_attrs, requeue_interrupted
 from dse.spec.resolved import ResolvedStudy
 
+STARTUP_INTERRUPTED = (
+    "interrupted while the evaluation workers (Ray) were starting, before the study was created: "
+    "there is nothing to resume; run the same command again without --resume"
+)
 GRID_CHUNK = 512  # plans per chunk of the exact (grid) mode: what an interruption can lose
 MIN_BATCH = 32  # the batch the search-quality figures were measured with (benchmarks/RESULTS.md)
 SPACE_ATTR = "search_space"
@@ -103,7 +107,10 @@ def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSetting
             f"out: {where} already holds study {spec.name!r}; pass --resume to continue it, or --out DIR for a new one"
         )
     if settings.resume and not exists:
-        raise SpecError(f"--resume: {where} holds no study {spec.name!r} to resume")
+        raise SpecError(
+            f"--resume: {where} holds no study {spec.name!r} to resume (a run interrupted before its study "
+            "opened, during Ray start-up, leaves none); run it again without --resume"
+        )
     # Before anything is written: a journal that lost trials (or is gone) leaves trials.csv as it is.
     if exists:
         study = optuna.load_study(study_name=spec.name, storage=storage)
@@ -177,7 +184,10 @@ def run_search(
     space.check_runnable()  # before any study or cluster exists
     started = time.monotonic()
     owned = executor is None
-    executor = executor or make_executor(settings.ray_address)  # fails before any study exists
+    try:
+        executor = executor or make_executor(settings.ray_address)  # fails before any study exists
+    except KeyboardInterrupt:  # nothing to resume yet: say so now, not at the next --resume
+        raise KeyboardInterrupt(STARTUP_INTERRUPTED) from None
     batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
     stopped = "trial budget reached"
     ladder: list[LevelProgress] = []
@@ -191,14 +201,15 @@ def run_search(
             if counts(t) and OUTCOME_ATTR in t.user_attrs
         ]
         loop.finished = len(prior)
-        if on_start:
-            on_start(spec.budget.trials, prior)
-        deadline = _now() + spec.budget.timeout_s if spec.budget.timeout_s else None
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
+        points = space.grid() if grid else []
+        if on_start:  # a grid ends at its distinct plans, fewer than the budget when it is small
+            on_start(min(spec.budget.trials, len(points)) if grid else spec.budget.trials, prior)
+        deadline = _now() + spec.budget.timeout_s if spec.budget.timeout_s else None
         try:
             with stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
                 if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
-                    stopped = loop.run_grid(space, spec, max(batch, GRID_CHUNK), stop, deadline)
+                    stopped = loop.run_grid(space, points, spec, max(batch, GRID_CHUNK), stop, deadline)
                 while not grid and loop.finished < spec.budget.trials:
                     if stop.is_set():
                         stopped = "interrupted"
@@ -298,12 +309,13 @@ class _Loop:
             if stop.is_set() or _past(deadline):
                 return
 
-    def run_grid(self, space: SearchSpace, spec, size: int, stop: threading.Event, deadline: float | None) -> str:
+    def run_grid(
+        self, space: SearchSpace, points: list[dict], spec, size: int, stop: threading.Event, deadline: float | None
+    ) -> str:
         """Evaluate every distinct plan not yet evaluated (in the seed's shuffled order, up to the
         budget) in large chunks across the workers, and store each chunk as finished trials:
         the exact front of the space, with no sampler in the loop. An interruption loses only
-        the chunk in hand."""
-        points = space.grid()
+        the chunk in hand. `points`: the space's distinct plans (`space.grid()`)."""
         order = np.random.default_rng(spec.seed).permutation(len(points))
         todo = [points[i] for i in order if self.params_key(points[i]) not in self.cache]
         todo = todo[: max(0, spec.budget.trials - self.finished)]

@@ -12,6 +12,7 @@ from pydantic import (
 
 from dse.spec.fields import MAX_GBPS, FilePath, Frozen, Gbps, IntKnob, Name, Price, non_empty_unique, positive_knob
 from dse.spec.inputs import brief
+from simulators._errors import CatalogError
 from simulators.network import Failures, family_names
 from simulators.network._network import NIC_LATENCY_S
 
@@ -118,7 +119,36 @@ class Hardware(Frozen):
     # The host memory tier (a row of simulators/hardware/memory_tiers.yaml, e.g. DGX-H100) every
     # GPU of the spec offloads to; null: the row that names the GPU (a GPU no row names has none).
     host_tier: Name | None = None
+    # op -> the collective algorithm it runs with (dse collectives compares them); an op not
+    # named, or named `auto`, runs what NCCL's tuner picks. Kept without the `auto` entries, so a
+    # spec that spells out the default has the same cache address as one that does not.
+    collective_algorithm: dict[str, str] = {}
 
     _unique = field_validator("gpu")(non_empty_unique)
 
     _counts = field_validator("num_gpus")(positive_knob)
+
+    @field_validator("collective_algorithm")
+    @classmethod
+    def _algorithms(cls, values: dict[str, str]) -> dict[str, str]:
+        from simulators.network import ALGORITHMS, OPS
+
+        forced = {}
+        for op, name in values.items():
+            if op not in OPS:
+                raise ValueError(f"{op!r} is not a collective; allowed: {', '.join(OPS)}")
+            if name.lower() == "auto":
+                continue
+            try:
+                algorithm = ALGORITHMS.lookup(name, op)
+            except CatalogError as err:
+                raise ValueError(f"{err}, or auto") from None
+            if op not in algorithm.costs:
+                able = [a.name for a in ALGORITHMS.values() if op in a.costs]
+                raise ValueError(f"{op}: {algorithm.name!r} does not implement {op}; allowed: auto, {', '.join(able)}")
+            forced[op] = algorithm.name
+        return forced
+
+    def forced_algorithms(self) -> tuple[tuple[str, str], ...]:
+        """The (op, algorithm) pairs every candidate's network carries (Network.algorithms)."""
+        return tuple(sorted(self.collective_algorithm.items()))

@@ -114,7 +114,7 @@ class TrainingKind(StudyKind):
         try:
             results = simulate_training_batch([c for _, c in valid], breakdown=False)
         except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
-            results = [_simulate_one(c) for _, c in valid]
+            results = [_simulate_one(c, self.fits_constraint) for _, c in valid]
         for (i, candidate), result in zip(valid, results):
             outcomes[i] = result if isinstance(result, Outcome) else self._fit(candidate, result)
         return outcomes
@@ -154,9 +154,11 @@ class TrainingKind(StudyKind):
         return training_costs(space, params, metrics, owned)
 
 
-def _simulate_one(candidate: TrainingCandidate) -> TrainingResult | Outcome:
+def _simulate_one(candidate: TrainingCandidate, fits_constraint: str) -> TrainingResult | Outcome:
     try:
         return simulate_training_batch([candidate], breakdown=False)[0]
+    except PlanError as exc:  # found only while pricing (a forced collective algorithm that cannot run)
+        return invalid(exc, fits_constraint)
     except Exception as exc:
         return crashed(exc)
 

@@ -238,6 +238,26 @@ def _chunked_reduce_exposed(sync_s: np.ndarray, chunk_bwd_s: np.ndarray, vpp: np
     return np.maximum(0.0, np.maximum(last, first))
 
 
+# Breakdown parts are differences of sums of many event times; their round-off is a few ulps of
+# the step time per event. Within this fraction of the step (1 us a second) a negative difference is that round-off
+# and reads 0 (`-6.1e-10 s` of bubble is no time); beyond it the two sums disagree for real.
+ROUND_OFF_FRACTION = 1e-6
+
+
+def difference_s(name: str, minuend_s: float, subtrahend_s: float, scale_s: float) -> float:
+    """`minuend_s - subtrahend_s`, a part of the breakdown that cannot be negative: round-off
+    within ROUND_OFF_FRACTION of `scale_s` (the step) clamps to 0; more is a bug, raised."""
+    value_s = minuend_s - subtrahend_s
+    if value_s >= 0:
+        return value_s
+    if -value_s <= ROUND_OFF_FRACTION * max(abs(scale_s), abs(minuend_s), abs(subtrahend_s)):
+        return 0.0
+    raise ArithmeticError(
+        f"breakdown {name}: {minuend_s!r} - {subtrahend_s!r} = {value_s:g} s is negative beyond round-off "
+        f"(allowed: >= -{ROUND_OFF_FRACTION:g} of the step, {scale_s:g} s)"
+    )
+
+
 def _breakdown(
     candidate: TrainingCandidate,
     slowest: StageCosts,
@@ -252,16 +272,19 @@ def _breakdown(
     work = plan.microbatches * plan.vpp
     busy_s = work * (slowest.forward_s + slowest.backward_s + slowest.weight_s)
     comm = {k: work * v for k, v in slowest.comm_s.items()}
-    dp_exposed_s = float(step.pipeline_s[i]) - makespan_s
+    scale_s = float(step.pipeline_s[i])
+    dp_exposed_s = difference_s("dp_exposed_s", float(step.pipeline_s[i]), makespan_s, scale_s)
     return {
         "gemm_s": work * slowest.gemm_s,
-        "attention_and_memory_bound_s": busy_s - work * slowest.gemm_s - sum(comm.values()),
+        "attention_and_memory_bound_s": difference_s(
+            "attention_and_memory_bound_s", busy_s, work * slowest.gemm_s + sum(comm.values()), scale_s
+        ),
         "host_overhead_s": comm["host"],
         "tp_comm_s": comm["tp"],
         "cp_comm_s": comm["cp"],
         "ep_comm_s": comm["ep"],
-        "pipeline_bubble_s": float(makespan_no_send_s) - busy_s,
-        "pp_comm_s": makespan_s - float(makespan_no_send_s),
+        "pipeline_bubble_s": difference_s("pipeline_bubble_s", float(makespan_no_send_s), busy_s, scale_s),
+        "pp_comm_s": difference_s("pp_comm_s", makespan_s, float(makespan_no_send_s), scale_s),
         "dp_comm_s": comm["dp"] + dp_exposed_s + float(step.gather_exposed_s[i]),
         # An offloaded optimizer's step on the host CPU is counted as offload, its GPU part (a
         # partial offload's) as optimizer.

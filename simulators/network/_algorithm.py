@@ -22,7 +22,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulators._errors import CatalogError, SpecError
+from simulators._errors import CatalogError, PlanError, SpecError
 from simulators._registry import Registry
 from simulators.network._network import Network
 from simulators.network._placement import Group
@@ -180,13 +180,24 @@ def choose_algorithm(
     *,
     protocol: str | None = None,
 ) -> Choice:
-    """NCCL's tuner: every candidate algorithm priced, the fastest kept per element."""
+    """NCCL's tuner: every candidate algorithm priced, the fastest kept per element; where the
+    network forces an algorithm for `op` (hardware.collective_algorithm) and `among` is not
+    given, that one alone, a PlanError where it cannot run on a group of more than one."""
+    forced = network.algorithm_for(op) if among is None else AUTO
+    if forced != AUTO:
+        among = (forced,)
     names = _candidates(op, among)
     if not names:
         allowed = ", ".join(a.name for a in ALGORITHMS.values() if op in a.costs)
         raise SpecError(f"among: none of {among!r} implements {op!r}; allowed: {allowed}")
     size, group = _inputs(nbytes, ranks, stride, network)
     times = np.stack([recipe_time_s(ALGORITHMS[n].recipe(op, size, group, network), network, protocol) for n in names])
+    if forced != AUTO and np.any(np.isinf(times) & (group.ranks > 1)):
+        where = np.isinf(times[0]) & (group.ranks > 1)
+        raise PlanError(
+            f"hardware.collective_algorithm.{op}: {forced!r} cannot run on {int(group.ranks[where].flat[0])} ranks "
+            f"of this network; allowed: auto, or an algorithm that runs there"
+        )
     index = np.argmin(times, axis=0)
     chosen = np.take_along_axis(times, index[None], axis=0)[0] * _calibration_factor(op, size, group, network)
     return Choice(chosen[()], index[()], names)

@@ -117,6 +117,10 @@ class Network:
     # Measured / modelled collective time by operation, level and message size (nccl-tests on
     # the user's system, `dse calibrate nccl-tests`); None: the model's times as they are.
     calibration: CollectiveCalibration | None = None
+    # (op, algorithm) pairs the spec forces (hardware.collective_algorithm); an op not named is
+    # `auto`, NCCL's tuner. On the network because every collective of a candidate is priced on
+    # it, so the training model, its collectives table and the fidelity levels all see the choice.
+    algorithms: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
         _check("network.name", self.name, isinstance(self.name, str) and self.name != "", "a non-empty string")
@@ -144,6 +148,11 @@ class Network:
                 f"a multiple of {inner} greater than {inner} (tiers grow from the inside out and nest)",
             )
             inner = tier.group_gpus
+        algorithms = tuple(tuple(pair) for pair in self.algorithms)
+        object.__setattr__(self, "algorithms", algorithms)
+        for i, pair in enumerate(algorithms):
+            ok = len(pair) == 2 and all(isinstance(x, str) and x for x in pair)
+            _check(f"network.algorithms[{i}]", pair, ok, "(op, algorithm name)")
         slowdown = tuple(self.slowdown)
         object.__setattr__(self, "slowdown", slowdown)
         for i, entry in enumerate(slowdown):
@@ -158,6 +167,10 @@ class Network:
             _check_count(f"network.slowdown[{i}].stride", entry[0][2])
             _check_count(f"network.slowdown[{i}].nbytes", entry[0][3])
             _check_real(f"network.slowdown[{i}].factor", entry[1], low=0.0, open_low=True)
+
+    def algorithm_for(self, op: str) -> str:
+        """The algorithm `op` runs with on this network: the forced one, else "auto"."""
+        return dict(self.algorithms).get(op, "auto")
 
     def slowdown_factor(self, op: str, ranks: int, stride: int, nbytes: float) -> float:
         """The measured factor of `op` on that group at `nbytes`: the entry of that size, else of

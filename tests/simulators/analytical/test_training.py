@@ -84,7 +84,7 @@ def test_pipeline_bubble_is_about_pp_minus_one_over_m_and_interleaving_divides_i
 def test_breakdown_adds_up_to_the_iteration_time(plan):
     result = run(**plan)
     assert sum(result.breakdown_s.values()) == pytest.approx(result.metrics["iteration_time_s"], rel=1e-9)
-    assert all(v >= -1e-9 for v in result.breakdown_s.values()), result.breakdown_s
+    assert all(v >= 0.0 for v in result.breakdown_s.values()), result.breakdown_s
 
 
 def test_zero_bubble_beats_1f1b_and_gpipe_holds_more_activations():
