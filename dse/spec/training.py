@@ -65,7 +65,9 @@ class TrainingSettings(Frozen):
         return one_of(values, RECOMPUTE_MODULES)
 
 
-MAX_SECONDS = 1e8  # a checkpoint interval: about three years
+MAX_SECONDS = 100_000_000  # a checkpoint interval: about three years
+# Knobs of numbers or one word: the word, and the numbers' range.
+_NUMBER_OR_WORD = {"spare_servers": ("auto", 0, MAX_COUNT), "checkpoint_interval_s": ("optimal", 1, MAX_SECONDS)}
 
 
 class TrainingSearch(Frozen):
@@ -103,20 +105,14 @@ class TrainingSearch(Frozen):
     _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch")(positive_knob)
     _unique = field_validator("sequence_parallel")(non_empty_unique)
 
-    @field_validator("spare_servers")
+    @field_validator("spare_servers", "checkpoint_interval_s")
     @classmethod
-    def _spares(cls, values: list) -> list:
+    def _number_or_word(cls, values: list, info) -> list:
+        """Counts of spares (or `auto`), seconds between checkpoints (or `optimal`)."""
+        word, low, high = _NUMBER_OR_WORD[info.field_name]
         non_empty_unique(values)
-        if any(v != "auto" and not 0 <= v <= MAX_COUNT for v in values):
-            raise ValueError(f"{values} holds a value that is neither 'auto' nor 0..{MAX_COUNT}")
-        return values
-
-    @field_validator("checkpoint_interval_s")
-    @classmethod
-    def _intervals(cls, values: list) -> list:
-        non_empty_unique(values)
-        if any(v != "optimal" and not 1 <= v <= MAX_SECONDS for v in values):
-            raise ValueError(f"{values} holds a value that is neither 'optimal' nor 1 to {MAX_SECONDS:g} seconds")
+        if any(v != word and not low <= v <= high for v in values):
+            raise ValueError(f"{values} holds a value that is neither {word!r} nor {low} to {high}")
         return values
 
     @field_validator("recompute", "pipeline_split", "schedule", "zero_stage", "offload")

@@ -12,27 +12,9 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from dse.study import resolve_study
-from tests.conftest import TINY_SPEC
+from tests.conftest import TINY_PARAMS, TINY_SPEC
 
-PARAMS = {
-    "gpu": "H100-SXM",
-    "num_gpus": 16,
-    "tp": 2,
-    "pp": 1,
-    "cp": 1,
-    "ep": 1,
-    "etp": 1,
-    "vpp": 1,
-    "pipeline_split": "even",
-    "micro_batch": 1,
-    "global_batch": 64,
-    "recompute": "none",
-    "schedule": "1f1b",
-    "sequence_parallel": True,
-    "zero_stage": 1,
-    "fabric": "rail-optimized",
-    "nic_gbps": 400.0,
-}
+PARAMS = {**TINY_PARAMS, "num_gpus": 16, "tp": 2, "pipeline_split": "even"}
 BUDGET = "training:\n  seq_len: 4096\n  train_tokens: 1.0e11\n"
 
 
