@@ -274,7 +274,7 @@ def _breakdown(
     comm = {k: work * v for k, v in slowest.comm_s.items()}
     scale_s = float(step.pipeline_s[i])
     dp_exposed_s = difference_s("dp_exposed_s", float(step.pipeline_s[i]), makespan_s, scale_s)
-    return {
+    parts = {
         "gemm_s": work * slowest.gemm_s,
         "attention_and_memory_bound_s": difference_s(
             "attention_and_memory_bound_s", busy_s, work * slowest.gemm_s + sum(comm.values()), scale_s
@@ -291,3 +291,11 @@ def _breakdown(
         "optimizer_s": float(step.optimizer_s[i] - step.optimizer_host_s[i]),
         "offload_s": comm["offload"] + float(step.optimizer_host_s[i]),
     }
+    # A part clamped from round-off to 0 leaves the parts that much off the step: the largest
+    # part takes the residual back (at most ROUND_OFF_FRACTION of the step), so they add up.
+    step_s = scale_s + float(step.gather_exposed_s[i]) + float(step.optimizer_s[i])
+    residual_s = step_s - sum(parts.values())
+    if abs(residual_s) <= ROUND_OFF_FRACTION * step_s:
+        largest = max(parts, key=parts.get)
+        parts[largest] += residual_s
+    return parts
