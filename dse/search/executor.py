@@ -230,7 +230,12 @@ class RayExecutor(InProcessExecutor):
         if now - self._store_sampled_at < STORE_SAMPLE_S:
             return
         self._store_sampled_at = now
-        free = self._ray.available_resources().get("object_store_memory", self.usage.store_capacity_bytes)
+        # Ray sums the nodes' last resource reports: a node whose report is late is missing from
+        # one read, which would count its whole store as used. The larger of two reads is kept.
+        free = max(
+            self._ray.available_resources().get("object_store_memory", self.usage.store_capacity_bytes)
+            for _ in range(2)
+        )
         with self._lock:
             used = int(self.usage.store_capacity_bytes - free)
             self.usage.store_peak_bytes = max(self.usage.store_peak_bytes, used)
