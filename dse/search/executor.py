@@ -231,17 +231,23 @@ class RayExecutor(InProcessExecutor):
             return
         self._store_sampled_at = now
         # Ray sums the nodes' last resource reports: a node whose report is late is missing from
-        # one read, which would count its whole store as used. The larger of two reads is kept.
-        free = max(
-            self._ray.available_resources().get("object_store_memory", self.usage.store_capacity_bytes)
-            for _ in range(2)
-        )
+        # the available view (its `node:<address>` resource with it), which would count its whole
+        # store as used. Such a read is skipped.
+        available, total = self._ray.available_resources(), self._ray.cluster_resources()
+        if _node_count(available) < _node_count(total):
+            return
+        free = available.get("object_store_memory", self.usage.store_capacity_bytes)
         with self._lock:
             used = int(self.usage.store_capacity_bytes - free)
             self.usage.store_peak_bytes = max(self.usage.store_peak_bytes, used)
 
     def close(self) -> None:
         disconnect_ray(self._started_here)
+
+
+def _node_count(resources: dict[str, float]) -> float:
+    """Nodes in a Ray resource view: each holds one unit of its `node:<address>` resource."""
+    return sum(v for k, v in resources.items() if k.startswith("node:") and k != "node:__internal_head__")
 
 
 @contextlib.contextmanager
