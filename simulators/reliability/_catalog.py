@@ -47,9 +47,17 @@ class Sourced(_Row):
     source: str
 
 
+class PlannedStops(_Row):
+    """Job-level stops for maintenance, each right after a checkpoint: a relaunch, no lost work."""
+
+    interruptions: int = Field(ge=0)
+    source: str
+
+
 class FailureCatalog(_Row):
     observed: Observed
     components: dict[Literal[COMPONENTS], Component]
+    planned: PlannedStops
     restart: dict[Literal[RESTART_STEPS], Sourced]
 
 

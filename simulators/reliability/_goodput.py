@@ -69,11 +69,15 @@ def goodput(
     lag_s: float = 0.0,
     interval_s: float | None = None,
     step_s: float | None = None,
+    planned_per_s: float = 0.0,
+    planned_restart_s: float = 0.0,
 ) -> Goodput:
     """The breakdown for one job: `checkpoint_s` blocks training each checkpoint, `restart_s`
     follows each interruption, `lag_s` is a background write's duration (the interval is at least
     that); `interval_s` None: Daly's higher-order optimum; `step_s`: the step time the interval is
-    rounded to (at least one step), None: not rounded."""
+    rounded to (at least one step), None: not rounded. Planned stops (`planned_per_s`, each
+    costing `planned_restart_s` and no work) take a share planned_per_s x planned_restart_s of
+    the wall time, the rest shrinking in proportion."""
     tau = daly_interval_s(checkpoint_s, mtbf_s) if interval_s is None else interval_s
     if step_s is not None:
         tau = max(1, round(tau / step_s), math.ceil(lag_s / step_s)) * step_s
@@ -81,4 +85,9 @@ def goodput(
     ratio = wall_per_work(tau, checkpoint_s, restart_s + lag_s, mtbf_s)
     checkpoints = checkpoint_s / tau / ratio
     restarts = min(-math.expm1(-restart_s / mtbf_s), 1.0 - 1.0 / ratio - checkpoints)
-    return Goodput(tau, restart_s, 1.0 / ratio, checkpoints, 1.0 - 1.0 / ratio - checkpoints - restarts, restarts)
+    lost = 1.0 - 1.0 / ratio - checkpoints - restarts
+    planned = planned_per_s * planned_restart_s
+    if planned >= 1.0:
+        raise ValueError(f"planned stops take {planned:.3g} of the wall time: no time trains")
+    keep = 1.0 - planned
+    return Goodput(tau, restart_s, keep / ratio, keep * checkpoints, keep * lost, keep * restarts + planned)

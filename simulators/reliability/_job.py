@@ -35,6 +35,7 @@ class ReliabilityConfig:
     spare_servers: int = 0
     rates_per_day: tuple[tuple[str, float], ...] = ()
     restart_s: tuple[tuple[str, float], ...] = field(default=())
+    planned_stops_per_day: float | None = None  # None: the observed run's (failures.yaml `planned`)
 
     def __post_init__(self) -> None:
         checks = (
@@ -102,5 +103,21 @@ def job_goodput(
         + step("warmup_s")
         + server_share * (1.0 - free) * step("no_spare_wait_s")
     )
-    result = goodput(job.mtbf_s, cost.blocking_s, restart, cost.background_s, config.interval_s, step_s)
+    catalog = failure_catalog()
+    planned_per_day = (
+        catalog.planned.interruptions / catalog.observed.days
+        if config.planned_stops_per_day is None
+        else config.planned_stops_per_day
+    )
+    relaunch = step("reschedule_s") + cost.load_s + step("warmup_s")  # a planned stop: no detection, no wait
+    result = goodput(
+        job.mtbf_s,
+        cost.blocking_s,
+        restart,
+        cost.background_s,
+        config.interval_s,
+        step_s,
+        planned_per_day / SECONDS_PER_DAY,
+        relaunch,
+    )
     return JobGoodput(result, job, size, cost, free)

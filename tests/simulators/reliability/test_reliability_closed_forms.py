@@ -172,3 +172,19 @@ def test_checkpoint_times_by_hand_on_each_tier_and_mode():
     assert local.background_s == pytest.approx(max(per_server / 16e9, per_server / 400e9))
     memory = checkpoint_cost(size, "in_memory", tiers["object-store"], 512, 8, nic)
     assert memory.background_s == pytest.approx(per_server / 400e9) == memory.load_s
+
+
+def test_planned_stops_take_their_relaunches_and_no_work():
+    """A planned stop every 2 h costing 10 min takes 1/12 of the wall time; the other shares
+    shrink by 11/12, lost work included (a planned stop follows a checkpoint)."""
+    from simulators.reliability._goodput import goodput
+
+    base = goodput(3 * 3600.0, 30.0, 900.0, interval_s=1800.0)
+    planned = goodput(3 * 3600.0, 30.0, 900.0, interval_s=1800.0, planned_per_s=1 / 7200, planned_restart_s=600.0)
+    keep = 1 - 600.0 / 7200
+    assert planned.ideal == pytest.approx(base.ideal * keep)
+    assert planned.lost_work == pytest.approx(base.lost_work * keep)
+    assert planned.restarts == pytest.approx(base.restarts * keep + 600.0 / 7200)
+    assert planned.ideal + planned.checkpoint + planned.lost_work + planned.restarts == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no time trains"):
+        goodput(3 * 3600.0, 30.0, 900.0, planned_per_s=1 / 100, planned_restart_s=600.0)
