@@ -1,7 +1,10 @@
 """Host memory tiers: the CPU memory a GPU offloads to and the link it crosses (STYLE 5).
 
 `memory_tiers.yaml` lists reference host systems (DGX-class servers with DDR, Grace superchips
-with LPDDR5X over NVLink-C2C), each with the catalogue GPUs that sit in it. The table is apart
+with LPDDR5X over NVLink-C2C), each with the catalogue GPUs that sit in it, and configurations a
+spec picks by name (`hardware.host_tier`), such as a host with CXL memory expanders: CXL memory
+adds to the host's capacity and, interleaved with the DIMMs, to its bandwidth; the GPU reaches
+it through the same host link. The table is apart
 from gpus.yaml so users' GPU files keep their schema: a GPU no row names has no host tier, and
 a plan that offloads on it is an error that says so (no guessed host). Each GPU takes an equal
 share of its host's memory and DRAM bandwidth; the link is its own.
@@ -27,7 +30,7 @@ class HostTier(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid", strict=True, allow_inf_nan=False)
 
     name: str = Field(min_length=1, max_length=255)
-    gpus: tuple[str, ...] = Field(min_length=1, strict=False)
+    gpus: tuple[str, ...] = Field(strict=False)  # empty: a configuration a spec names (hardware.host_tier)
     gpus_per_host: int = Field(ge=1)
     host_memory_gib: float = Field(gt=0)
     host_memory_gbytes_per_s: float = Field(gt=0)
@@ -36,6 +39,9 @@ class HostTier(BaseModel):
     # The host's local NVMe drives (ZeRO-Infinity's third tier); both or neither: none, no tier.
     nvme_gib: float | None = Field(default=None, gt=0)
     nvme_gbytes_per_s: float | None = Field(default=None, gt=0)
+    # CXL memory expanders of the host (CXL 2.0 Type 3 modules); both or neither.
+    cxl_gib: float | None = Field(default=None, gt=0)
+    cxl_gbytes_per_s: float | None = Field(default=None, gt=0)
     as_of: str
     sources: dict[str, str]
 
@@ -43,8 +49,9 @@ class HostTier(BaseModel):
     def _checked(self) -> HostTier:
         if self.link not in LINKS:
             raise ValueError(f"link: {self.link!r}; allowed: {', '.join(LINKS)}")
-        if (self.nvme_gib is None) != (self.nvme_gbytes_per_s is None):
-            raise ValueError("nvme_gib and nvme_gbytes_per_s: give both or neither")
+        for tier in ("nvme", "cxl"):
+            if (getattr(self, f"{tier}_gib") is None) != (getattr(self, f"{tier}_gbytes_per_s") is None):
+                raise ValueError(f"{tier}_gib and {tier}_gbytes_per_s: give both or neither")
         numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
         missing = [k for k in numeric if k not in self.sources]
         if missing:
@@ -52,13 +59,15 @@ class HostTier(BaseModel):
         return self
 
     def __hash__(self) -> int:
-        figures = (self.host_memory_gib, self.host_memory_gbytes_per_s, self.link_gbytes_per_s, self.nvme_gib)
+        figures = (self.host_memory_gib, self.host_memory_gbytes_per_s, self.link_gbytes_per_s)
+        figures += (self.nvme_gib, self.cxl_gib)
         return hash((self.name, *figures))
 
     @property
     def memory_bytes_per_gpu(self) -> float:
-        """Host memory one GPU's offloaded state may take: its equal share of the host's."""
-        return self.host_memory_gib * GIB / self.gpus_per_host
+        """Host memory one GPU's offloaded state may take: its equal share of the host's DIMMs
+        and CXL expanders."""
+        return (self.host_memory_gib + (self.cxl_gib or 0.0)) * GIB / self.gpus_per_host
 
     @property
     def nvme_bytes_per_gpu(self) -> float | None:
@@ -72,8 +81,9 @@ class HostTier(BaseModel):
 
     @property
     def memory_gbytes_per_s_per_gpu(self) -> float:
-        """Host DRAM bandwidth one GPU's CPU-side work (a CPU optimizer step) gets: its share."""
-        return self.host_memory_gbytes_per_s / self.gpus_per_host
+        """Host memory bandwidth one GPU's CPU-side work (a CPU optimizer step) gets: its share of
+        the DIMMs' and the CXL expanders' (interleaved across both)."""
+        return (self.host_memory_gbytes_per_s + (self.cxl_gbytes_per_s or 0.0)) / self.gpus_per_host
 
 
 def transfer_s(nbytes: float, gbytes_per_s: float) -> float:

@@ -106,3 +106,16 @@ def test_nvme_offload_in_a_spec_fits_the_drives_share_and_prints_it(write_spec, 
     assert memory["nvme_optimizer"] == pytest.approx(12 * 8.03e9 / 2**30, rel=0.01)  # llama3-8b's Adam state
     assert memory["nvme_capacity"] == pytest.approx(28610 / 8)
     assert memory["host_total"] == 0
+
+
+def test_a_cxl_host_gives_the_cpu_optimizer_step_more_bandwidth(write_spec):
+    """The CPU Adam step reads and writes the offloaded state at the GPU's share of host memory
+    bandwidth: CXL expanders interleaved with the DIMMs shorten it (hardware.host_tier)."""
+    params = {**TINY_PARAMS, "offload": "optimizer", "zero_stage": 1}
+    times = {}
+    for tier in ("DGX-H100", "DGX-H100-CXL-8x256GB"):
+        text = OFFLOAD_SPEC.replace("gpu: [H100-SXM]", f"gpu: [H100-SXM]\n  host_tier: {tier}")
+        space = space_of(write_spec, text)
+        assert space.candidate(params).system.host.name == tier
+        times[tier] = Evaluator(space).evaluate(params).metrics["iteration_time_s"]
+    assert times["DGX-H100-CXL-8x256GB"] < times["DGX-H100"]

@@ -72,3 +72,15 @@ def test_nvme_tiers_give_both_figures_and_dgx_h100_shares_them_by_hand():
     row = host_tier_for("H100-SXM").model_dump()
     with pytest.raises(ValidationError, match="give both or neither"):
         HostTier.model_validate({**row, "nvme_gbytes_per_s": None})
+
+
+def test_cxl_expanders_add_capacity_and_interleaved_bandwidth():
+    """DGX-H100 with eight 256 GB Micron CZ120 modules (36 GB/s each): per GPU an eighth of
+    2,048 GiB of DIMMs plus 8 x 256e9 B of CXL, and of 614.4 + 8 x 36 GB/s."""
+    from simulators.hardware._memory_tiers import host_tier_named
+
+    plain, cxl = host_tier_named("DGX-H100", "t"), host_tier_named("DGX-H100-CXL-8x256GB", "t")
+    assert cxl.memory_bytes_per_gpu == pytest.approx((2048 * 2**30 + 8 * 256e9) / 8, rel=1e-4)
+    assert cxl.memory_gbytes_per_s_per_gpu == pytest.approx((614.4 + 8 * 36) / 8)
+    assert cxl.link_gbytes_per_s == plain.link_gbytes_per_s  # the GPU reaches both over its PCIe link
+    assert cxl.gpus == ()  # a configuration a spec names, no GPU's default host
