@@ -15,6 +15,7 @@ from dse.errors import SpecError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.spec import parse_study
+from dse.spec.training import NUMBER_OR_WORD_KNOBS
 from simulators.analytical import plan_collectives, simulate_training
 from simulators.network import family_names
 from simulators.serving import ROUTERS, SCHEDULERS
@@ -174,16 +175,14 @@ def _read_front(path: Path) -> pd.DataFrame:
 _KIND_NAMES = {int: "an integer", bool: "true or false", str: "a name", float: "a number"}
 
 
-# Knobs taking a number or one word (`checkpoint_interval_s: [optimal, 3600]`).
-_NUMBER_OR_WORD = {"checkpoint_interval_s": "optimal", "spare_servers": "auto"}
-
-
 def _parse(name: str, text: str, examples: tuple) -> Any:
     """`text` as a value of the knob's type (that of its values in the spec); a float is finite."""
-    if name in _NUMBER_OR_WORD and text == _NUMBER_OR_WORD[name]:
-        return text
-    numbers = [v for v in examples if not isinstance(v, str)] or ([0.0] if name in _NUMBER_OR_WORD else examples)
-    kind = float if any(isinstance(v, float) for v in numbers) else type(numbers[0])
+    if name in NUMBER_OR_WORD_KNOBS:  # a number or one word (`spare_servers: [auto, 4]`)
+        word, number, _, _ = NUMBER_OR_WORD_KNOBS[name]
+        if text == word:
+            return text
+        examples = (number(),)
+    kind = float if any(isinstance(v, float) for v in examples) else type(examples[0])  # nic_gbps: [400, 800.5]
     try:
         if kind is bool:
             if text.lower() not in ("true", "false"):

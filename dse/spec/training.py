@@ -66,8 +66,11 @@ class TrainingSettings(Frozen):
 
 
 MAX_SECONDS = 100_000_000  # a checkpoint interval: about three years
-# Knobs of numbers or one word: the word, and the numbers' range.
-_NUMBER_OR_WORD = {"spare_servers": ("auto", 0, MAX_COUNT), "checkpoint_interval_s": ("optimal", 1, MAX_SECONDS)}
+# Knobs of numbers or one word: the word, the numbers' type and range (the spec and `--set` read it).
+NUMBER_OR_WORD_KNOBS = {
+    "spare_servers": ("auto", int, 0, MAX_COUNT),
+    "checkpoint_interval_s": ("optimal", float, 1, MAX_SECONDS),
+}
 
 
 class TrainingSearch(Frozen):
@@ -109,7 +112,7 @@ class TrainingSearch(Frozen):
     @classmethod
     def _number_or_word(cls, values: list, info) -> list:
         """Counts of spares (or `auto`), seconds between checkpoints (or `optimal`)."""
-        word, low, high = _NUMBER_OR_WORD[info.field_name]
+        word, _, low, high = NUMBER_OR_WORD_KNOBS[info.field_name]
         non_empty_unique(values)
         if any(v != word and not low <= v <= high for v in values):
             raise ValueError(f"{values} holds a value that is neither {word!r} nor {low} to {high}")

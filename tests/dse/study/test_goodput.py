@@ -119,3 +119,21 @@ def test_a_serving_spec_spelling_out_the_default_reliability_resolves(write_spec
     from tests.conftest import SERVING_SPEC
 
     resolve_study(load_study(write_spec(SERVING_SPEC + "reliability:\n  checkpoint_storage: parallel-fs\n")))
+
+
+def test_dse_simulate_sets_the_reliability_knobs_by_word_or_number(write_spec, capsys):
+    """`--set spare_servers=3` is a count (the spec refuses 3.0), `checkpoint_interval_s=600`
+    seconds, and each knob's word stays a word."""
+    import json
+
+    from dse.cli.commands import main
+
+    text = TINY_SPEC.replace("training:\n  seq_len: 4096\n", BUDGET).replace("search:\n", "search:\n" + KNOBS)
+    spec = write_spec(text)
+    fixed = ["--set=num_gpus=16", "--set=tp=2", "--set=pp=1", "--set=micro_batch=1", "--set=recompute=none"]
+    for spares, interval in (("3", "600"), ("auto", "optimal")):
+        knobs = [f"--set=spare_servers={spares}", f"--set=checkpoint_interval_s={interval}"]
+        assert main(["simulate", str(spec), *fixed, *knobs, "--json"]) == 0
+        params = json.loads(capsys.readouterr().out)["params"]
+        assert params["spare_servers"] == (3 if spares == "3" else "auto")
+        assert params["checkpoint_interval_s"] == (600.0 if interval == "600" else "optimal")
