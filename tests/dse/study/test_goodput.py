@@ -123,12 +123,13 @@ def test_a_serving_spec_spelling_out_the_default_reliability_resolves(write_spec
 
 def test_dse_simulate_sets_the_reliability_knobs_by_word_or_number(write_spec, capsys):
     """`--set spare_servers=3` is a count (the spec refuses 3.0), `checkpoint_interval_s=600`
-    seconds, and each knob's word stays a word."""
+    seconds, and each knob's word stays a word, also where the spec lists only the words."""
     import json
 
     from dse.cli.commands import main
 
-    text = TINY_SPEC.replace("training:\n  seq_len: 4096\n", BUDGET).replace("search:\n", "search:\n" + KNOBS)
+    words = "  spare_servers: [auto]\n  checkpoint_interval_s: [optimal]\n"
+    text = TINY_SPEC.replace("training:\n  seq_len: 4096\n", BUDGET).replace("search:\n", "search:\n" + words)
     spec = write_spec(text)
     fixed = ["--set=num_gpus=16", "--set=tp=2", "--set=pp=1", "--set=micro_batch=1", "--set=recompute=none"]
     for spares, interval in (("3", "600"), ("auto", "optimal")):
