@@ -138,7 +138,7 @@ def replay_scope(table: pd.DataFrame) -> str:
     where = "processes on this machine" if placement == "processes" else placement.removeprefix("ray ")
     what = "kernel TCP sockets" if transport == "tcp" else "RDMA"
     cannot = []
-    if placement == "processes" or "on 1 node" in placement or not placement.startswith("ray STRICT_SPREAD"):
+    if not placement.startswith("ray STRICT_SPREAD"):  # processes, or Ray ranks packed or spread unevenly
         cannot.append("ranks share a machine, so bytes never cross NVLink or the NICs the model prices")
     if transport == "tcp":
         cannot.append("TCP's socket path is not the RDMA the model prices")
