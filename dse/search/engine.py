@@ -29,7 +29,7 @@ from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace
 from dse.search.cache import SharedCache, evaluation_context
 from dse.search.executor import Executor, Usage, make_executor
-from dse.search.journal import check_trials_kept, journal_storage
+from dse.search.journal import HeldJournalStorage, check_trials_kept, journal_storage
 from dse.search.ladder import LevelCallback, climb, store_front_details
 from dse.search.level_records import LevelProgress
 from dse.search.samplers import make_sampler, sampler_name
@@ -96,10 +96,11 @@ def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     return journal_storage(Path(target))
 
 
-def open_study(resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings) -> optuna.Study:
-    """Create the study, or load it for `--resume`; refuse to mix a new run into an old one."""
+def open_study(
+    resolved: ResolvedStudy, space: SearchSpace, settings: RunSettings, storage: optuna.storages.BaseStorage
+) -> optuna.Study:
+    """Create the study in `storage`, or load it for `--resume`; refuse to mix a new run into an old one."""
     spec = resolved.study
-    storage = open_storage(settings)
     exists = spec.name in optuna.study.get_all_study_names(storage)
     where = settings.storage or settings.out_dir
     if exists and not settings.resume:
@@ -191,8 +192,10 @@ def run_search(
     batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
     stopped = "trial budget reached"
     ladder: list[LevelProgress] = []
+    storage = None
     try:
-        study = open_study(resolved, space, settings)
+        storage = open_storage(settings)
+        study = open_study(resolved, space, settings, storage)
         cache = requeue_interrupted(study, resolved.kind)
         loop = _Loop(study, resolved, Evaluator(space), executor, shared, cache, on_trial)
         prior = [
@@ -228,6 +231,8 @@ def run_search(
         except KeyboardInterrupt:
             stopped = "interrupted"
     finally:
+        if isinstance(storage, HeldJournalStorage):  # trials asked and never told, for --resume
+            storage.flush()
         if owned:
             executor.close()
     wall_s = time.monotonic() - started

@@ -7,6 +7,12 @@ journal is opened a cut tail is truncated (dse.search.jsonlines), and any line O
 is one DseError naming the file and line. A journal cut short (or replaced by an older copy)
 reads as a smaller study: `check_trials_kept` refuses to go on, rather than let a report or a
 resumed search rewrite trials.csv without the trials only trials.csv still lists.
+
+Writes are grouped by trial: what only concerns a trial still running (its creation, params,
+attributes) is held in memory and written, with one fsync, together with the entry that finishes
+it (or any other entry, or `flush`). Optuna writes and syncs every entry alone, 26 per trial of a
+20-knob study, which was a third of the search loop's time; a finished trial is on disk as soon
+as it is told, as before, and only a trial that was never told can be lost with the process.
 """
 
 from __future__ import annotations
@@ -41,9 +47,9 @@ def journal_storage(path: Path) -> optuna.storages.JournalStorage:
     default waits 30 s before `--resume` can start)."""
     check_journal(path)
     lock = optuna.storages.journal.JournalFileOpenLock(str(path), grace_period=LOCK_GRACE_S)
-    backend = _CountingBackend(str(path), lock_obj=lock)
+    backend = _TrialGroupedBackend(str(path), lock_obj=lock)
     try:
-        return optuna.storages.JournalStorage(backend)
+        return HeldJournalStorage(backend)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError, AssertionError) as exc:  # a misfit entry
         raise JournalError(
             f"journal: {path}:{backend.entries}: an entry Optuna cannot replay ({type(exc).__name__}: {exc}); "
@@ -51,14 +57,66 @@ def journal_storage(path: Path) -> optuna.storages.JournalStorage:
         ) from None
 
 
-class _CountingBackend(optuna.storages.journal.JournalFileBackend):
-    """Counts the entries handed to Optuna, so the one it fails to replay is named by its line."""
+class HeldJournalStorage(optuna.storages.JournalStorage):
+    """Optuna's journal storage over `_TrialGroupedBackend`; `flush` writes what it holds."""
+
+    def __init__(self, backend: _TrialGroupedBackend) -> None:
+        super().__init__(backend)
+        self.flush = backend.flush
+
+
+# Entries that only touch a trial still running: held until an entry of another kind is written.
+_HELD_OPS = frozenset(
+    {
+        JournalOperation.CREATE_TRIAL,
+        JournalOperation.SET_TRIAL_PARAM,
+        JournalOperation.SET_TRIAL_USER_ATTR,
+        JournalOperation.SET_TRIAL_SYSTEM_ATTR,
+        JournalOperation.SET_TRIAL_INTERMEDIATE_VALUE,
+    }
+)
+
+
+class _TrialGroupedBackend(optuna.storages.journal.JournalFileBackend):
+    """Holds a running trial's entries until one of another kind (module docstring), and counts
+    the entries handed to Optuna, so the one it fails to replay is named by its line.
+
+    The file is read once, when Optuna opens it; after that the caller's lock on the study
+    directory means only this backend appends, so Optuna's reads are answered from the entries
+    appended since its last read, without reopening and rescanning the file each time."""
 
     entries = 0
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._scanned = False
+        self._count = 0  # entries in the journal, written or held
+        self._unread: list[dict[str, Any]] = []  # appended since Optuna's last read: the last of _count
+        self._held: list[dict[str, Any]] = []  # appended, not yet written
+
     def read_logs(self, log_number_from: int) -> Iterator[dict[str, Any]]:
+        first_unread = self._count - len(self._unread)
+        if self._scanned and log_number_from >= first_unread:
+            unread, self._unread = self._unread[log_number_from - first_unread :], []
+            yield from unread
+            return
+        self.flush()
         for self.entries, entry in enumerate(super().read_logs(log_number_from), start=log_number_from + 1):
             yield entry
+        self._scanned, self._count, self._unread = True, max(self.entries, log_number_from), []
+
+    def append_logs(self, logs: list[dict[str, Any]]) -> None:
+        self._held.extend(logs)
+        self._unread.extend(logs)
+        self._count += len(logs)
+        if any(log["op_code"] not in _HELD_OPS for log in logs):
+            self.flush()
+
+    def flush(self) -> None:
+        """Write the held entries (one append, one fsync)."""
+        if self._held:
+            super().append_logs(self._held)
+            self._held = []
 
 
 def check_journal(path: Path) -> None:
