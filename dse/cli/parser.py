@@ -28,6 +28,12 @@ def build_parser() -> argparse.ArgumentParser:
     search.add_argument("--trials", type=flags.TRIALS, help="trial budget (total, counting a resumed study's trials)")
     search.add_argument("--timeout", type=flags.TIMEOUT_S, metavar="S", help="stop after S seconds")
     search.add_argument("--seed", type=flags.SEED, help="sampler seed")
+    search.add_argument(
+        "--sampler",
+        metavar="NAME",
+        help="the spec's sampler instead (auto, tpe, nsga2, random, refine, grid, or exhaustive: every distinct "
+        "plan, only the front stored as trials, every plan in DIR/plans/)",
+    )
     search.add_argument("--out", type=Path, metavar="DIR", help="output directory (default reports/<name>)")
     search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in DIR)")
     search.add_argument(

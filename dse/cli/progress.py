@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from dse.evaluation.outcome import Outcome
+from dse.search.exhaustive import ExhaustiveRun
 from dse.spec.resolved import ResolvedStudy
 
 
@@ -97,6 +98,13 @@ class StudyRow:
 
     def trial(self, number: int, outcome: Outcome) -> None:
         self._view._advance(self, outcome)
+
+    def ranges(self, run: ExhaustiveRun) -> None:
+        """The exact mode's progress (dse.search.exhaustive): ranges of combinations recorded,
+        the plans found feasible and the front's best; its trials are only the front's."""
+        self._feasible, self._best = run.feasible, run.best()
+        rate = rate_text(run.plans, time.monotonic() - self._started).replace("trial", "plan")
+        self._view._progress.update(self._task, completed=run.recorded, rate=rate, status=self._status())
 
     def record(self, outcome: Outcome | None) -> None:
         if outcome is not None:

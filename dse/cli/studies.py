@@ -30,6 +30,7 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
             "budget.trials": args.trials,
             "budget.timeout_s": args.timeout,
             "seed": args.seed,
+            "sampler": args.sampler,
             "output": str(args.out) if args.out else None,
             "storage": args.storage,
             "fidelity.validate_top": args.validate,
@@ -53,6 +54,7 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
                 on_trial=row.trial,
                 on_start=start,
                 on_level=lambda level: console.print(f"fidelity ladder, {level.describe()}"),
+                on_range=row.ranges,
                 shared=_cache(args.cache),
             )
         trials, front = write_reports(summary.study, resolved, settings.out_dir)
@@ -64,6 +66,7 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
         f"{int(trials['feasible'].sum())} feasible, {len(front)} on the Pareto front"
         + (f"; {summary.shared_hits} outcomes from the shared cache" if args.cache else "")
         + f"\n{summary.usage.describe(summary.wall_s)}"
+        + (f"\n{summary.exhaustive.describe()}" if summary.exhaustive else "")
         + "".join(f"\nfidelity ladder, {level.describe()}" for level in summary.ladder)
         + f"\nwrote {written(settings.out_dir)}"
     )
@@ -82,6 +85,7 @@ RESUME_FLAGS = {
     "trials": "--trials",
     "timeout": "--timeout",
     "seed": "--seed",
+    "sampler": "--sampler",
     "out": "--out",
     "storage": "--storage",
     "cache": "--cache",
@@ -272,7 +276,11 @@ def _mode(sampler: str, space, trials: int) -> str:
     from dse.search.samplers import sampler_name
 
     chosen = sampler_name(sampler, space, trials)
-    shown = "grid (exact front: every distinct plan, no sampler)" if chosen == "grid" else chosen
+    shown = {
+        "grid": "grid (exact front: every distinct plan, no sampler)",
+        "exhaustive": "exhaustive (exact front: every distinct plan, the trial budget unused; only the front "
+        "stored as trials, every plan in plans/)",
+    }.get(chosen, chosen)
     return shown if sampler == chosen else f"{sampler} -> {shown}"
 
 
@@ -300,5 +308,5 @@ def _front_table(front, resolved) -> Table:
 def written(out_dir: Path) -> str:
     """The report files, as one line under the study's table."""
     names = ("report.html", "summary.md", "pareto.png", "pareto.csv", "fidelity.csv", "validation.csv")
-    names += ("trials.csv", "trials.parquet", "spec.yaml")
+    names += ("trials.csv", "trials.parquet", "plans/", "spec.yaml")
     return f"{out_dir}/: {', '.join(n for n in names if (out_dir / n).exists())}"

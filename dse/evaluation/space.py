@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -93,15 +93,17 @@ class SearchSpace:
 
     def grid(self) -> list[dict[str, Any]]:
         """One params dict per distinct plan (see `params_key`), in knob order."""
-        seen: set[tuple] = set()
-        points = []
-        for combo in itertools.product(*self.values.values()):
-            params = dict(zip(self.values, combo))
-            key = self.resolved.kind.params_key(params)
-            if key not in seen:
-                seen.add(key)
-                points.append(params)
-        return points
+        return list(self.distinct_plans())
+
+    def distinct_plans(self, start: int = 0, stop: int | None = None) -> Iterator[dict[str, Any]]:
+        """The params of each distinct plan among the knob combinations numbered `start` to
+        `stop` (excluded) in knob order: the combination that represents its plan
+        (StudyKind.represents_its_plan), so ranges of combinations split the plans exactly."""
+        kind, values = self.resolved.kind, self.values
+        for combo in itertools.islice(itertools.product(*values.values()), start, stop):
+            params = dict(zip(values, combo))
+            if kind.represents_its_plan(params, values):
+                yield params
 
     def check_runnable(self, limit: int = RUNNABLE_CHECK_LIMIT) -> None:
         """SpecError naming the commonest reason when no plan of the space can run at all, so

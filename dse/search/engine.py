@@ -28,6 +28,7 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace
 from dse.search.cache import SharedCache, evaluation_context
+from dse.search.exhaustive import ExhaustiveProgress, ExhaustiveRun
 from dse.search.executor import Executor, Usage, make_executor
 from dse.search.journal import HeldJournalStorage, check_trials_kept, journal_storage
 from dse.search.ladder import LevelCallback, climb, store_front_details
@@ -69,6 +70,7 @@ class SearchSummary:
     usage: Usage | None = None  # the executor's, when this run owned it
     batch_size: int | None = None  # trials asked at once; None in the exact (grid) mode, which asks none
     ladder: tuple[LevelProgress, ...] = ()  # each fidelity level's progress, cheapest first
+    exhaustive: ExhaustiveProgress | None = None  # the exact mode's record, when the study runs it
 
 
 def batch_size(setting: int | str, cpus: int, studies_sharing: int = 1) -> int:
@@ -165,6 +167,7 @@ def run_search(
     on_trial: TrialCallback | None = None,
     on_start: Callable[[int, list[Outcome]], None] | None = None,
     on_level: LevelCallback | None = None,
+    on_range: Callable[[ExhaustiveRun], None] | None = None,
     *,
     executor: Executor | None = None,
     stop: threading.Event | None = None,
@@ -177,7 +180,8 @@ def run_search(
     The first Ctrl-C asks the loop to stop after the chunk in hand (nothing half-told); a
     second one interrupts at once. Either way finished trials are already in the database.
     A batch passes the executor, stop event and shared cache its studies have in common, and
-    how many studies share the executor's CPUs.
+    how many studies share the executor's CPUs. `on_range` follows the exact mode (`sampler:
+    exhaustive`) range by range.
     """
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     spec = resolved.study
@@ -192,6 +196,7 @@ def run_search(
     batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
     stopped = "trial budget reached"
     ladder: list[LevelProgress] = []
+    record: ExhaustiveProgress | None = None
     storage = None
     try:
         storage = open_storage(settings)
@@ -205,15 +210,20 @@ def run_search(
         ]
         loop.finished = len(prior)
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
+        exhaustive = ExhaustiveRun(loop.evaluator, settings.out_dir) if study.user_attrs[SAMPLER_ATTR] == "exhaustive" else None
         points = space.grid() if grid else []
-        if on_start:  # a grid ends at its distinct plans, fewer than the budget when it is small
+        if exhaustive and on_start:
+            on_start(len(exhaustive.ranges()), prior)
+        elif on_start:  # a grid ends at its distinct plans, fewer than the budget when it is small
             on_start(min(spec.budget.trials, len(points)) if grid else spec.budget.trials, prior)
         deadline = _now() + spec.budget.timeout_s if spec.budget.timeout_s else None
         try:
             with stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
                 if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
                     stopped = loop.run_grid(space, points, spec, max(batch, GRID_CHUNK), stop, deadline)
-                while not grid and loop.finished < spec.budget.trials:
+                if exhaustive:  # the same, with only the front stored as trials
+                    stopped, record = loop.run_exhaustive(exhaustive, stop, deadline, on_range)
+                while not (grid or exhaustive) and loop.finished < spec.budget.trials:
                     if stop.is_set():
                         stopped = "interrupted"
                     elif _past(deadline):
@@ -237,9 +247,9 @@ def run_search(
             executor.close()
     wall_s = time.monotonic() - started
     usage = executor.usage if owned else None
-    asked = None if grid else batch
+    asked = None if grid or exhaustive else batch
     return SearchSummary(
-        study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked, tuple(ladder)
+        study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked, tuple(ladder), record
     )
 
 
@@ -338,19 +348,44 @@ class _Loop:
                 if _past(deadline):  # keep what this chunk has evaluated so far
                     late = True
                     break
-            done = [(params, outcome) for params, outcome in zip(batch, outcomes) if outcome is not None]
-            frozen = [self._frozen(space, params, outcome) for params, outcome in done]
-            self.study.add_trials(frozen)
-            first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
-            for number, (params, outcome) in enumerate(done, start=first):
-                self.cache[self.params_key(params)] = (number, outcome)
-                self.finished += 1
-                if self.on_trial:
-                    self.on_trial(number, outcome)
+            self._store(space, [(params, outcome) for params, outcome in zip(batch, outcomes) if outcome is not None])
             if late:
                 return "timeout reached"
         whole = len(self.cache) >= len(points)
         return "every candidate of the space evaluated" if whole else "trial budget reached"
+
+    def run_exhaustive(
+        self,
+        run: ExhaustiveRun,
+        stop: threading.Event,
+        deadline: float | None,
+        on_range: Callable[[ExhaustiveRun], None] | None,
+    ) -> tuple[str, ExhaustiveProgress]:
+        """Every range of the space not yet recorded (dse.search.exhaustive), then the front's
+        plans not yet in the study stored as finished trials (also when interrupted: the front
+        so far), their outcomes evaluated again on the executor as any trial's are."""
+        if on_range:
+            on_range(run)
+        stopped, progress = run.run(self.executor, stop, lambda: _past(deadline), on_range)
+        fresh = [p for p in run.front_params() if self.params_key(p) not in self.cache]
+        outcomes: list[Outcome | None] = [None] * len(fresh)
+        for group in self._evaluate(fresh) if fresh else ():
+            for position, outcome in group:
+                outcomes[position] = outcome
+        done = [(p, o) for p, o in zip(fresh, outcomes) if o is not None]
+        self._store(self.evaluator.space, done, tell=False)  # on_range followed them
+        return stopped, progress
+
+    def _store(self, space: SearchSpace, done: list[tuple[dict, Outcome]], tell: bool = True) -> None:
+        """Evaluated plans stored as finished trials in one write, and told to `on_trial`."""
+        frozen = [self._frozen(space, params, outcome) for params, outcome in done]
+        self.study.add_trials(frozen)
+        first = len(self.study.get_trials(deepcopy=False)) - len(frozen)
+        for number, (params, outcome) in enumerate(done, start=first):
+            self.cache[self.params_key(params)] = (number, outcome)
+            self.finished += 1
+            if self.on_trial and tell:
+                self.on_trial(number, outcome)
 
     def _frozen(self, space: SearchSpace, params, outcome: Outcome) -> optuna.trial.FrozenTrial:
         common = dict(

@@ -176,13 +176,14 @@ def _adjacent(value: Any, distribution: BaseDistribution) -> list:
 
 
 # The samplers a study can run, one entry a name (spec.SAMPLERS lists them with `auto`; the
-# contract suite in tests/dse/search/test_samplers.py runs every entry). A grid study never asks its
-# sampler: the engine evaluates every distinct plan in bulk (`_Loop.run_grid`); the random
-# sampler it holds only answers a stray `ask`.
+# contract suite in tests/dse/search/test_samplers.py runs every entry). A grid or exhaustive study
+# never asks its sampler: the engine evaluates every distinct plan in bulk (`_Loop.run_grid`,
+# `_Loop.run_exhaustive`); the random sampler it holds only answers a stray `ask`.
 SAMPLER_FACTORIES: dict[str, Callable[[int, PlanKey], optuna.samplers.BaseSampler]] = {
     "tpe": lambda seed, key: _tpe(seed),
     "nsga2": lambda seed, key: optuna.samplers.NSGAIISampler(seed=seed),
     "random": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
     "refine": lambda seed, key: RefineSampler(seed, key=key),
     "grid": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
+    "exhaustive": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
 }

@@ -18,7 +18,7 @@ from pydantic import (
 
 from dse.spec.inputs import brief
 
-SAMPLERS = ("auto", "tpe", "nsga2", "random", "refine", "grid")
+SAMPLERS = ("auto", "tpe", "nsga2", "random", "refine", "grid", "exhaustive")
 
 # Stated ranges: GPUs, parallel degrees, batch sizes and replicas are counts of 1..MAX_COUNT; a
 # knob holds at most MAX_KNOB_VALUES values and the search space at most MAX_SPACE combinations

@@ -73,6 +73,18 @@ class StudyKind(ABC):
     def canonical_params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The params with knobs that have no effect set to one value."""
 
+    def represents_its_plan(self, params: Mapping[str, Any], values: Mapping[str, tuple]) -> bool:
+        """Whether `params`, one combination of the knob `values`, is the one that stands for its
+        plan: each knob without effect at the value `canonical_params` gives it where that is
+        one of its choices, else at its first choice. Exactly one combination of each plan passes
+        (the knobs a plan's identity overrides depend only on knobs it keeps), so a space's
+        distinct plans are enumerated without remembering the keys already met."""
+        canonical = self.canonical_params(params)
+        return all(
+            canonical[name] == value or (canonical[name] not in values[name] and value == values[name][0])
+            for name, value in params.items()
+        )
+
     def params_key(self, params: Mapping[str, Any]) -> tuple:
         """A hashable identity of the plan the params describe: params that differ only in knobs
         with no effect give the same key, so the plan is simulated once and listed once."""
