@@ -18,6 +18,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulators._registry import Registry, load_catalog
+from simulators.hardware._topology import check_topology
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
 
@@ -40,6 +41,11 @@ class GpuSpec(BaseModel):
     hbm_gbytes_per_s: float = Field(gt=0)
     scaleup_gbytes_per_s: float = Field(gt=0)
     scaleup_domain_gpus: int = Field(ge=1)
+    # How the domain is wired: switch (NVSwitch), full_mesh (xGMI, Gaudi 3's RoCE all-to-all),
+    # torus_2d or torus_3d (ICI, NeuronLink) with the torus dims (null otherwise), the first
+    # dimension varying fastest in rank order (simulators/network/_scaleup.py).
+    scaleup_topology: str
+    scaleup_torus_dims: tuple[int, ...] | None = Field(strict=False)
     nic_gbps: float = Field(gt=0)
     tdp_w: float = Field(gt=0)
     usd_per_gpu_hour: float = Field(gt=0)
@@ -72,9 +78,12 @@ class GpuSpec(BaseModel):
     @model_validator(mode="after")
     def _every_number_has_a_source(self) -> GpuSpec:
         numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        missing = [k for k in (*numeric, "calibrated_like") if k not in self.sources]
+        missing = [k for k in (*numeric, "calibrated_like", "scaleup_topology") if k not in self.sources]
         if missing:
             raise ValueError(f"no source for {', '.join(missing)}")
+        problem = check_topology(self.scaleup_topology, self.scaleup_torus_dims or (), self.scaleup_domain_gpus)
+        if problem:
+            raise ValueError(f"scaleup_topology: {problem}")
         fitted = _fitted()["host_launch_s"]["per_gpu"]
         if self.calibrated_like is not None and self.calibrated_like not in fitted:
             raise ValueError(
