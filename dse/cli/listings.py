@@ -41,6 +41,7 @@ GPU_COLUMNS = {
     "hbm_gbytes_per_s": "HBM GB/s",
     "scaleup_gbytes_per_s": "scale-up GB/s",
     "scaleup_domain_gpus": "domain",
+    "scaleup_topology": "wiring",
     "nic_gbps": "NIC Gb/s",
     "tdp_w": "TDP W",
     "usd_per_gpu_hour": "$/GPU-h",

@@ -18,8 +18,14 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulators._registry import Registry, load_catalog
+from simulators.hardware._topology import check_topology
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
+# The large-GEMM fraction of an accelerator nobody has published a measurement for (gemm_efficiency
+# null): the median of the distinct chips the catalogue has measured (V100 0.66, A100 0.87,
+# H100 0.80, B200 0.78, GB200 0.73, MI300X 0.51), so an unmeasured chip is neither the best nor
+# the worst; tests/simulators/hardware/test_gpu.py recomputes it from the catalogue.
+UNMEASURED_GEMM_EFFICIENCY = 0.755
 
 
 class GpuSpec(BaseModel):
@@ -40,11 +46,16 @@ class GpuSpec(BaseModel):
     hbm_gbytes_per_s: float = Field(gt=0)
     scaleup_gbytes_per_s: float = Field(gt=0)
     scaleup_domain_gpus: int = Field(ge=1)
+    # How the domain is wired: switch (NVSwitch), full_mesh (xGMI, Gaudi 3's RoCE all-to-all),
+    # torus_2d or torus_3d (ICI, NeuronLink) with the torus dims (null otherwise), the first
+    # dimension varying fastest in rank order (simulators/network/_scaleup.py).
+    scaleup_topology: str
+    scaleup_torus_dims: tuple[int, ...] | None = Field(strict=False)
     nic_gbps: float = Field(gt=0)
     tdp_w: float = Field(gt=0)
     usd_per_gpu_hour: float = Field(gt=0)
     usd_as_of: str
-    gemm_efficiency: float = Field(gt=0, le=1)
+    gemm_efficiency: float | None = Field(gt=0, le=1)  # None: not measured, UNMEASURED_GEMM_EFFICIENCY
     architecture: str = Field(min_length=1)  # a label (hopper, cdna3...): nothing is keyed by it
     sm_count: int = Field(ge=1)
     # The output tile one SM computes at a time and the input bytes of K per mainloop iteration
@@ -72,9 +83,12 @@ class GpuSpec(BaseModel):
     @model_validator(mode="after")
     def _every_number_has_a_source(self) -> GpuSpec:
         numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        missing = [k for k in (*numeric, "calibrated_like") if k not in self.sources]
+        missing = [k for k in (*numeric, "calibrated_like", "scaleup_topology", "gemm_efficiency") if k not in self.sources]
         if missing:
             raise ValueError(f"no source for {', '.join(missing)}")
+        problem = check_topology(self.scaleup_topology, self.scaleup_torus_dims or (), self.scaleup_domain_gpus)
+        if problem:
+            raise ValueError(f"scaleup_topology: {problem}")
         fitted = _fitted()["host_launch_s"]["per_gpu"]
         if self.calibrated_like is not None and self.calibrated_like not in fitted:
             raise ValueError(
@@ -104,12 +118,13 @@ class GpuSpec(BaseModel):
     def gemm_efficiency_for(self, precision: str) -> float:
         """Measured large-GEMM fraction of the `precision` peak. Where the catalogue has no
         measurement for fp4 (fp8), the fraction of the next wider precision stands in: an
-        unmeasured narrow format is never assumed to beat a measured wide one."""
+        unmeasured narrow format is never assumed to beat a measured wide one; with no bf16
+        measurement either, UNMEASURED_GEMM_EFFICIENCY."""
         if precision == "fp4" and self.fp4_gemm_efficiency is not None:
             return self.fp4_gemm_efficiency
         if precision in ("fp4", "fp8") and self.fp8_gemm_efficiency is not None:
             return self.fp8_gemm_efficiency
-        return self.gemm_efficiency
+        return UNMEASURED_GEMM_EFFICIENCY if self.gemm_efficiency is None else self.gemm_efficiency
 
     @property
     def precisions(self) -> tuple[str, ...]:

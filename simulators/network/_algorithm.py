@@ -119,13 +119,13 @@ def _check_op(op: str) -> None:
         raise SpecError(f"op: {op!r} is not a collective; allowed: {', '.join(OPS)}")
 
 
-def _inputs(nbytes: object, ranks: object, stride: object, network: Network) -> tuple[np.ndarray, Group]:
+def _inputs(op: str, nbytes: object, ranks: object, stride: object, network: Network) -> tuple[np.ndarray, Group]:
     size = np.asarray(nbytes, dtype=float)
     bad = ~np.isfinite(size) | (size < 0)
     if np.any(bad):
         raise SpecError(f"nbytes: {size[bad].flat[0]:g} is not allowed; allowed: finite numbers >= 0")
     size, ranks, stride = np.broadcast_arrays(size, np.asarray(ranks), np.asarray(stride))
-    return size, Group.place(ranks, stride, network)
+    return size, Group.place(ranks, stride, network, point_to_point=op == "send_recv")
 
 
 def _lookup(algorithm: str) -> Algorithm:
@@ -165,7 +165,7 @@ def collective_time_s(
     if algorithm.lower() == AUTO:
         return choose_algorithm(op, nbytes, ranks, stride, network, protocol=protocol).time_s
     entry = _lookup(algorithm)
-    size, group = _inputs(nbytes, ranks, stride, network)
+    size, group = _inputs(op, nbytes, ranks, stride, network)
     time_s = recipe_time_s(entry.recipe(op, size, group, network), network, protocol)
     return (time_s * _calibration_factor(op, size, group, network))[()]
 
@@ -190,7 +190,7 @@ def choose_algorithm(
     if not names:
         allowed = ", ".join(a.name for a in ALGORITHMS.values() if op in a.costs)
         raise SpecError(f"among: none of {among!r} implements {op!r}; allowed: {allowed}")
-    size, group = _inputs(nbytes, ranks, stride, network)
+    size, group = _inputs(op, nbytes, ranks, stride, network)
     times = np.stack([recipe_time_s(ALGORITHMS[n].recipe(op, size, group, network), network, protocol) for n in names])
     if forced != AUTO and np.any(np.isinf(times) & (group.ranks > 1)):
         where = np.isinf(times[0]) & (group.ranks > 1)

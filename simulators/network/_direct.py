@@ -24,14 +24,9 @@ from simulators.network._protocols import Recipe, at_level
 from simulators.network._schedule import Builder
 
 
-def _bw(group: Group, network: Network) -> np.ndarray:
-    """(levels, 1, ...) effective rates, to broadcast against per-level arrays."""
-    return network.levels.bytes_per_s.reshape((-1,) + (1,) * group.ranks.ndim)
-
-
 def _all_to_all(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     peers = group.peers_per_level
-    per_level_s = peers * (nbytes / group.ranks) / _bw(group, network)
+    per_level_s = peers * (nbytes / group.ranks) / group.bytes_per_s
     return Recipe(
         family="ring",
         calls=(group.ranks > 1).astype(float),
@@ -47,7 +42,7 @@ def _send_recv(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
         family="ring",
         calls=active,
         steps=at_level(active, level, len(network.levels.bytes_per_s)),
-        transfer_s=active * nbytes / network.levels.bytes_per_s[level],
+        transfer_s=active * nbytes / group.rate(level),
     )
 
 

@@ -39,6 +39,7 @@ from simulators.hardware import GpuSpec
 from simulators.network._failures import Failures, surviving_shares
 from simulators.network._families import TopologyFamily, get_family
 from simulators.network._network import NIC_LATENCY_S, Network, Tier
+from simulators.hardware._topology import is_torus
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,8 @@ class Fabric:
         # server larger than the domain holds whole domains (gcd: 16 GPUs of 8-GPU domains -> 8).
         small = self.gpus_per_server <= base.domain_gpus
         domain = self.gpus_per_server if small else math.gcd(base.domain_gpus, self.gpus_per_server)
+        # A torus is cabled between hosts (ICI, NeuronLink): servers do not cut it.
+        domain = base.domain_gpus if is_torus(base.scaleup_topology) else domain
         block = self.leaf_block_gpus()
         tiers = []  # (GPUs the tier joins, its oversubscription, the index of its share below)
         if block < num_gpus:
@@ -187,6 +190,8 @@ class Fabric:
             scaleup_efficiency=base.scaleup_efficiency,
             nic_efficiency=base.nic_efficiency,
             nvls_efficiency=base.nvls_efficiency,
+            scaleup_topology=base.scaleup_topology,
+            scaleup_torus_dims=base.scaleup_torus_dims,
         )
 
 

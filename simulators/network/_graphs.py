@@ -15,10 +15,14 @@ link for link as `bill_of_materials` counts them. Choices:
   NVSwitches, leaves (rail families: plane, group, rail order), spines or aggregation (pod order),
   core. Attribute `kind` is one of KINDS, with `server`, `local` (index in the server), `rail`,
   `group`, `plane`, `pod` where they mean something.
-- Scale-up: one `nvswitch` node per NVLink domain of gcd(gpu.scaleup_domain_gpus, gpus_per_server)
-  GPUs (one per server for every catalogue GPU; `Fabric.network` takes the same domain), each GPU
-  linked to it at scaleup_gbytes_per_s * 8 Gb/s. A domain of one GPU (gpus_per_server=1) has no
-  NVSwitch: the scale-up domain is degenerate. MI300X's xGMI mesh is drawn as a switch too.
+- Scale-up: a domain is gcd(gpu.scaleup_domain_gpus, gpus_per_server) GPUs (one per server for
+  every switch or mesh GPU of the catalogue), or the catalogue's whole domain for a torus, which is
+  cabled between hosts. Wired as `gpu.scaleup_topology` says (simulators/network/_scaleup.py):
+  `switch`: one `nvswitch` node per domain, each GPU linked to it at scaleup_gbytes_per_s * 8
+  Gb/s; `full_mesh` and tori: GPU-to-GPU links, the per-GPU rate split evenly over each GPU's
+  links (a mesh of n: n - 1 links; a torus: its neighbours in every dimension, wrapping
+  around), so a pair of GPUs gets one link's rate as it does on the hardware. A domain of one
+  GPU (gpus_per_server=1) has no scale-up links: the scale-up domain is degenerate.
 - Latencies (parameters): NVSwitch 25 ns; NIC link and switch-to-switch the fabric's
   `port_latency_s` (500 ns unless set), from SimAI's Spectrum-X template
   (../shared/reference/netsim.md lines 77-78, "NIC latency 500 ns, NVSwitch 25 ns"; its
@@ -37,7 +41,9 @@ link for link as `bill_of_materials` counts them. Choices:
   `graph.graph["adaptive_routing"]` carries the family's trait to whoever routes on the graph
   (`fabric_links`, the packet simulator).
 
-Routes (`ecmp_path`, `Router`): GPUs of one NVLink domain talk over their NVSwitch. Otherwise a
+Routes (`ecmp_path`, `Router`): GPUs of one NVLink domain talk over their NVSwitch; GPUs of one
+mesh or torus over its GPU-to-GPU links on a shortest path (ECMP over equal-cost next hops, the
+dimension a torus route takes first included). Otherwise a
 flow leaves through a NIC, crosses leaves and spines on a shortest path, and enters the
 destination's NIC; at each hop with several equal-cost next hops it takes the egress port chosen
 by zlib.crc32 of (src, dst, flow_id, hop), mixed by MurmurHash3's finaliser (stable across runs,
@@ -63,7 +69,9 @@ import networkx as nx
 
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
+from simulators.hardware._topology import is_torus
 from simulators.network._network import NVSWITCH_LATENCY_S
+from simulators.network._scaleup import links_per_gpu, neighbours
 
 if TYPE_CHECKING:  # for annotations only: a Fabric's failure shares are read off these graphs
     from simulators.network._fabric import Fabric
@@ -99,7 +107,8 @@ def fabric_graph(
             raise SpecError(f"fabric_graph.{name}: {value!r} is not allowed; allowed: a finite number >= 0")
     gps, nps = fabric.gpus_per_server, fabric.nics_per_server
     servers = num_gpus // gps
-    domain = math.gcd(gpu.scaleup_domain_gpus, gps)
+    topology, dims = gpu.scaleup_topology, gpu.scaleup_torus_dims or ()
+    domain = gpu.scaleup_domain_gpus if is_torus(topology) else math.gcd(gpu.scaleup_domain_gpus, gps)
     rails = fabric.traits.rails
     g = nx.Graph(
         family=fabric.family,
@@ -116,12 +125,19 @@ def fabric_graph(
         if rails and nps == gps:
             g.nodes[r]["rail"] = r % gps
     ids = itertools.count(num_gpus)  # switch node ids, after the GPUs
-    if domain > 1:
+    if domain > 1 and topology == "switch":
         for d in range(num_gpus // domain):
             nvswitch = next(ids)
             g.add_node(nvswitch, kind="nvswitch", server=d * domain // gps)
             for r in range(d * domain, (d + 1) * domain):
                 _link(g, r, nvswitch, gpu.scaleup_gbytes_per_s * 8.0, scaleup_latency_s)
+    elif domain > 1:  # a job smaller than a torus takes ranks 0..n-1 of it
+        link_gbps = gpu.scaleup_gbytes_per_s * 8.0 / links_per_gpu(topology, dims, domain)
+        for r in range(num_gpus):
+            first = r - r % domain
+            for peer in neighbours(topology, dims, domain, r % domain):
+                if r < first + peer < num_gpus:
+                    _link(g, r, first + peer, link_gbps, scaleup_latency_s)
 
     def nic_gpu(server: int, nic: int) -> int:
         return server * gps + nic * gps // nps
@@ -223,6 +239,11 @@ class Router:
         self._scaleup_ports = {
             n: tuple(sorted((v, e["count"]) for v, e in graph.adj[n].items() if kind[v] == "nvswitch")) for n in gpus
         }
+        # GPU-to-GPU scale-up links (a mesh or torus) and the domain each such GPU belongs to
+        self._peers = {n: tuple(sorted(v for v in graph.adj[n] if kind[v] == "gpu")) for n in gpus}
+        self._peer_graph = nx.Graph((a, b) for a, peers in self._peers.items() for b in peers)
+        self._mesh_domain = {n: min(c) for c in nx.connected_components(self._peer_graph) for n in c}
+        self._peer_distances: dict[int, dict[int, int]] = {}
         self._position = {(graph.nodes[n].get("server"), graph.nodes[n].get("local")): n for n in gpus}
         self._distances: dict[tuple, dict[Hashable, int]] = {}
         self.shape = (graph.number_of_nodes(), graph.number_of_edges())
@@ -243,14 +264,14 @@ class Router:
         key = (src, dst, flow_id)
         if src == dst:
             return out
-        if self._shared_nvswitches(src, dst):
+        if self._same_domain(src, dst):
             self._scaleup(out, src, dst, key)
             return out
         ingress = dst if self._ports[dst] else self._home(dst)
         egress = src if self._ports[src] else self._home(src)
         if self.pxn:  # the GPU of the source's server on the destination's rail, if NVLink reaches it
             relay = self._position.get((self.graph.nodes[src].get("server"), self.graph.nodes[ingress].get("local")))
-            if relay is not None and self._ports[relay] and (relay == src or self._shared_nvswitches(src, relay)):
+            if relay is not None and self._ports[relay] and (relay == src or self._same_domain(src, relay)):
                 egress = relay
         if egress != src:
             self._scaleup(out, src, egress, key)
@@ -263,10 +284,15 @@ class Router:
         theirs = {v for v, _ in self._scaleup_ports[b]}
         return [(v, c) for v, c in self._scaleup_ports[a] if v in theirs]
 
+    def _same_domain(self, a: int, b: int) -> bool:
+        mesh = self._mesh_domain.get(a)
+        return bool(self._shared_nvswitches(a, b)) or (mesh is not None and mesh == self._mesh_domain.get(b))
+
     def _home(self, node: int) -> int:
-        """The NIC a GPU without one uses: the nearest GPU at or below it in its NVLink domain
+        """The NIC a GPU without one uses: the nearest GPU at or below it in its scale-up domain
         that has one (NIC n sits on GPU n * g / m), else the lowest such GPU."""
         peers = {p for s, _ in self._scaleup_ports[node] for p in self.graph.adj[s] if p in self._gpus}
+        peers |= {p for p, d in self._mesh_domain.items() if d == self._mesh_domain.get(node)}
         peers = sorted(p for p in peers if self._ports[p])
         if not peers:
             raise nx.NetworkXNoPath(f"GPU {node} has no NIC and no NVLink peer with one")
@@ -274,6 +300,16 @@ class Router:
         return below[-1] if below else peers[0]
 
     def _scaleup(self, out, a: int, b: int, key) -> None:
+        if not self._shared_nvswitches(a, b):  # a mesh or torus: GPU to GPU on a shortest path
+            dist = self._peer_distances.get(b)
+            if dist is None:
+                dist = self._peer_distances[b] = nx.single_source_shortest_path_length(self._peer_graph, b)
+            node = a
+            while node != b:
+                nxt, member = _pick(key, len(out), [(v, 1) for v in self._peers[node] if dist.get(v) == dist[node] - 1])
+                out.append((node, nxt, member))
+                node = nxt
+            return
         nvswitch, member = _pick(key, len(out), self._shared_nvswitches(a, b))
         out.append((a, nvswitch, member))
         out.append((nvswitch, b, _pick(key, len(out), [(b, self.graph.adj[nvswitch][b]["count"])])[1]))

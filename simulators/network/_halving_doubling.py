@@ -34,8 +34,7 @@ from simulators.network._schedule import Builder
 def _halving(nbytes: np.ndarray, group: Group, network: Network, passes: int, extra_bytes: np.ndarray) -> Recipe:
     """`passes` sweeps (1: reduce-scatter or all-gather, 2: all-reduce) over the power-of-two
     core, plus the two extra steps (moving `extra_bytes` in all) where n is not a power of two."""
-    bw = network.levels.bytes_per_s
-    levels = len(bw)
+    levels = len(network.levels.bytes_per_s)
     n = group.ranks
     core_steps = np.floor(np.log2(n))
     core = 2.0**core_steps
@@ -45,11 +44,11 @@ def _halving(nbytes: np.ndarray, group: Group, network: Network, passes: int, ex
         active = (j < core_steps).astype(float)
         level = group.level_of(2**j)
         steps += at_level(passes * active, level, levels)
-        transfer_s += passes * active * nbytes / 2 ** (j + 1) / bw[level]
+        transfer_s += passes * active * nbytes / 2 ** (j + 1) / group.rate(level)
     extra = (n > core).astype(float)
     level = group.level_of(core)  # partners p apart
     steps += at_level(2 * extra, level, levels)
-    transfer_s += extra * extra_bytes / bw[level]
+    transfer_s += extra * extra_bytes / group.rate(level)
     return Recipe(family="ring", calls=(n > 1).astype(float), steps=steps, transfer_s=transfer_s)
 
 

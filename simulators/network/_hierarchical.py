@@ -31,12 +31,11 @@ def _phases(nbytes: np.ndarray, group: Group, network: Network, inside_passes: i
     """`inside_passes` ring RS/AG sweeps inside the domains on S, `across_passes` across them on
     S/g (all-reduce: 2 and 2; reduce-scatter and all-gather: 1 and 1)."""
     g, N, top = group.per_domain, group.domains, group.top
-    bw = network.levels.bytes_per_s
-    levels = len(bw)
+    levels = len(network.levels.bytes_per_s)
     inside = (g > 1).astype(float)
     across = (N > 1).astype(float)
-    inside_s = (g - 1) / g * nbytes / bw[0]
-    across_s = (N - 1) / N * (nbytes / g) / bw[top]
+    inside_s = (g - 1) / g * nbytes / group.bytes_per_s[0]
+    across_s = (N - 1) / N * (nbytes / g) / group.rate(top)
     return Recipe(
         family="ring",
         calls=inside * inside_passes + across,  # the across phase is one all-reduce / RS / AG call

@@ -1,7 +1,8 @@
 """The network a collective runs on: tiers from the inside out, for alpha-beta cost models.
 
-Level 0 is the scale-up domain (NVLink/NVSwitch, or xGMI): `domain_gpus` GPUs that reach each
-other at `scaleup_gbytes_per_s` per GPU. Beyond it every GPU talks through its own NIC (one NIC per
+Level 0 is the scale-up domain (NVLink/NVSwitch, xGMI, ICI...): `domain_gpus` GPUs that reach
+each other at up to `scaleup_gbytes_per_s` per GPU, wired as `scaleup_topology` says (a switch, a
+full mesh or a torus: simulators/network/_scaleup.py; a group's placement takes its share). Beyond it every GPU talks through its own NIC (one NIC per
 GPU, rail-style, as in DGX/HGX systems). With no further tiers the NICs meet in one non-blocking
 fabric (level 1, unbounded). Each `Tier` names a block of GPUs one switch layer joins, from the
 inside out (a leaf of 256 GPUs, then a spine of 8192): traffic between GPUs of one block that are
@@ -38,6 +39,7 @@ import numpy as np
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
 from simulators.network._calibration import CollectiveCalibration
+from simulators.hardware._topology import check_topology
 
 # A Network built by hand (not `from_gpu`) defaults to Hopper-class figures.
 NVLINK_SM90_EFFICIENCY = 20.6 / 25  # SimAI calbusbw.cc, per NVLink 4 link
@@ -121,6 +123,10 @@ class Network:
     # `auto`, NCCL's tuner. On the network because every collective of a candidate is priced on
     # it, so the training model, its collectives table and the fidelity levels all see the choice.
     algorithms: tuple[tuple[str, str], ...] = ()
+    # How the scale-up domain is wired (`_scaleup.TOPOLOGIES`) and a torus's dims (product =
+    # domain_gpus); a switch gives every group the whole per-GPU rate, as before.
+    scaleup_topology: str = "switch"
+    scaleup_torus_dims: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _check("network.name", self.name, isinstance(self.name, str) and self.name != "", "a non-empty string")
@@ -132,6 +138,9 @@ class Network:
         for name in ("scaleup_efficiency", "nic_efficiency", "nvls_efficiency"):
             _check_real(f"network.{name}", getattr(self, name), low=0.0, high=1.0, open_low=True)
         _check("network.nvls", self.nvls, isinstance(self.nvls, bool), "true or false")
+        object.__setattr__(self, "scaleup_torus_dims", tuple(self.scaleup_torus_dims))
+        problem = check_topology(self.scaleup_topology, self.scaleup_torus_dims, self.domain_gpus)
+        _check("network.scaleup_topology", self.scaleup_topology, problem is None, problem or "")
         calibration = self.calibration
         ok = calibration is None or isinstance(calibration, CollectiveCalibration)
         _check("network.calibration", calibration, ok, "a CollectiveCalibration or None")
@@ -202,6 +211,8 @@ class Network:
             scaleup_efficiency=gpu.scaleup_efficiency,
             nic_efficiency=gpu.nic_efficiency,
             nvls_efficiency=gpu.nvls_efficiency or NVLS_HOPPER_EFFICIENCY,
+            scaleup_topology=gpu.scaleup_topology,
+            scaleup_torus_dims=gpu.scaleup_torus_dims or (),
         )
 
     @cached_property

@@ -25,12 +25,11 @@ from simulators.network._schedule import Builder
 
 def _all_to_all(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     peers = group.peers_per_level  # rounds first crossing each level
-    bw = network.levels.bytes_per_s.reshape((-1,) + (1,) * group.ranks.ndim)
     return Recipe(
         family="ring",
         calls=(group.ranks > 1).astype(float),
         steps=peers,
-        transfer_s=(peers * (nbytes / group.ranks) / bw).sum(axis=0),
+        transfer_s=(peers * (nbytes / group.ranks) / group.bytes_per_s).sum(axis=0),
     )
 
 

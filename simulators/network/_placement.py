@@ -18,6 +18,7 @@ import numpy as np
 
 from simulators._errors import PlanError, SpecError
 from simulators.network._network import Network
+from simulators.network._scaleup import scaleup_share
 
 
 def as_counts(field_name: str, value: object) -> np.ndarray:
@@ -36,10 +37,12 @@ class Group:
     ranks: np.ndarray
     stride: np.ndarray
     per_block: np.ndarray  # (levels, *shape): members sharing one block of each level
+    bytes_per_s: np.ndarray  # (levels, *shape): effective rate per GPU of each level for this group
 
     @classmethod
-    def place(cls, ranks: object, stride: object, network: Network) -> Group:
-        """Place every (ranks, stride) pair; a PlanError if a group outgrows the network."""
+    def place(cls, ranks: object, stride: object, network: Network, *, point_to_point: bool = False) -> Group:
+        """Place every (ranks, stride) pair; a PlanError if a group outgrows the network.
+        `point_to_point`: each member talks to one peer (send_recv), so it gets one scale-up link."""
         n, k = np.broadcast_arrays(as_counts("ranks", ranks), as_counts("stride", stride))
         too_big = n * k > network.max_gpus
         if np.any(too_big):
@@ -51,7 +54,16 @@ class Group:
         reach = network.levels.reach_gpus.reshape((-1,) + (1,) * n.ndim)
         with np.errstate(invalid="ignore"):  # inf // k is nan: an unbounded level holds everyone
             per_block = np.where(np.isinf(reach), n, np.clip(np.floor_divide(reach, k), 1.0, n))
-        return cls(n, k, per_block)
+        rates = np.broadcast_to(network.levels.bytes_per_s.reshape(reach.shape), per_block.shape).copy()
+        rates[0] = rates[0] * scaleup_share(
+            network.scaleup_topology, network.scaleup_torus_dims, network.domain_gpus, per_block[0], k, point_to_point
+        )
+        return cls(n, k, per_block, rates)
+
+    def rate(self, level: np.ndarray) -> np.ndarray:
+        """Effective rate per GPU of `level` (an array of level indices, one per group)."""
+        level = np.asarray(level, dtype=int)
+        return np.take_along_axis(self.bytes_per_s, level[None], axis=0)[0]
 
     @property
     def per_domain(self) -> np.ndarray:

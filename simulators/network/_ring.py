@@ -33,9 +33,9 @@ def ring_recipe(wire_bytes: np.ndarray, steps: np.ndarray, inter: np.ndarray, gr
     """A pipelined ring moving `wire_bytes` through every member in `steps` steps, `inter` of
     them across the network (on the group's outermost level)."""
     g, N, top = group.per_domain, group.domains, group.top
-    bw = network.levels.bytes_per_s
-    inverse_bw = np.maximum(np.where(g > 1, 1 / bw[0], 0.0), np.where(N > 1, 1 / (g * bw[top]), 0.0))
-    levels = len(bw)
+    inside = np.where(g > 1, 1 / group.bytes_per_s[0], 0.0)
+    inverse_bw = np.maximum(inside, np.where(N > 1, 1 / (g * group.rate(top)), 0.0))
+    levels = len(network.levels.bytes_per_s)
     return Recipe(
         family="ring",
         calls=(group.ranks > 1).astype(float),

@@ -27,10 +27,10 @@ from simulators.network._schedule import Builder, binary_tree, domains_of
 
 def _all_reduce(nbytes: np.ndarray, group: Group, network: Network) -> Recipe:
     g, N, top = group.per_domain, group.domains, group.top
-    bw = network.levels.bytes_per_s
     network_factor = np.where(N > 2, 2.0, 1.0)
-    inverse_bw = np.maximum(np.where(g > 1, 2 / bw[0], 0.0), np.where(N > 1, network_factor / (g * bw[top]), 0.0))
-    levels = len(bw)
+    inside = np.where(g > 1, 2 / group.bytes_per_s[0], 0.0)
+    inverse_bw = np.maximum(inside, np.where(N > 1, network_factor / (g * group.rate(top)), 0.0))
+    levels = len(network.levels.bytes_per_s)
     return Recipe(
         family="double_binary_tree",
         calls=(group.ranks > 1).astype(float),

@@ -1,10 +1,13 @@
 """Cost metrics against hand computation for a known candidate, and the price book's rules."""
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from dse.cost import cost_metrics, default_price_book, ownership, price_book
 from dse.errors import SpecError
-from simulators.hardware import get_gpu
+from simulators.hardware import GpuSpec, get_gpu, gpu_catalog
 from simulators.network import Fabric
 
 
@@ -50,7 +53,25 @@ def test_every_default_price_says_where_it_came_from():
 
 
 def test_a_gpu_without_a_server_price_has_no_owned_metrics():
-    assert ownership(get_gpu("MI300X"), 64, Fabric(), default_price_book()) is None
+    """A GPU of a user's own file (tests/data/catalogs/toy_gpu.yaml) is not in the default book."""
+    rows = yaml.safe_load((Path(__file__).parents[2] / "data" / "catalogs" / "toy_gpu.yaml").read_text())
+    toy = GpuSpec.model_validate(rows[0])
+    assert ownership(toy, 64, Fabric(), default_price_book()) is None
+
+
+def test_every_catalogue_gpu_has_a_sourced_server_price():
+    book = default_price_book()
+    assert set(book.server_usd) == {gpu.name for gpu in gpu_catalog().values()}
+    derived = [p for p in book.server_usd.values() if p.source.startswith("derived")]
+    assert all("ratio" in p.source for p in derived)
+
+
+def test_a_derived_server_price_follows_the_rental_ratio_rule():
+    """The documented rule: the H100 server times the GPU's rental price over H100's (rounded to $1k)."""
+    book, h100 = default_price_book(), get_gpu("H100-SXM")
+    for name in ("MI300X", "MI325X", "TPU-v5p", "TPU-v6e", "Trainium2"):
+        rule = book.server_usd["H100-SXM"].value * get_gpu(name).usd_per_gpu_hour / h100.usd_per_gpu_hour
+        assert book.server_usd[name].value == pytest.approx(rule, abs=500)
 
 
 def test_a_speed_the_book_lacks_is_a_one_line_error_naming_the_table():

@@ -1,11 +1,15 @@
 """Bad specs are caught before any trial runs, with one line naming the field."""
 
+from pathlib import Path
+
 import pytest
 
 from dse.errors import DseError
 from dse.spec import load_study
 from dse.study import resolve_study
 from tests.conftest import TINY_PARAMS, TINY_SPEC
+
+TOY_GPUS = Path(__file__).parents[2] / "data" / "catalogs" / "toy_gpu.yaml"
 
 
 def error_of(write_spec, text):
@@ -119,9 +123,9 @@ def replace(*pairs):
             "allowed: leaf-spine, fat-tree, rail-optimized, dual-plane",
         ),
         (TINY_SPEC + "cost: {cloud_tier: spot}\n", "cost.cloud_tier: 'spot' is not allowed", "allowed: neocloud"),
-        (
-            replace("gpu: [H100-SXM]", "gpu: [MI300X]", "usd_per_mtok", "owned_usd_per_mtok"),
-            "cost.server_usd.MI300X: owned_usd_per_mtok needs a server price",
+        (  # a GPU of the user's own file has no server price in the default book
+            replace("gpu: [H100-SXM]", f"gpu: [Toy-1]\n  gpu_catalog: {TOY_GPUS}", "usd_per_mtok", "owned_usd_per_mtok"),
+            "cost.server_usd.Toy-1: owned_usd_per_mtok needs a server price",
             "give one",
         ),
         (

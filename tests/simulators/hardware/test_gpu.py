@@ -118,3 +118,16 @@ def test_equal_gpus_hash_alike_so_memoised_costs_are_shared():
     h100 = get_gpu("H100-SXM")
     copy = GpuSpec(**h100.model_dump())
     assert copy == h100 and hash(copy) == hash(h100) and copy is not h100
+
+
+def test_an_unmeasured_gemm_fraction_is_the_median_of_the_measured_chips():
+    """One measurement per chip (H800 and H200 repeat H100's, A100-40GB A100-80GB's, MI325X
+    MI300X's): the fallback is their median, and only rows without a measurement take it."""
+    from simulators.hardware._gpu import UNMEASURED_GEMM_EFFICIENCY
+
+    chips = ("V100-32GB", "A100-80GB", "H100-SXM", "B200", "GB200", "MI300X")
+    measured = sorted(get_gpu(name).gemm_efficiency for name in chips)
+    assert UNMEASURED_GEMM_EFFICIENCY == pytest.approx((measured[2] + measured[3]) / 2, abs=0.005)
+    for gpu in gpu_catalog().values():
+        expected = UNMEASURED_GEMM_EFFICIENCY if gpu.gemm_efficiency is None else gpu.gemm_efficiency
+        assert gpu.gemm_efficiency_for("bf16") == expected
