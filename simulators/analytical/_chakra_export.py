@@ -13,8 +13,9 @@ last backward come the step's data-parallel collectives and the optimizer.
 
 Dependencies chain each rank's nodes in issue order (the only dependencies Chakra's feeder
 obeys are data_deps), except that nothing waits for a pipeline send, so sends overlap the next
-compute and stages cannot deadlock on them, and a ring step's send and receive run side by side. Collectives carry pg_name "<group>:<first rank>" (tp, cp,
-dp, dp_ep, ep, etp); no involved_dim, which depends on the ASTRA-sim network the user picks.
+compute and stages cannot deadlock on them, and a ring step's send and receive run side by
+side. Collectives carry pg_name "<group>:<first rank>" (tp, cp, dp, dp_ep, ep, etp); no
+involved_dim, which depends on the ASTRA-sim network the user picks.
 Not exported: the overlap of gradient reduction with the backward pass, recomputation's rerun
 forward, offloading, and ZB-H1's deferred weight gradients (listed in 1F1B order).
 """
@@ -86,7 +87,7 @@ def _stage_work(candidate: TrainingCandidate, stage: int) -> _StageWork:
         if op.kind != "collective":
             work[op.scope, op.phase][0] += op.flops
             work[op.scope, op.phase][1] += op.nbytes
-    layer_plan, speed = per_layer_plan(plan), (system.calibration, system.compute_fraction)
+    gpu, layer_plan, speed = system.gpu, per_layer_plan(plan), (system.calibration, system.compute_fraction)
 
     def units(scope: str, blocks, collectives: list[Collective]) -> dict[str, _Unit]:
         seconds = {"fwd": "forward_s", "bwd_input": "input_grad_s", "bwd_weight": "weight_grad_s"}
@@ -105,16 +106,16 @@ def _stage_work(candidate: TrainingCandidate, stage: int) -> _StageWork:
     for chunk in range(plan.vpp):
         g = chunk * plan.pp + stage
         layers = [
-            units(f"layer {i}", layer_blocks(model, system.gpu, layer_plan, i, *speed), layer_collectives(model, plan, i))
+            units(f"layer {i}", layer_blocks(model, gpu, layer_plan, i, *speed), layer_collectives(model, plan, i))
             for i in range(bounds[g], bounds[g + 1])
         ]
         if g == plan.pp * plan.vpp - 1:  # the last virtual stage holds the output layer
-            layers.append(units("output", [output_layer(model, system.gpu, layer_plan, *speed)], []))
+            layers.append(units("output", [output_layer(model, gpu, layer_plan, *speed)], []))
         forward.append([layer["fwd"] for layer in layers])
         backward.append([layer[p] for layer in reversed(layers) for p in ("bwd_input", "bwd_weight")])
     steps = tuple(c for c in step_collectives(model, plan, stage) if c.per == "step")
     dense, expert = stage_params(model, plan, stage)
-    optimizer = _Unit("optimizer", 0.0, work["step", "optimizer"][1], adam_step_s(system.gpu, plan, dense, expert), ())
+    optimizer = _Unit("optimizer", 0.0, work["step", "optimizer"][1], adam_step_s(gpu, plan, dense, expert), ())
     return _StageWork(forward, backward, steps, optimizer)
 
 
