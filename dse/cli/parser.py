@@ -119,18 +119,26 @@ def build_parser() -> argparse.ArgumentParser:
     imported.set_defaults(handler=workload_import_command)
 
     exported = workload_commands.add_parser(
-        "export", parents=[candidate], help="write one candidate as a SimAI/AICB workload file"
+        "export", parents=[candidate], help="write one candidate as a SimAI/AICB workload or Chakra traces"
     )
-    exported.add_argument("--format", choices=["simai"], default="simai", help="file format (simai)")
-    exported.add_argument("--out", type=Path, required=True, metavar="FILE", help="where to write the workload")
+    exported.add_argument(
+        "--format",
+        choices=["simai", "chakra"],
+        default="simai",
+        help="simai: one rank's SimAI/AICB text file; chakra: one Chakra execution trace per rank for "
+        "ASTRA-sim, OUT/dse.<rank>.et",
+    )
+    exported.add_argument(
+        "--out", type=Path, required=True, metavar="OUT", help="the file (simai) or directory (chakra) to write"
+    )
     exported.add_argument(
         "--stage",
         type=flags.stage,
-        default="busiest",
         metavar="STAGE",
-        help="pipeline stage whose rank the file shows: busiest (default: the one pacing the pipeline), a "
-        "stage number, or all (one file per stage, FILE's name with -stageK)",
+        help="simai only: pipeline stage whose rank the file shows: busiest (default: the one pacing the "
+        "pipeline), a stage number, or all (one file per stage, OUT's name with -stageK)",
     )
+    exported.add_argument("--force", action="store_true", help="chakra only: write into an OUT that holds files")
     exported.set_defaults(handler=workload_export_command)
 
     listed = workload_commands.add_parser(

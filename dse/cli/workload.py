@@ -1,4 +1,4 @@
-"""`dse workload import | export | ops`: SimAI/AICB workload files in and out."""
+"""`dse workload import | export | ops`: SimAI/AICB workload files in and out, Chakra traces out."""
 
 from __future__ import annotations
 
@@ -39,10 +39,17 @@ def workload_export_command(args: argparse.Namespace, console: Console) -> int:
     from simulators.analytical import busiest_stage, simai_workload_of
     from simulators.workload import write_simai_workload
 
+    if args.format == "chakra":
+        _check_chakra_flags(args)
     study = load_study(args.spec, output=str(args.study) if args.study else None)
     space = SearchSpace.from_study(resolve_study(study))
     params = candidate_params(space, args.set, args.config)
     candidate = space.candidate(params)
+    if args.format == "chakra":
+        _write_chakra(candidate, args.out, console)
+        console.print(f"candidate: {params}")
+        return 0
+    args.stage = "busiest" if args.stage is None else args.stage
     pp, busiest = candidate.plan.pp, busiest_stage(candidate)
     if isinstance(args.stage, int) and args.stage >= pp:
         raise DseError(f"--stage: {args.stage} is past the plan's last stage; allowed: busiest, all, 0 to {pp - 1}")
@@ -60,6 +67,43 @@ def workload_export_command(args: argparse.Namespace, console: Console) -> int:
         )
     console.print(f"candidate: {params}")
     return 0
+
+
+CHAKRA_PREFIX = "dse"  # ASTRA-sim's --workload-configuration=OUT/dse reads OUT/dse.<rank>.et
+CHAKRA_MAX_RANKS = 4096  # one file per rank: beyond this, gigabytes of traces nobody replays whole
+
+
+def _check_chakra_flags(args: argparse.Namespace) -> None:
+    """Before any work: the flags chakra takes, and an OUT it may fill."""
+    if args.stage is not None:
+        raise DseError("--stage: --format chakra writes every rank of every stage; leave --stage out")
+    paths.output_dir(args.out, "--out")
+    if args.out.is_dir() and any(args.out.iterdir()) and not args.force:
+        raise DseError(f"--out: {args.out} holds files; allowed: a new or empty directory, or --force to write into it")
+
+
+def _write_chakra(candidate, out: Path, console: Console) -> None:
+    from simulators.analytical import chakra_traces_of
+    from simulators.workload import write_chakra_trace
+
+    ranks = candidate.system.num_gpus
+    if ranks > CHAKRA_MAX_RANKS:
+        raise DseError(
+            f"--format chakra: the candidate has {ranks} ranks; allowed: at most {CHAKRA_MAX_RANKS} "
+            "(one trace file each)"
+        )
+    out.mkdir(parents=True, exist_ok=True)
+    for stale in out.glob(f"{CHAKRA_PREFIX}.*.et"):  # a larger earlier export's ranks would confuse ASTRA-sim
+        stale.unlink()
+    nodes = 0
+    for rank, trace in chakra_traces_of(candidate):
+        write_chakra_trace(out / f"{CHAKRA_PREFIX}.{rank}.et", trace)
+        nodes += len(trace)
+    console.print(
+        f"wrote {out}/{CHAKRA_PREFIX}.0.et ... {CHAKRA_PREFIX}.{ranks - 1}.et: {ranks} ranks, {nodes} nodes, "
+        f"{candidate.plan.microbatches} micro-batches ({candidate.plan.pipeline_schedule}); ASTRA-sim: "
+        f"--workload-configuration={out}/{CHAKRA_PREFIX}"
+    )
 
 
 def _stage_path(out: Path, stage: int, pp: int) -> Path:

@@ -1,5 +1,6 @@
 """Analytical simulators: cost models and event timelines fast enough for every candidate."""
 
+from simulators.analytical._chakra_export import chakra_traces_of, rank_coordinates
 from simulators.analytical._collectives_report import CollectiveUse, plan_collectives
 from simulators.analytical._simai_export import simai_workload_of
 from simulators.analytical._stage_costs import busiest_stage
@@ -7,6 +8,8 @@ from simulators.analytical._training import TrainingResult, simulate_training, s
 
 __all__ = [
     "busiest_stage",
+    "chakra_traces_of",
+    "rank_coordinates",
     "CollectiveUse",
     "plan_collectives",
     "TrainingResult",

@@ -84,6 +84,22 @@ def simulate_pipelines(batch: PipelineBatch) -> tuple[np.ndarray, np.ndarray]:
     return makespan, stage_end
 
 
+def stage_order(stage: int, pp: int, chunks: int, microbatches: int, schedule: str) -> list[tuple[str, int, int]]:
+    """("F" or "B", micro-batch, chunk) of every operation pipeline stage `stage` runs, in the
+    order the timeline runs them. ZB-H1 places its deferred W by timing, so it is listed in its
+    1F1B order with each W fused to its B."""
+    code = SCHEDULES[schedule]
+    code = ONE_F_ONE_B if code == ZB_H1 else code
+    warm = _warmup(stage, pp, chunks, microbatches, code)
+    mb_of, chunk_of = _numbering(pp, chunks, microbatches)
+    order = []
+    for j in range(2 * microbatches * chunks):
+        kind, n = _operation(j, warm, microbatches * chunks)
+        chunk = chunk_of[n] if kind == _F else chunks - 1 - chunk_of[n]
+        order.append(("F" if kind == _F else "B", int(mb_of[n]), int(chunk)))
+    return order
+
+
 @numba.njit(cache=True)
 def _warmup(s, pp, v, m, schedule):
     """Forwards stage s runs before its first backward."""

@@ -1,5 +1,6 @@
 """Workloads: parallel plans, the operations a training step runs, and its memory."""
 
+from simulators.workload._chakra import ChakraNode, read_chakra_trace, write_chakra_trace
 from simulators.workload._memory import (
     GIB,
     MemoryBreakdown,
@@ -60,6 +61,9 @@ from simulators.workload._simai_view import (
 from simulators.workload._step import Operation, layer_kernels, step_operations
 
 __all__ = [
+    "ChakraNode",
+    "read_chakra_trace",
+    "write_chakra_trace",
     "OFFLOAD_MODES",
     "offload_problem",
     "Collective",

@@ -131,3 +131,31 @@ def test_every_pipeline_stage_exports_to_its_own_file(write_spec, tmp_path, caps
     assert "--stage: 2 is past the plan's last stage; allowed: busiest, all, 0 to 1" in capsys.readouterr().err
     assert main(["workload", "export", str(spec), *fixed, "--out", str(out), "--stage", "x"]) == 2
     assert "allowed: busiest, all or a stage number from 0" in capsys.readouterr().err
+
+
+def test_chakra_export_writes_one_trace_per_rank_and_guards_its_directory(write_spec, tmp_path, capsys):
+    from simulators.workload import read_chakra_trace
+
+    spec = write_spec()
+    fixed = [f"--set={k}={v}" for k, v in (("num_gpus", 8), ("tp", 2), ("pp", 2), ("micro_batch", 1))]
+    fixed += ["--set=recompute=none"]
+    out = tmp_path / "et"
+    argv = ["workload", "export", str(spec), *fixed, "--format", "chakra", "--out", str(out)]
+    assert main(argv) == 0
+    assert sorted(p.name for p in out.iterdir()) == [f"dse.{rank}.et" for rank in range(8)]
+    assert all(read_chakra_trace(p)[1] for p in out.iterdir())
+    capsys.readouterr()
+    for extra, expected in (
+        ([], "--out: " + str(out) + " holds files; allowed: a new or empty directory, or --force"),
+        (["--stage", "0"], "--stage: --format chakra writes every rank of every stage"),
+    ):
+        assert main([*argv, *extra]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and expected in err and "Traceback" not in err, err
+    (out / "dse.9.et").write_bytes(b"")  # a rank of an earlier, larger export
+    assert main([*argv, "--force"]) == 0
+    assert len(list(out.iterdir())) == 8
+    a_file = tmp_path / "f.txt"
+    a_file.write_text("x")
+    assert main([*argv[:-1], str(a_file)]) == 2
+    assert "is not a directory" in capsys.readouterr().err
