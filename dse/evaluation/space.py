@@ -23,6 +23,7 @@ from simulators.hardware import GpuSpec, HostTier, host_tier_for, host_tier_name
 from simulators.network import Fabric, Network
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
+RECENT_CANDIDATES = 4096  # candidates SearchSpace.candidate keeps (a chunk's, between simulating and judging)
 # Plans `check_runnable` tries before leaving a space to the search (~50 us each).
 RUNNABLE_CHECK_LIMIT = 100_000
 KNOBS = (
@@ -74,6 +75,12 @@ class SearchSpace:
     distributions: Mapping[str, BaseDistribution]
     values: Mapping[str, tuple]
     _networks: dict = field(default_factory=dict, compare=False, repr=False)
+    _fabrics: dict = field(default_factory=dict, compare=False, repr=False)
+    _recent: dict = field(default_factory=dict, compare=False, repr=False)  # params -> candidate, see `candidate`
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Shipped to a worker without the candidates this process built."""
+        return {**self.__dict__, "_recent": {}}
 
     @classmethod
     def from_study(cls, resolved: ResolvedStudy) -> SearchSpace:
@@ -119,7 +126,19 @@ class SearchSpace:
 
     def candidate(self, params: Mapping[str, Any], network: Network | None = None) -> TrainingCandidate:
         """The training candidate for one trial's params (on `network` if given, else its
-        fabric's); PlanError if the plan cannot run."""
+        fabric's); PlanError if the plan cannot run. The last RECENT_CANDIDATES built on their
+        fabric are kept: judging an outcome (its cost and goodput) needs the candidate just
+        simulated, and building it again was a sixth of an evaluation."""
+        if network is None:
+            key = tuple(params.items())
+            if key not in self._recent:
+                if len(self._recent) >= RECENT_CANDIDATES:
+                    self._recent.clear()
+                self._recent[key] = self._build(params, None)
+            return self._recent[key]
+        return self._build(params, network)
+
+    def _build(self, params: Mapping[str, Any], network: Network | None) -> TrainingCandidate:
         settings = self.resolved.study.training
         n, tp, pp, cp = params["num_gpus"], params["tp"], params["pp"], params["cp"]
         if n % (tp * pp * cp):
@@ -172,8 +191,11 @@ class SearchSpace:
         return host_tier_of(self.resolved.study.hardware.host_tier, gpu)
 
     def fabric(self, family: str, nic_gbps: float) -> Fabric:
-        """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick."""
-        return self.resolved.fabric(family, nic_gbps)
+        """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick (memoised with the networks)."""
+        key = (family, nic_gbps)
+        if key not in self._fabrics:
+            self._fabrics[key] = self.resolved.fabric(family, nic_gbps)
+        return self._fabrics[key]
 
     def network(self, gpu: GpuSpec, num_gpus: int, family: str, nic_gbps: float) -> Network:
         """The fabric's network (memoised: candidates share a handful); PlanError if it cannot

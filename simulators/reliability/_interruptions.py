@@ -14,6 +14,8 @@ port: no switch or link stops the job.
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -86,8 +88,14 @@ class Interruptions:
 
 def interruptions(fabric: Fabric, num_gpus: int, rates_per_day: Mapping[str, float] | None = None) -> Interruptions:
     """Interruptions per day of a job on `num_gpus` GPUs of `fabric`; `rates_per_day` replaces
-    the observed rate of the components it names (per component-day)."""
-    rates = {**observed_rates_per_day(), **(rates_per_day or {})}
+    the observed rate of the components it names (per component-day). Memoised: a search asks
+    for the same few clusters once per candidate."""
+    return _interruptions(fabric, num_gpus, tuple(sorted((rates_per_day or {}).items())))
+
+
+@functools.lru_cache(maxsize=1024)
+def _interruptions(fabric: Fabric, num_gpus: int, rates_per_day: tuple[tuple[str, float], ...]) -> Interruptions:
+    rates = {**observed_rates_per_day(), **dict(rates_per_day)}
     components = failure_catalog().components
     cluster = counts(fabric, num_gpus)
     return Interruptions({name: rates[name] * cluster.of(components[name].per) for name in COMPONENTS})

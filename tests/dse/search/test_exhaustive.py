@@ -1,0 +1,107 @@
+"""The exact mode (`sampler: exhaustive`, dse.search.exhaustive): every distinct plan recorded in
+Parquet parts, the same front as the grid mode that stores every plan as a trial, and a resume
+that evaluates only the ranges no part covers."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import dse.search.exhaustive as exhaustive
+from dse.errors import DseError
+from dse.evaluation.space import SearchSpace
+from dse.report.files import write_reports
+from dse.search.engine import RunSettings, run_search
+from dse.spec import load_study
+from dse.study import resolve_study
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEDULES = "recompute: [none, full]\n  schedule: [zb-h1, 1f1b]\n  zero_stage: [1, 0]"
+
+
+def _resolved(spec, sampler):
+    """The spec with `sampler`, the ladder off, and a budget the grid cannot reach (every plan)."""
+    study = load_study(spec, sampler=sampler, **{"budget.trials": 10_000})
+    return resolve_study(study.model_copy(update={"fidelity": study.fidelity.up_to("analytical")}))
+
+
+def _search(spec, out, sampler, resume=False, on_range=None):
+    resolved = _resolved(spec, sampler)
+    summary = run_search(resolved, RunSettings(out, None, "off", resume), on_range=on_range)
+    trials, front = write_reports(summary.study, resolved, out)
+    return summary, trials, front
+
+
+def _record(out: Path) -> pd.DataFrame:
+    return pd.concat([pd.read_parquet(p) for p in sorted((out / "plans").glob("part-*.parquet"))], ignore_index=True)
+
+
+@pytest.mark.parametrize("spec", ["llama70b.yaml", "llama70b-serving.yaml", "small-cluster-star.yaml"])
+def test_ranges_of_combinations_split_the_distinct_plans_exactly(spec):
+    """Against remembering every key met (what the grid did before): the same plans, once each,
+    whichever way the combinations are cut."""
+    space = SearchSpace.from_study(resolve_study(load_study(ROOT / "search_spaces" / spec)))
+    kind = space.resolved.kind
+    first_met: dict[tuple, dict] = {}
+    for combo in itertools.product(*space.values.values()):
+        first_met.setdefault(kind.params_key(dict(zip(space.values, combo))), combo)
+    cut = 1000
+    pieces = [kind.params_key(p) for s in range(0, space.size, cut) for p in space.distinct_plans(s, s + cut)]
+    assert len(pieces) == len(set(pieces)) == len(first_met) < space.size
+    assert set(pieces) == set(first_met)
+
+
+def test_the_exact_mode_finds_the_grids_front_and_records_every_plan(write_spec, tmp_path, monkeypatch):
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 10)  # several ranges in a small space
+    spec = write_spec(extra="").read_text().replace("recompute: [none, full]", SCHEDULES)
+    spec = write_spec(spec)
+    _, grid_trials, grid_front = _search(spec, tmp_path / "grid", "grid")
+    summary, trials, front = _search(spec, tmp_path / "exact", "exhaustive")
+    record = _record(tmp_path / "exact")
+    assert len(record) == len(grid_trials) == summary.exhaustive.plans == summary.exhaustive.evaluated
+    assert record["feasible"].sum() == grid_trials["feasible"].sum() == summary.exhaustive.feasible
+    knobs = ["num_gpus", "tp", "pp", "micro_batch", "recompute"]
+    assert sorted(map(tuple, front[knobs].to_numpy())) == sorted(map(tuple, grid_front[knobs].to_numpy()))
+    assert len(trials) == len(front) == summary.exhaustive.front  # only the front is stored as trials
+    merged = grid_trials.merge(record, on=["gpu", *knobs, "schedule", "zero_stage"], suffixes=("", "_rec"))
+    assert len(merged) == len(record)  # the record's rows are the grid's plans, with the same numbers
+    both = merged[merged["feasible"]]
+    assert both["tokens_per_s_per_gpu_rec"].to_numpy() == pytest.approx(both["tokens_per_s_per_gpu"].to_numpy())
+
+
+def test_an_interrupted_exact_run_resumes_with_the_ranges_no_part_covers(write_spec, tmp_path, monkeypatch):
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 6)
+    spec, out = write_spec(), tmp_path / "out"
+    stop = threading.Event()
+    seen = []
+
+    def interrupt_after_two(run):
+        seen.append(run.recorded)
+        if run.recorded >= 2:
+            stop.set()
+
+    resolved = _resolved(spec, "exhaustive")
+    first = run_search(resolved, RunSettings(out, None, "off"), on_range=interrupt_after_two, stop=stop)
+    assert first.stopped_because == "interrupted" and first.exhaustive.evaluated < first.exhaustive.plans + 1
+    parts = sorted(p.name for p in (out / "plans").glob("part-*.parquet"))
+    assert len(parts) == 2 and not list((out / "plans").glob(".*partial"))
+    summary, _, front = _search(spec, out, "exhaustive", resume=True)
+    space = SearchSpace.from_study(resolved)
+    assert len(_record(out)) == summary.exhaustive.plans == len(space.grid())
+    assert summary.exhaustive.evaluated == summary.exhaustive.plans - first.exhaustive.evaluated
+    _, _, grid_front = _search(spec, tmp_path / "grid", "grid")
+    knobs = ["num_gpus", "tp", "pp", "micro_batch", "recompute"]
+    assert sorted(map(tuple, front[knobs].to_numpy())) == sorted(map(tuple, grid_front[knobs].to_numpy()))
+
+
+def test_a_part_cut_another_way_is_refused_by_name(write_spec, tmp_path, monkeypatch):
+    spec, out = write_spec(), tmp_path / "out"
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 6)
+    _search(spec, out, "exhaustive")
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 8)
+    with pytest.raises(DseError, match=r"part-000000000000-000000000006\.parquet does not match"):
+        _search(spec, out, "exhaustive", resume=True)
