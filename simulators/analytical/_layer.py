@@ -133,7 +133,7 @@ def layer_blocks(
         head_dim=model.d_head,
         precision="bf16" if precision in ("fp8", "fp4") else precision,
         kv_heads=max(1, model.kv_heads // tp),
-        kernel="flash" if plan.flash_attention and gpu.attention_fwd_efficiency else "unfused",
+        kernel="flash" if plan.flash_attention and gpu.fused_attention else "unfused",
         calibration=table,
     )
     attention_fwd, attention_bwd = (

@@ -199,11 +199,11 @@ def _gemm_model_s(gpu: GpuSpec, peak_flops: float, precision: str, m, n, k, batc
 
 
 def _flash_s(gpu: GpuSpec, precision: str, phase: str, causal: bool, b, h, sq, skv, d, hkv) -> np.ndarray:
-    fraction = gpu.attention_fwd_efficiency if phase == "fwd" else gpu.attention_bwd_efficiency
+    fraction = gpu.attention_efficiency_for(phase)
     if fraction is None:
         raise SpecError(
-            f"attention_time_s.gpu: {gpu.name} has no measured fused-attention efficiency (see its sources in "
-            f"gpus.yaml); allowed: kernel='unfused' (a calibration table then corrects it to measured times)"
+            f"attention_time_s.gpu: {gpu.name} runs no fused attention kernel (fused_attention in gpus.yaml); "
+            f"allowed: kernel='unfused' (a calibration table then corrects it to measured times)"
         )
     peak = _peak_flops(gpu, precision, "attention_time_s")
     if precision == "fp8":

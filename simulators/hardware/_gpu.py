@@ -26,6 +26,13 @@ PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
 # H100 0.80, B200 0.78, GB200 0.73, MI300X 0.51), so an unmeasured chip is neither the best nor
 # the worst; tests/simulators/hardware/test_gpu.py recomputes it from the catalogue.
 UNMEASURED_GEMM_EFFICIENCY = 0.755
+# The fused-attention fraction of a chip whose stacks run a fused kernel nobody has measured
+# (fused_attention true, attention_*_efficiency null), relative to its GEMM fraction: the median
+# over the distinct chips measured of attention / GEMM (A100 0.71 / 0.56, H100 0.83 / 0.70,
+# B200 0.87 / 0.77, GB200 1.01 / 0.89, fwd / bwd); tests/simulators/hardware/test_gpu.py
+# recomputes them. Pricing such a chip's attention unfused (its score matrix in HBM) would
+# charge it for a kernel its frameworks do not run.
+UNMEASURED_ATTENTION_PER_GEMM = {"fwd": 0.853, "bwd": 0.737}
 
 
 class GpuSpec(BaseModel):
@@ -72,6 +79,7 @@ class GpuSpec(BaseModel):
     hbm_efficiency: float = Field(gt=0, le=1)
     attention_fwd_efficiency: float | None = Field(gt=0, le=1)
     attention_bwd_efficiency: float | None = Field(gt=0, le=1)
+    fused_attention: bool  # whether the chip's training stacks run a FlashAttention-class kernel
     # Shares of the line rates collectives see (SimAI's bus-bandwidth model) and NCCL's NVLS
     # efficiency (None: the scale-up domain has no in-switch reduction). Required, as every
     # field: a GPU file that leaves one out is an error, not a Hopper-class default.
@@ -83,7 +91,8 @@ class GpuSpec(BaseModel):
     @model_validator(mode="after")
     def _every_number_has_a_source(self) -> GpuSpec:
         numeric = [k for k, v in self if isinstance(v, (int, float)) and not isinstance(v, bool)]
-        missing = [k for k in (*numeric, "calibrated_like", "scaleup_topology", "gemm_efficiency") if k not in self.sources]
+        named = ("calibrated_like", "scaleup_topology", "gemm_efficiency", "fused_attention")
+        missing = [k for k in (*numeric, *named) if k not in self.sources]
         if missing:
             raise ValueError(f"no source for {', '.join(missing)}")
         problem = check_topology(self.scaleup_topology, self.scaleup_torus_dims or (), self.scaleup_domain_gpus)
@@ -125,6 +134,15 @@ class GpuSpec(BaseModel):
         if precision in ("fp4", "fp8") and self.fp8_gemm_efficiency is not None:
             return self.fp8_gemm_efficiency
         return UNMEASURED_GEMM_EFFICIENCY if self.gemm_efficiency is None else self.gemm_efficiency
+
+    def attention_efficiency_for(self, phase: str) -> float | None:
+        """The fused-attention fraction of the bf16 peak for `phase` (fwd, bwd): measured, else
+        for a chip with a fused kernel its GEMM fraction times UNMEASURED_ATTENTION_PER_GEMM,
+        else None (no fused kernel: attention runs unfused)."""
+        measured = self.attention_fwd_efficiency if phase == "fwd" else self.attention_bwd_efficiency
+        if measured is not None or not self.fused_attention:
+            return measured
+        return self.gemm_efficiency_for("bf16") * UNMEASURED_ATTENTION_PER_GEMM[phase]
 
     @property
     def precisions(self) -> tuple[str, ...]:

@@ -209,8 +209,8 @@ def test_errors_name_the_argument_and_what_is_allowed():
         gemm_time_s(get_gpu("A100-80GB"), 1024, 1024, 1024, precision="fp8")
     with pytest.raises(DseError, match=r"gemm_time_s\.k: 0 is not allowed"):
         gemm_time_s(H100, 1024, 1024, np.array([1024, 0]))
-    with pytest.raises(DseError, match=r"MI300X has no measured fused-attention.*allowed: kernel='unfused'"):
-        attention_time_s(get_gpu("MI300X"), 1, 8, 4096, 4096, 128, True)
+    with pytest.raises(DseError, match=r"V100-32GB runs no fused attention kernel.*allowed: kernel='unfused'"):
+        attention_time_s(get_gpu("V100-32GB"), 1, 8, 4096, 4096, 128, True, "fp16")
     with pytest.raises(DseError, match=r"attention_time_s\.phase: 'backward' is not allowed; allowed: fwd, bwd"):
         attention_time_s(H100, 1, 8, 4096, 4096, 128, True, phase="backward")
     with pytest.raises(DseError, match=r"attention_time_s\.kernel: 'sdpa' is not allowed; allowed: flash, unfused"):

@@ -131,3 +131,19 @@ def test_an_unmeasured_gemm_fraction_is_the_median_of_the_measured_chips():
     for gpu in gpu_catalog().values():
         expected = UNMEASURED_GEMM_EFFICIENCY if gpu.gemm_efficiency is None else gpu.gemm_efficiency
         assert gpu.gemm_efficiency_for("bf16") == expected
+
+
+def test_an_unmeasured_fused_attention_fraction_follows_the_gemm_fraction_as_on_the_measured_chips():
+    """The median over the distinct measured chips of attention / GEMM, per phase; a chip with a
+    fused kernel but no measurement takes its GEMM fraction times it, one without (V100) none."""
+    from simulators.hardware._gpu import UNMEASURED_ATTENTION_PER_GEMM
+
+    chips = [get_gpu(name) for name in ("A100-80GB", "H100-SXM", "B200", "GB200")]
+    for phase in ("fwd", "bwd"):
+        ratios = sorted(getattr(g, f"attention_{phase}_efficiency") / g.gemm_efficiency for g in chips)
+        assert UNMEASURED_ATTENTION_PER_GEMM[phase] == pytest.approx((ratios[1] + ratios[2]) / 2, abs=0.001)
+    mi300x = get_gpu("MI300X")
+    assert mi300x.attention_fwd_efficiency is None and mi300x.fused_attention
+    assert mi300x.attention_efficiency_for("bwd") == pytest.approx(0.51 * UNMEASURED_ATTENTION_PER_GEMM["bwd"])
+    assert get_gpu("H100-SXM").attention_efficiency_for("fwd") == 0.666  # measured: kept
+    assert get_gpu("V100-32GB").attention_efficiency_for("fwd") is None  # no fused kernel: unfused
