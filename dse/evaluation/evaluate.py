@@ -32,14 +32,20 @@ class Evaluator:
         """One candidate; `network` replaces its fabric's (the fidelity ladder's slowed one)."""
         return self.evaluate_many([params], network)[0]
 
-    def evaluate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
-        """Outcomes in order, judged against the study's own constraints."""
-        return [self.judge(params, outcome) for params, outcome in zip(batch, self.simulate_many(batch, network))]
+    def evaluate_many(
+        self, batch: Sequence[Mapping[str, Any]], network: Network | None = None, feasible_only: bool = False
+    ) -> list[Outcome]:
+        """Outcomes in order, judged against the study's own constraints (`feasible_only`: see
+        StudyKind.simulate_many)."""
+        outcomes = self.simulate_many(batch, network, feasible_only)
+        return [self.judge(params, outcome) for params, outcome in zip(batch, outcomes)]
 
-    def simulate_many(self, batch: Sequence[Mapping[str, Any]], network: Network | None = None) -> list[Outcome]:
+    def simulate_many(
+        self, batch: Sequence[Mapping[str, Any]], network: Network | None = None, feasible_only: bool = False
+    ) -> list[Outcome]:
         """Outcomes in order before the study's prices and own constraints (what studies can
         share: see dse.search.cache)."""
-        return self.space.resolved.kind.simulate_many(self.space, batch, network)
+        return self.space.resolved.kind.simulate_many(self.space, batch, network, feasible_only)
 
     def judge(self, params: Mapping[str, Any], outcome: Outcome) -> Outcome:
         """The outcome with the study's cost metrics and own constraints added (<= 0 when met),

@@ -75,13 +75,14 @@ class RangeEvaluator:
 def plan_table(evaluator: Evaluator, start: int, stop: int) -> pa.Table:
     """The distinct plans among combinations `start` to `stop`, judged: one row per plan with
     its knobs (a knob of numbers and words as text), derived columns, every metric (null where
-    the plan has none), each constraint, `feasible`, and the reason or error."""
+    the plan has none: an invalid plan, or one the memory model alone rules out, which is not
+    simulated), each constraint, `feasible`, and the reason or error."""
     import pyarrow as pa
 
     space = evaluator.space
     kind = space.resolved.kind
     plans = list(space.distinct_plans(start, stop))
-    outcomes = evaluator.evaluate_many(plans)
+    outcomes = evaluator.evaluate_many(plans, feasible_only=True)  # plans too big for memory: not simulated
     columns: dict[str, list] = {}
     for name in kind.knobs:
         texts = len({type(v) for v in space.values[name] if v is not None}) > 1

@@ -74,9 +74,10 @@ class InferenceKind(StudyKind):
         return canonical
 
     def simulate_many(
-        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None, feasible_only: bool = False
     ) -> list[Outcome]:
-        """Each candidate's capacity (or the fixed rate) on the study's request stream."""
+        """Each candidate's capacity (or the fixed rate) on the study's request stream (whether
+        it meets its SLOs is known only once served, so `feasible_only` changes nothing)."""
         return [self._serve(space.resolved, params) for params in batch]
 
     def _serve(self, resolved: ResolvedStudy, params: Mapping[str, Any]) -> Outcome:

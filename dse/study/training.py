@@ -18,7 +18,7 @@ from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import Study
 from dse.study.goodput import training_costs
 from dse.study.training_checks import check_training
-from simulators.analytical import TrainingResult, simulate_training_batch
+from simulators.analytical import TrainingResult, memory_only, simulate_training_batch
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 from simulators.network import Network
@@ -101,9 +101,10 @@ class TrainingKind(StudyKind):
             )
 
     def simulate_many(
-        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None, feasible_only: bool = False
     ) -> list[Outcome]:
-        """The valid plans are simulated together in one batch call."""
+        """The valid plans are simulated together in one batch call; with `feasible_only`, those
+        the memory model alone finds too big are not simulated (no metrics, their reason)."""
         outcomes: list[Outcome | None] = [None] * len(batch)
         valid: list[tuple[int, TrainingCandidate]] = []
         for i, params in enumerate(batch):
@@ -111,6 +112,12 @@ class TrainingKind(StudyKind):
                 valid.append((i, space.candidate(params, network)))
             except PlanError as exc:
                 outcomes[i] = invalid(exc, self.fits_constraint)
+        if feasible_only:
+            sized = memory_only([c for _, c in valid])
+            for (i, candidate), result in zip(valid, sized):
+                if not result.feasible:
+                    outcomes[i] = self._fit(candidate, result)
+            valid = [(i, c) for (i, c), result in zip(valid, sized) if result.feasible]
         try:
             results = simulate_training_batch([c for _, c in valid], breakdown=False)
         except Exception:  # find the culprit: simulate one by one, so one bug fails one trial
@@ -136,9 +143,10 @@ class TrainingKind(StudyKind):
         return out
 
     def _fit(self, candidate: TrainingCandidate, result: TrainingResult) -> Outcome:
-        """The simulated step with its memory constraint (<= 0 when it fits)."""
+        """The simulated step with its memory constraint (<= 0 when it fits); a result of
+        `memory_only` gives the constraint and reason without metrics."""
         capacity_gib = candidate.system.gpu.hbm_bytes / GIB
-        fits = (result.metrics["memory_gib_per_gpu"] - capacity_gib) / capacity_gib
+        fits = (result.memory.total_gib - capacity_gib) / capacity_gib
         if result.host_memory_bytes is not None:  # offloaded bytes must fit the GPU's share of host memory
             fits = max(fits, (result.memory.host_bytes - result.host_memory_bytes) / result.host_memory_bytes)
         if result.nvme_bytes is not None:  # and the NVMe drives' share

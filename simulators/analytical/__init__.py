@@ -4,7 +4,7 @@ from simulators.analytical._chakra_export import chakra_traces_of, rank_coordina
 from simulators.analytical._collectives_report import CollectiveUse, plan_collectives
 from simulators.analytical._simai_export import simai_workload_of
 from simulators.analytical._stage_costs import busiest_stage
-from simulators.analytical._training import TrainingResult, simulate_training, simulate_training_batch
+from simulators.analytical._training import TrainingResult, memory_only, simulate_training, simulate_training_batch
 
 __all__ = [
     "busiest_stage",
@@ -16,4 +16,5 @@ __all__ = [
     "simai_workload_of",
     "simulate_training",
     "simulate_training_batch",
+    "memory_only",
 ]

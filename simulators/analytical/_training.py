@@ -85,6 +85,16 @@ class TrainingResult:
         return f"offloads {memory.host_bytes / GIB:.1f} GiB per GPU to host memory; its share is {host_gib:.1f} GiB"
 
 
+def memory_only(candidates: Sequence[TrainingCandidate]) -> list[TrainingResult]:
+    """Each candidate's memory and whether it fits, without simulating its step (no metrics):
+    what the exact mode asks before simulating only the plans that fit."""
+    out = []
+    for c in candidates:
+        memory = training_memory(c.model, c.plan, c.system.memory_reserve_gib)
+        out.append(TrainingResult({}, None, memory, c.system.gpu, *_host_shares(c)))
+    return out
+
+
 def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
     """Time, throughput, utilisation and memory of one training step of `candidate`."""
     return simulate_training_batch([candidate])[0]

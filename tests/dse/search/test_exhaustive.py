@@ -1,6 +1,6 @@
 """The exact mode (`sampler: exhaustive`, dse.search.exhaustive): every distinct plan recorded in
-Parquet parts, the same front as the grid mode that stores every plan as a trial, and a resume
-that evaluates only the ranges no part covers."""
+Parquet parts, the same front and reasons as the grid mode that simulates and stores every plan as
+a trial, and a resume that evaluates only the ranges no part covers."""
 
 from __future__ import annotations
 
@@ -71,6 +71,10 @@ def test_the_exact_mode_finds_the_grids_front_and_records_every_plan(write_spec,
     assert len(merged) == len(record)  # the record's rows are the grid's plans, with the same numbers
     both = merged[merged["feasible"]]
     assert both["tokens_per_s_per_gpu_rec"].to_numpy() == pytest.approx(both["tokens_per_s_per_gpu"].to_numpy())
+    # plans the memory model alone rules out are not simulated, with the reason the grid's
+    # simulation of them gives
+    unfit = merged[merged["reason"].fillna("").str.startswith("needs ")]
+    assert len(unfit) and (unfit["reason_rec"] == unfit["reason"]).all() and unfit["iteration_time_s_rec"].isna().all()
 
 
 def test_an_interrupted_exact_run_resumes_with_the_ranges_no_part_covers(write_spec, tmp_path, monkeypatch):
