@@ -40,8 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--ray-address",
         default="local",
         metavar="ADDR",
-        help="'local' (default: start a private Ray for this run, loopback only), an address to join a cluster, "
-        "'auto' to join the one RAY_ADDRESS names, 'off' to evaluate in this process",
+        help="'local' (default: evaluate in this process, and start a private Ray, loopback only, once the work "
+        "ahead outweighs its start), an address to join a cluster, 'auto' to join the one RAY_ADDRESS names, "
+        "'off' to evaluate in this process only",
     )
     search.add_argument("--resume", action="store_true", help="continue the study stored in DIR")
     search.add_argument(

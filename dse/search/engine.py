@@ -230,6 +230,7 @@ def run_search(
                         stopped = "timeout reached"
                     else:
                         count = min(batch, spec.budget.trials - loop.finished)
+                        executor.expect(loop.evaluator, spec.budget.trials - loop.finished - count)
                         loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop, deadline)
                         continue
                     break
@@ -340,6 +341,7 @@ class _Loop:
             if _past(deadline):
                 return "timeout reached"
             batch = todo[start : start + size]
+            self.executor.expect(self.evaluator, len(todo) - start - len(batch))
             outcomes: list[Outcome | None] = [None] * len(batch)
             late = False
             for group in self._evaluate(batch):

@@ -40,6 +40,7 @@ WINDOW_PER_CPU = 2
 MAX_RETRIES = 3
 SINGLE_RETRIES = 1
 STORE_SAMPLE_S = 0.2  # how often the object store's use is read from Ray's resource view
+RAY_START_S = 7.0  # starting a private local Ray, measured on a 2-core box (benchmarks/RESULTS.md, issue 20)
 
 Evaluated = list[tuple[int, Outcome]]  # (position in the items run, its outcome)
 
@@ -57,6 +58,7 @@ class Usage:
     crashes: int = 0
     store_capacity_bytes: int = 0  # the Ray object store's size (0: no Ray)
     store_peak_bytes: int = 0  # the most of it in use when sampled
+    where: str = ""  # for `--ray-address local`: in this process, or when and why a private Ray started
 
     @property
     def utilisation(self) -> float:
@@ -76,6 +78,7 @@ class Usage:
             f"workers: {self.busy_s:.1f} CPU-s of evaluation on {self.cpus} CPUs: busy {self.utilisation:.0%} "
             f"while evaluations were in flight ({self.span_s:.1f} s), {overall:.0%} of the whole run ({wall_s:.1f} s); "
             f"{self.tasks} tasks of {per_task:.1f} candidates{store}{crashed}"
+            + (f"\n{self.where}" if self.where else "")
         )
 
 
@@ -90,6 +93,8 @@ class Executor(Protocol):
     usage: Usage  # its cpus: what the executor evaluates on at once
 
     def run(self, evaluator: Evaluator, items: Sequence[dict[str, Any]]) -> Iterator[Evaluated]: ...
+
+    def expect(self, evaluator: Evaluator, count: int) -> None: ...
 
     def close(self) -> None: ...
 
@@ -126,8 +131,8 @@ class _Sizer:
 class InProcessExecutor:
     """Evaluates in the calling process (`--ray-address off`): for debugging and quick tests."""
 
-    def __init__(self) -> None:
-        self.usage = Usage(cpus=1)
+    def __init__(self, usage: Usage | None = None) -> None:
+        self.usage = usage or Usage(cpus=1)
         self._sizer = _Sizer()
         self._lock = threading.Lock()
         self._since: float | None = None  # when the current stretch with evaluations in flight began
@@ -156,6 +161,10 @@ class InProcessExecutor:
             self._account(evaluator, len(outcomes), busy_s)
             yield list(enumerate(outcomes, start=start))
 
+    def expect(self, evaluator, count: int) -> None:
+        """How many more candidates of `evaluator` the caller expects to ask for after the next
+        run (a hint: only LocalExecutor uses it)."""
+
     def _account(self, evaluator, candidates: int, busy_s: float) -> None:
         self._sizer.learn(evaluator, candidates, busy_s)
         with self._lock:
@@ -170,16 +179,16 @@ class InProcessExecutor:
 class RayExecutor(InProcessExecutor):
     """Evaluates chunks as Ray tasks on a local Ray started here or on an existing cluster.
 
-    `address` is "local" (start a private Ray for this run), "auto" (join the cluster that
+    `address` is "local" (start a private Ray for this run; LocalExecutor decides when), "auto" (join the cluster that
     RAY_ADDRESS names) or a cluster address such as "10.0.0.1:6379" or "ray://head:10001".
     """
 
-    def __init__(self, address: str = "local") -> None:
+    def __init__(self, address: str = "local", usage: Usage | None = None) -> None:
         import ray
 
         self._ray = ray
         self._started_here = connect_ray(address)
-        super().__init__()
+        super().__init__(usage)
         resources = ray.cluster_resources()
         self.usage.cpus = max(1, int(resources.get("CPU", 1)))
         self.usage.store_capacity_bytes = int(resources.get("object_store_memory", 0))
@@ -243,6 +252,68 @@ class RayExecutor(InProcessExecutor):
 
     def close(self) -> None:
         disconnect_ray(self._started_here)
+
+
+class LocalExecutor:
+    """`--ray-address local`: evaluates in this process until the work ahead would take longer
+    here than a private Ray's start saves, then starts one (RayExecutor) for the rest of the run.
+
+    A private Ray costs about RAY_START_S to start and then spreads work over every CPU: for T
+    CPU-seconds of work on c CPUs it wins when T > RAY_START_S * c / (c - 1). The work ahead is
+    the candidates of the call in hand plus those the caller `expect`s, at the fastest per-candidate
+    time an evaluator has shown here (the first chunk also loads the compiled kernels). A small
+    study (the README's main job) never pays the start; a large one pays it once, early."""
+
+    def __init__(self) -> None:
+        self.usage = Usage(cpus=os.cpu_count() or 1)  # the CPUs the run may use: batch sizes follow them
+        self._here = InProcessExecutor(self.usage)
+        self._ray: RayExecutor | None = None
+        self._fastest_s: dict[int, float] = {}  # evaluator -> least seconds per candidate seen here
+        self._ahead: dict[int, int] = {}
+        self._evaluated_here = 0
+        self._start_lock = threading.Lock()
+        self.usage.where = "evaluated in this process (the work never outweighed starting a private Ray)"
+
+    def expect(self, evaluator, count: int) -> None:
+        self._ahead[id(evaluator)] = count
+
+    def run(self, evaluator, items):
+        done = 0
+        if self._ray is None:
+            chunks = self._here.run(evaluator, items)
+            started = time.perf_counter()
+            for group in chunks:
+                seconds = (time.perf_counter() - started) / max(1, len(group))
+                self._fastest_s[id(evaluator)] = min(seconds, self._fastest_s.get(id(evaluator), math.inf))
+                done += len(group)
+                self._evaluated_here += len(group)
+                yield group
+                if done < len(items) and self._start_ray_if_worth(evaluator, len(items) - done):
+                    chunks.close()
+                    break
+                started = time.perf_counter()
+        if done < len(items):
+            for group in self._ray.run(evaluator, items[done:]):
+                yield [(position + done, outcome) for position, outcome in group]
+
+    def _start_ray_if_worth(self, evaluator, left: int) -> bool:
+        cpus = self.usage.cpus
+        work_s = self._fastest_s[id(evaluator)] * (left + self._ahead.get(id(evaluator), 0))
+        if cpus < 2 or work_s <= RAY_START_S * cpus / (cpus - 1):
+            return False
+        with self._start_lock:  # a batch's studies share this executor
+            if self._ray is None:
+                began = time.perf_counter()
+                self._ray = RayExecutor("local", self.usage)
+                self.usage.where = (
+                    f"a private Ray started after {self._evaluated_here} candidates here, in "
+                    f"{time.perf_counter() - began:.1f} s ({work_s:.0f} CPU-s of work ahead)"
+                )
+        return True
+
+    def close(self) -> None:
+        if self._ray is not None:
+            self._ray.close()
 
 
 def _node_count(resources: dict[str, float]) -> float:
@@ -344,6 +415,10 @@ def _crash_message(exc: Exception) -> str:
 
 
 def make_executor(ray_address: str) -> Executor:
+    """`off`: this process; `local`: this process, and a private Ray once the work is worth it
+    (LocalExecutor); anything else: the Ray cluster it names."""
     if ray_address == "off":
         return InProcessExecutor()
+    if ray_address == "local":
+        return LocalExecutor()
     return RayExecutor(ray_address)

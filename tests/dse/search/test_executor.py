@@ -1,8 +1,12 @@
-"""How the executor sizes work into tasks, and the in-process executor's bookkeeping."""
+"""How the executor sizes work into tasks, the in-process executor's bookkeeping, and when the
+default (`local`) starts a private Ray."""
 
 import math
+import time
 
+import dse.search.executor as executor_module
 from dse.evaluation.evaluate import Evaluator
+from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace
 from dse.search.executor import TASK_LIMIT_S, TASK_TARGET_S, InProcessExecutor, _Sizer
 from dse.spec import load_study
@@ -34,3 +38,43 @@ def test_in_process_outcomes_keep_their_positions_and_usage_adds_up(write_spec):
     usage = executor.usage
     assert usage.candidates == 10 and usage.tasks >= 2 and 0 < usage.busy_s <= usage.span_s
     assert 0 < usage.utilisation <= 1
+
+
+class _Timed:
+    """An evaluator whose candidates take `seconds` each (a sleep: wall time, as the executor measures)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+
+    def simulate_many(self, chunk):
+        time.sleep(self.seconds * len(chunk))
+        return [Outcome(metrics={"x": float(item["i"])}) for item in chunk]
+
+
+class _StandInRay(InProcessExecutor):
+    """Where LocalExecutor would start a private Ray: evaluates here, and counts the starts."""
+
+    starts = 0
+
+    def __init__(self, address, usage):
+        assert address == "local"
+        _StandInRay.starts += 1
+        super().__init__(usage)
+
+
+def test_local_runs_small_work_here_and_hands_large_work_to_a_private_ray(monkeypatch):
+    """The break-even: T CPU-s on c CPUs is worth a start of S when T > S * c / (c - 1)."""
+    monkeypatch.setattr(executor_module, "RayExecutor", _StandInRay)
+    monkeypatch.setattr(executor_module, "RAY_START_S", 0.05)
+    monkeypatch.setattr(executor_module.os, "cpu_count", lambda: 2)  # break-even: 0.1 s of work
+    items = [{"i": i} for i in range(40)]
+    small = executor_module.LocalExecutor()
+    got = dict(pair for group in small.run(_Timed(0.0001), items) for pair in group)  # 4 ms in all
+    assert sorted(got) == list(range(40)) and _StandInRay.starts == 0
+    assert "evaluated in this process" in small.usage.describe(1.0)
+    large = executor_module.LocalExecutor()
+    large.expect(cheap := _Timed(0.002), 200)  # 40 now and 200 expected: 0.48 s ahead
+    got = dict(pair for group in large.run(cheap, items) for pair in group)
+    assert _StandInRay.starts == 1 and large.usage.candidates == 40
+    assert {i: o.metrics["x"] for i, o in got.items()} == {i: float(i) for i in range(40)}  # positions kept
+    assert "a private Ray started after" in large.usage.describe(1.0)
