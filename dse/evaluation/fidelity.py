@@ -29,6 +29,7 @@ class LevelEvaluator:
     message_cap_bytes: int
     options: Mapping[str, Any] = field(default_factory=dict)
     task_size: ClassVar[int] = 1  # one candidate a task: a level's budget stops between candidates
+    releases_gil: ClassVar[bool] = True  # its time is in the flow and packet engines, compiled nogil
 
     def simulate_many(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome]:
         """Outcomes in order, before the study's prices and own constraints (Evaluator.judge)."""

@@ -24,6 +24,7 @@ import socket
 import threading
 import time
 from collections import deque
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,10 +130,13 @@ class _Sizer:
 
 
 class InProcessExecutor:
-    """Evaluates in the calling process (`--ray-address off`): for debugging and quick tests."""
+    """Evaluates in the calling process (`--ray-address off`: one thread; LocalExecutor: an
+    evaluator that `releases_gil`, a fidelity level whose time is in compiled engines, runs its
+    chunks on `threads` threads at once)."""
 
-    def __init__(self, usage: Usage | None = None) -> None:
+    def __init__(self, usage: Usage | None = None, threads: int = 1) -> None:
         self.usage = usage or Usage(cpus=1)
+        self._threads = threads
         self._sizer = _Sizer()
         self._lock = threading.Lock()
         self._since: float | None = None  # when the current stretch with evaluations in flight began
@@ -152,6 +156,9 @@ class InProcessExecutor:
                 self.usage.span_s += time.perf_counter() - self._since
 
     def run(self, evaluator, items):
+        if self._threads > 1 and getattr(evaluator, "releases_gil", False):
+            yield from self._run_threads(evaluator, items)
+            return
         size = self._sizer.size(evaluator, len(items), 1)
         for start in range(0, len(items), size):
             with self._one_at_a_time:  # one CPU: a batch's study threads take turns
@@ -160,6 +167,26 @@ class InProcessExecutor:
                 self._end()
             self._account(evaluator, len(outcomes), busy_s)
             yield list(enumerate(outcomes, start=start))
+
+    def _run_threads(self, evaluator, items):
+        """The chunks on the threads, yielded as each finishes; closing early cancels those not
+        begun (those running finish first)."""
+        size = self._sizer.size(evaluator, len(items), self._threads)
+        with ThreadPoolExecutor(self._threads, thread_name_prefix="dse-eval") as pool:
+            futures = {
+                pool.submit(_evaluate_chunk, evaluator, list(items[start : start + size])): start
+                for start in range(0, len(items), size)
+            }
+            self._begin()
+            try:
+                for future in as_completed(futures):
+                    outcomes, busy_s = future.result()
+                    self._account(evaluator, len(outcomes), busy_s)
+                    yield list(enumerate(outcomes, start=futures[future]))
+            finally:
+                self._end()
+                for future in futures:
+                    future.cancel()
 
     def expect(self, evaluator, count: int) -> None:
         """How many more candidates of `evaluator` the caller expects to ask for after the next
@@ -261,14 +288,16 @@ class LocalExecutor:
     A private Ray costs about RAY_START_S to start and then spreads work over every CPU: for T
     CPU-seconds of work on c CPUs it wins when T > RAY_START_S * c / (c - 1). The work ahead is
     the candidates of the call in hand plus those the caller `expect`s, at the fastest per-candidate
-    time an evaluator has shown here (the first chunk also loads the compiled kernels). A small
-    study (the README's main job) never pays the start; a large one pays it once, early."""
+    time an evaluator has shown here over at least two chunks (the first also loads, or compiles,
+    the kernels). A small study (the README's main job) never pays the start; a large one pays
+    it once, early."""
 
     def __init__(self) -> None:
         self.usage = Usage(cpus=os.cpu_count() or 1)  # the CPUs the run may use: batch sizes follow them
-        self._here = InProcessExecutor(self.usage)
+        self._here = InProcessExecutor(self.usage, threads=self.usage.cpus)
         self._ray: RayExecutor | None = None
         self._fastest_s: dict[int, float] = {}  # evaluator -> least seconds per candidate seen here
+        self._chunks: dict[int, int] = {}  # evaluator -> chunks timed here
         self._ahead: dict[int, int] = {}
         self._evaluated_here = 0
         self._start_lock = threading.Lock()
@@ -285,6 +314,7 @@ class LocalExecutor:
             for group in chunks:
                 seconds = (time.perf_counter() - started) / max(1, len(group))
                 self._fastest_s[id(evaluator)] = min(seconds, self._fastest_s.get(id(evaluator), math.inf))
+                self._chunks[id(evaluator)] = self._chunks.get(id(evaluator), 0) + 1
                 done += len(group)
                 self._evaluated_here += len(group)
                 yield group
@@ -299,7 +329,7 @@ class LocalExecutor:
     def _start_ray_if_worth(self, evaluator, left: int) -> bool:
         cpus = self.usage.cpus
         work_s = self._fastest_s[id(evaluator)] * (left + self._ahead.get(id(evaluator), 0))
-        if cpus < 2 or work_s <= RAY_START_S * cpus / (cpus - 1):
+        if cpus < 2 or self._chunks[id(evaluator)] < 2 or work_s <= RAY_START_S * cpus / (cpus - 1):
             return False
         with self._start_lock:  # a batch's studies share this executor
             if self._ray is None:

@@ -241,7 +241,7 @@ def _component(changed, n_changed, path_start, path_links, hop_flow, on_links, s
     return n_out
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", nogil=True)  # threads run candidates side by side
 def simulate_flows(links, flows):  # pragma: no cover - compiled
     """Run `flows` (simulators.network._transfers.FlowArrays) over `links`; returns (start ps,
     finish ps (-1: never), bytes per link, events handled, rate recomputations, water-filling

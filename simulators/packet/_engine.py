@@ -262,7 +262,7 @@ class Fabric(NamedTuple):
     adaptive: bool  # at each switch a packet takes the least-queued of its flow's routes
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(cache=True, error_model="numpy", nogil=True)  # threads run candidates side by side
 def _simulate(
     links, flows, fabric, cc_params, cc_columns, on_start, on_timer, on_marked, on_cnp, on_ack
 ):  # pragma: no cover - compiled

@@ -2,6 +2,7 @@
 default (`local`) starts a private Ray."""
 
 import math
+import threading
 import time
 
 import dse.search.executor as executor_module
@@ -73,8 +74,36 @@ def test_local_runs_small_work_here_and_hands_large_work_to_a_private_ray(monkey
     assert sorted(got) == list(range(40)) and _StandInRay.starts == 0
     assert "evaluated in this process" in small.usage.describe(1.0)
     large = executor_module.LocalExecutor()
-    large.expect(cheap := _Timed(0.002), 200)  # 40 now and 200 expected: 0.48 s ahead
+    large.expect(cheap := _Timed(0.002), 240)  # timed over two chunks here, with 0.48 s ahead: no start...
+    list(large.run(cheap, items[:10]))
+    assert _StandInRay.starts == 0  # ...before two chunks show the time per candidate
+    large.expect(cheap, 200)
     got = dict(pair for group in large.run(cheap, items) for pair in group)
-    assert _StandInRay.starts == 1 and large.usage.candidates == 40
+    assert _StandInRay.starts == 1 and large.usage.candidates == 50
     assert {i: o.metrics["x"] for i, o in got.items()} == {i: float(i) for i in range(40)}  # positions kept
     assert "a private Ray started after" in large.usage.describe(1.0)
+
+
+class _Compiled(_Timed):
+    """As if its time were in compiled kernels that release the GIL: records the threads it ran on."""
+
+    releases_gil = True
+    task_size = 1
+
+    def __init__(self, seconds: float) -> None:
+        super().__init__(seconds)
+        self.threads: set[int] = set()
+
+    def simulate_many(self, chunk):
+        self.threads.add(threading.get_ident())
+        return super().simulate_many(chunk)
+
+
+def test_an_evaluator_that_releases_the_gil_runs_on_threads_with_positions_kept():
+    items = [{"i": i} for i in range(6)]
+    threaded, alone = _Compiled(0.02), _Compiled(0.02)
+    got = dict(pair for group in InProcessExecutor(threads=2).run(threaded, items) for pair in group)
+    assert {i: o.metrics["x"] for i, o in got.items()} == {i: float(i) for i in range(6)}
+    assert len(threaded.threads) == 2
+    list(InProcessExecutor().run(alone, items))  # `--ray-address off`: this thread only
+    assert alone.threads == {threading.get_ident()}
