@@ -122,6 +122,14 @@ def collectives_command(args: argparse.Namespace, console: Console) -> int:
             name = algorithm if ALGORITHMS[algorithm].in_nccl else f"{algorithm} (not in NCCL)"
             table.add_row(name, *(_cell(by_column[column]) for column in columns))
         console.print(table)
+    if args.level != "analytical":
+        console.print(
+            f"at the {args.level} level each group runs one instance of the algorithm's schedule (one channel): a ring "
+            "or tree crossing servers leaves each through one GPU's NIC, where NCCL's channels spread it over the "
+            "server's NICs (the analytical level counts them), so cross-server rings and trees of several GPUs per "
+            "server come out up to that many times slower here; the fidelity ladder uses this level for ratios "
+            "(together against alone), not for these absolute times"
+        )
     return 0
 
 
