@@ -194,11 +194,17 @@ def build_parser() -> argparse.ArgumentParser:
         "--num-gpus", type=flags.listed(flags.NUM_GPUS), default=[128], metavar="N[,N...]", help="scales (default 128)"
     )
     collectives.add_argument(
-        "--op", type=flags.listed(str), default=["all_reduce"], metavar="OP[,OP...]",
+        "--op",
+        type=flags.listed(str),
+        default=["all_reduce"],
+        metavar="OP[,OP...]",
         help="all_reduce, reduce_scatter, all_gather, all_to_all, broadcast, send_recv (default all_reduce)",
     )
     collectives.add_argument(
-        "--bytes", type=flags.listed(flags.byte_size), default=[2**30], metavar="SIZE[,SIZE...]",
+        "--bytes",
+        type=flags.listed(flags.byte_size),
+        default=[2**30],
+        metavar="SIZE[,SIZE...]",
         help="message sizes, nccl-tests convention, with units B, KiB, MiB, GiB (default 1GiB)",
     )
     collectives.add_argument("--fabric", default="rail-optimized", help="fabric family (see dse topologies)")

@@ -22,7 +22,8 @@ import yaml
 from dse.errors import DseError, SpecError
 from dse.search.cache import SharedCache
 from dse.search.engine import RunSettings, SearchSummary, run_search, stop_on_sigint
-from dse.search.executor import Usage, make_executor
+from dse.search.executor import Usage
+from dse.search.local_executor import make_executor
 from dse.spec import load_study
 from dse.spec.resolved import ResolvedStudy
 from dse.study import resolve_study

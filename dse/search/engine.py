@@ -28,11 +28,12 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace
 from dse.search.cache import SharedCache, evaluation_context
+from dse.search.executor import Executor, Usage
 from dse.search.exhaustive import ExhaustiveProgress, ExhaustiveRun
-from dse.search.executor import Executor, Usage, make_executor
 from dse.search.journal import HeldJournalStorage, check_trials_kept, journal_storage
 from dse.search.ladder import LevelCallback, climb, store_front_details
 from dse.search.level_records import LevelProgress
+from dse.search.local_executor import make_executor
 from dse.search.samplers import make_sampler, sampler_name
 from dse.search.studylock import study_lock
 from dse.search.trial_records import OUTCOME_ATTR, counts, outcome_attrs, outcome_from_attrs, requeue_interrupted
@@ -210,7 +211,9 @@ def run_search(
         ]
         loop.finished = len(prior)
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
-        exhaustive = ExhaustiveRun(loop.evaluator, settings.out_dir) if study.user_attrs[SAMPLER_ATTR] == "exhaustive" else None
+        exhaustive = (
+            ExhaustiveRun(loop.evaluator, settings.out_dir) if study.user_attrs[SAMPLER_ATTR] == "exhaustive" else None
+        )
         points = space.grid() if grid else []
         if exhaustive and on_start:
             on_start(len(exhaustive.ranges()), prior)
@@ -250,7 +253,17 @@ def run_search(
     usage = executor.usage if owned else None
     asked = None if grid or exhaustive else batch
     return SearchSummary(
-        study, space, loop.finished, loop.evaluated, stopped, loop.shared_hits, wall_s, usage, asked, tuple(ladder), record
+        study,
+        space,
+        loop.finished,
+        loop.evaluated,
+        stopped,
+        loop.shared_hits,
+        wall_s,
+        usage,
+        asked,
+        tuple(ladder),
+        record,
     )
 
 

@@ -24,8 +24,8 @@ import socket
 import threading
 import time
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor, as_completed
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -41,7 +41,6 @@ WINDOW_PER_CPU = 2
 MAX_RETRIES = 3
 SINGLE_RETRIES = 1
 STORE_SAMPLE_S = 0.2  # how often the object store's use is read from Ray's resource view
-RAY_START_S = 7.0  # starting a private local Ray, measured on a 2-core box (benchmarks/RESULTS.md, issue 20)
 
 Evaluated = list[tuple[int, Outcome]]  # (position in the items run, its outcome)
 
@@ -281,71 +280,6 @@ class RayExecutor(InProcessExecutor):
         disconnect_ray(self._started_here)
 
 
-class LocalExecutor:
-    """`--ray-address local`: evaluates in this process until the work ahead would take longer
-    here than a private Ray's start saves, then starts one (RayExecutor) for the rest of the run.
-
-    A private Ray costs about RAY_START_S to start and then spreads work over every CPU: for T
-    CPU-seconds of work on c CPUs it wins when T > RAY_START_S * c / (c - 1). The work ahead is
-    the candidates of the call in hand plus those the caller `expect`s, at the fastest per-candidate
-    time an evaluator has shown here over at least two chunks (the first also loads, or compiles,
-    the kernels). A small study (the README's main job) never pays the start; a large one pays
-    it once, early."""
-
-    def __init__(self) -> None:
-        self.usage = Usage(cpus=os.cpu_count() or 1)  # the CPUs the run may use: batch sizes follow them
-        self._here = InProcessExecutor(self.usage, threads=self.usage.cpus)
-        self._ray: RayExecutor | None = None
-        self._fastest_s: dict[int, float] = {}  # evaluator -> least seconds per candidate seen here
-        self._chunks: dict[int, int] = {}  # evaluator -> chunks timed here
-        self._ahead: dict[int, int] = {}
-        self._evaluated_here = 0
-        self._start_lock = threading.Lock()
-        self.usage.where = "evaluated in this process (the work never outweighed starting a private Ray)"
-
-    def expect(self, evaluator, count: int) -> None:
-        self._ahead[id(evaluator)] = count
-
-    def run(self, evaluator, items):
-        done = 0
-        if self._ray is None:
-            chunks = self._here.run(evaluator, items)
-            started = time.perf_counter()
-            for group in chunks:
-                seconds = (time.perf_counter() - started) / max(1, len(group))
-                self._fastest_s[id(evaluator)] = min(seconds, self._fastest_s.get(id(evaluator), math.inf))
-                self._chunks[id(evaluator)] = self._chunks.get(id(evaluator), 0) + 1
-                done += len(group)
-                self._evaluated_here += len(group)
-                yield group
-                if done < len(items) and self._start_ray_if_worth(evaluator, len(items) - done):
-                    chunks.close()
-                    break
-                started = time.perf_counter()
-        if done < len(items):
-            for group in self._ray.run(evaluator, items[done:]):
-                yield [(position + done, outcome) for position, outcome in group]
-
-    def _start_ray_if_worth(self, evaluator, left: int) -> bool:
-        cpus = self.usage.cpus
-        work_s = self._fastest_s[id(evaluator)] * (left + self._ahead.get(id(evaluator), 0))
-        if cpus < 2 or self._chunks[id(evaluator)] < 2 or work_s <= RAY_START_S * cpus / (cpus - 1):
-            return False
-        with self._start_lock:  # a batch's studies share this executor
-            if self._ray is None:
-                began = time.perf_counter()
-                self._ray = RayExecutor("local", self.usage)
-                self.usage.where = (
-                    f"a private Ray started after {self._evaluated_here} candidates here, in "
-                    f"{time.perf_counter() - began:.1f} s ({work_s:.0f} CPU-s of work ahead)"
-                )
-        return True
-
-    def close(self) -> None:
-        if self._ray is not None:
-            self._ray.close()
-
-
 def _node_count(resources: dict[str, float]) -> float:
     """Nodes in a Ray resource view: each holds one unit of its `node:<address>` resource."""
     return sum(v for k, v in resources.items() if k.startswith("node:") and k != "node:__internal_head__")
@@ -442,13 +376,3 @@ def _evaluate_chunk(evaluator: Evaluator, chunk: list[dict[str, Any]]) -> tuple[
 def _crash_message(exc: Exception) -> str:
     first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
     return f"the evaluation killed its worker, also when retried alone: {type(exc).__name__}: {first}"
-
-
-def make_executor(ray_address: str) -> Executor:
-    """`off`: this process; `local`: this process, and a private Ray once the work is worth it
-    (LocalExecutor); anything else: the Ray cluster it names."""
-    if ray_address == "off":
-        return InProcessExecutor()
-    if ray_address == "local":
-        return LocalExecutor()
-    return RayExecutor(ray_address)

@@ -56,7 +56,11 @@ class ExhaustiveProgress:
         return (
             f"exhaustive: {self.evaluated} plans in {self.wall_s:.1f} s = {rate:,.0f} plans/s on {self.cpus} CPUs; "
             f"front {self.front}"
-            + (f" ({self.plans} plans recorded, {self.plans - self.evaluated} by an earlier run)" if self.plans > self.evaluated else "")
+            + (
+                f" ({self.plans} plans recorded, {self.plans - self.evaluated} by an earlier run)"
+                if self.plans > self.evaluated
+                else ""
+            )
         )
 
 
@@ -143,9 +147,7 @@ class ExhaustiveRun:
         if self.front.empty:
             return {}
         pick = {"minimize": min, "maximize": max}
-        return {
-            name: pick[d](self.front[name]) for name, d in zip(self.resolved.objectives, self.resolved.directions)
-        }
+        return {name: pick[d](self.front[name]) for name, d in zip(self.resolved.objectives, self.resolved.directions)}
 
     def run(
         self,
@@ -165,7 +167,9 @@ class ExhaustiveRun:
             for group in results:
                 for position, table in group:
                     if isinstance(table, Outcome):  # the worker died on this range, also alone
-                        raise DseError(f"exhaustive: combinations {todo[position]} could not be evaluated: {table.error}")
+                        raise DseError(
+                            f"exhaustive: combinations {todo[position]} could not be evaluated: {table.error}"
+                        )
                     self._write(todo[position], table)
                     self.recorded += 1
                     frame = table.to_pandas()
@@ -182,7 +186,9 @@ class ExhaustiveRun:
         finally:
             results.close()
         wall_s = time.monotonic() - started
-        progress = ExhaustiveProgress(self.plans, evaluated, self.feasible, len(self.front), wall_s, executor.usage.cpus)
+        progress = ExhaustiveProgress(
+            self.plans, evaluated, self.feasible, len(self.front), wall_s, executor.usage.cpus
+        )
         return stopped, progress
 
     def front_params(self) -> list[dict[str, Any]]:

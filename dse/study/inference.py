@@ -74,7 +74,11 @@ class InferenceKind(StudyKind):
         return canonical
 
     def simulate_many(
-        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None, feasible_only: bool = False
+        self,
+        space: SearchSpace,
+        batch: Sequence[Mapping[str, Any]],
+        network: Network | None,
+        feasible_only: bool = False,
     ) -> list[Outcome]:
         """Each candidate's capacity (or the fixed rate) on the study's request stream (whether
         it meets its SLOs is known only once served, so `feasible_only` changes nothing)."""

@@ -101,7 +101,11 @@ class TrainingKind(StudyKind):
             )
 
     def simulate_many(
-        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None, feasible_only: bool = False
+        self,
+        space: SearchSpace,
+        batch: Sequence[Mapping[str, Any]],
+        network: Network | None,
+        feasible_only: bool = False,
     ) -> list[Outcome]:
         """The valid plans are simulated together in one batch call; with `feasible_only`, those
         the memory model alone finds too big are not simulated (no metrics, their reason)."""

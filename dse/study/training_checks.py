@@ -7,9 +7,9 @@ from __future__ import annotations
 import itertools
 
 from dse.errors import SpecError
+from dse.evaluation.space import host_tier_of
 from dse.spec.fields import TokenBounds, knob_values
 from dse.spec.study import Study
-from dse.evaluation.space import host_tier_of
 from simulators.hardware import GpuSpec, gpus_with_host_tier
 from simulators.models import ModelSpec
 from simulators.workload import RECOMPUTE_MODULES, ep_problem, etp_problem, pp_problem, precision_problem, tp_problem

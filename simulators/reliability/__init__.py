@@ -9,7 +9,7 @@ from simulators.reliability._catalog import (
     storage_catalog,
     storage_names,
 )
-from simulators.reliability._checkpoint import CHECKPOINT_MODES, BYTES_PER_PARAM, checkpoint_cost, checkpoint_size
+from simulators.reliability._checkpoint import BYTES_PER_PARAM, CHECKPOINT_MODES, checkpoint_cost, checkpoint_size
 from simulators.reliability._goodput import (
     Goodput,
     daly_interval_s,

@@ -15,7 +15,6 @@ port: no switch or link stops the job.
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache

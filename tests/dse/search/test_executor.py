@@ -5,7 +5,7 @@ import math
 import threading
 import time
 
-import dse.search.executor as executor_module
+import dse.search.local_executor as executor_module
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace

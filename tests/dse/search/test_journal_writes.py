@@ -33,7 +33,9 @@ def test_a_trial_reaches_the_file_when_told_and_not_before(tmp_path):
     study.tell(trial, 1.0)
     written = _lines(path)[on_disk:]
     assert len(written) == 1 + 20 + 1 + 1  # ... and the tell, written together
-    assert [e["op_code"] for e in written][-1] == optuna.storages.journal._storage.JournalOperation.SET_TRIAL_STATE_VALUES
+    assert [e["op_code"] for e in written][
+        -1
+    ] == optuna.storages.journal._storage.JournalOperation.SET_TRIAL_STATE_VALUES
 
 
 def test_the_grouped_journal_reads_back_as_the_study_that_wrote_it(tmp_path):
