@@ -232,3 +232,21 @@ def _complete(journal: Path) -> int:
     except KeyError:  # the study is not created yet
         return 0
     return sum(t.state == optuna.trial.TrialState.COMPLETE for t in study.get_trials(deepcopy=False))
+
+
+def test_the_exact_mode_spreads_its_ranges_over_the_nodes_and_finds_the_same_front(cluster, tmp_path, monkeypatch):
+    """`--sampler exhaustive` joined to the cluster: every range recorded once, the plans and the
+    front those of the same space enumerated in this process (dse.search.exhaustive)."""
+    import dse.search.exhaustive as exhaustive
+
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 64)  # ranges to spread over both nodes
+    study = load_study(ROOT / "search_spaces" / "small-cluster-star.yaml", sampler="exhaustive")
+    resolved = resolve_study(study.model_copy(update={"fidelity": study.fidelity.up_to("analytical")}))
+    there = run_search(resolved, RunSettings(tmp_path / "there", None, cluster.address))
+    here = run_search(resolved, RunSettings(tmp_path / "here", None, "off"))
+    assert there.exhaustive.plans == here.exhaustive.plans == len(SearchSpace.from_study(resolved).grid())
+    assert there.exhaustive.feasible == here.exhaustive.feasible
+    record = {p.name for p in (tmp_path / "there" / "plans").glob("part-*.parquet")}
+    assert record == {p.name for p in (tmp_path / "here" / "plans").glob("part-*.parquet")} and len(record) > 2
+    front = {tuple(sorted(t.params.items())) for t in there.study.trials}
+    assert front == {tuple(sorted(t.params.items())) for t in here.study.trials}
