@@ -2,8 +2,9 @@
 
 from simulators.serving._capacity import Capacity, capacity_search
 from simulators.serving._cost import MOE_PARALLEL, ReplicaCost, replica_cost
+from simulators.serving._datasets import Dataset, get_dataset
 from simulators.serving._deployment import SLO, Deployment, Pool, ServingResult, kv_transfer_s, simulate_deployment
-from simulators.serving._lengths import empirical, fixed, uniform, zipf
+from simulators.serving._lengths import empirical, fixed, geometric, uniform, zipf
 from simulators.serving._profile import apply_profile
 from simulators.serving._profile_files import VidurProfile, load_vidur_profile
 from simulators.serving._requests import ARRIVALS, Requests, TraceData, load_trace, make_requests
@@ -19,6 +20,7 @@ __all__ = [
     "SLO",
     "Speculation",
     "Capacity",
+    "Dataset",
     "Deployment",
     "Pool",
     "ReplicaCost",
@@ -32,6 +34,8 @@ __all__ = [
     "capacity_search",
     "empirical",
     "fixed",
+    "geometric",
+    "get_dataset",
     "get_router",
     "get_scheduler",
     "kv_transfer_s",

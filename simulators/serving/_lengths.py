@@ -105,6 +105,49 @@ class Zipf(LengthDist):
         return support[np.searchsorted(cdf, rng.random(n), side="right")]
 
 
+@dataclass(frozen=True)
+class Geometric(LengthDist):
+    """Integers k in [low, high] with P(k) proportional to q^k, q chosen so the mean is `mean`.
+
+    Why this shape: where a source publishes only a data set's mean length and its bounds (as
+    MLPerf does for its generated tokens), this is the distribution of greatest entropy with that
+    mean on that support, so it assumes nothing else. Sampled by inverse CDF like `Zipf`.
+    """
+
+    mean: float
+    low: int
+    high: int
+
+    def __post_init__(self):
+        _positive("geometric.mean", self.mean)
+        _bounds("geometric", self.low, self.high)
+        if not self.low < self.mean < self.high:
+            raise SpecError(
+                f"geometric.mean: {self.mean!r} is not allowed; allowed: low < mean < high ({self.low}, {self.high})"
+            )
+
+    def pmf(self) -> tuple[np.ndarray, np.ndarray]:
+        """(support, probabilities): q solved by bisection on log q, the mean being increasing in it."""
+        support = np.arange(self.low, self.high + 1, dtype=np.int64)
+        offset = (support - self.low).astype(np.float64)
+
+        def probabilities(log_q: float) -> np.ndarray:
+            weights = np.exp(log_q * offset - max(log_q * offset[-1], 0.0))  # no overflow either side
+            return weights / weights.sum()
+
+        lo, hi = -50.0 / max(offset[-1], 1.0), 50.0 / max(offset[-1], 1.0)
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            lo, hi = (mid, hi) if probabilities(mid) @ support < self.mean else (lo, mid)
+        return support, probabilities((lo + hi) / 2)
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        support, p = self.pmf()
+        cdf = np.cumsum(p)
+        cdf /= cdf[-1]
+        return support[np.searchsorted(cdf, rng.random(n), side="right")]
+
+
 @dataclass(frozen=True, eq=False)
 class Empirical(LengthDist):
     """Resampling with replacement from observed token counts."""
@@ -137,6 +180,11 @@ def uniform(low: int, high: int) -> Uniform:
 def zipf(theta: float, low: int, high: int) -> Zipf:
     """Token counts k in [low, high] with P(k) proportional to k^-theta (inverse-CDF sampled)."""
     return Zipf(theta, low, high)
+
+
+def geometric(mean: float, low: int, high: int) -> Geometric:
+    """Token counts in [low, high] of greatest entropy with mean `mean` (P(k) proportional to q^k)."""
+    return Geometric(mean, low, high)
 
 
 def empirical(values) -> Empirical:
