@@ -75,11 +75,22 @@ def _precision(row: dict[str, str]) -> str:
     return "fp16" if get_gpu(row["gpu"]).peak_tflops("bf16") is None else "bf16"
 
 
-def predict(row: dict[str, str], offline_requests: int, server_seconds: float = SERVER_SECONDS) -> float:
-    """The row's metric as the simulator predicts it for the row's deployment and load."""
+def predict(
+    row: dict[str, str], offline_requests: int, server_seconds: float = SERVER_SECONDS, assume_bounds: bool = False
+) -> float:
+    """The row's metric as the simulator predicts it for the row's deployment and load. A Server
+    row whose data set publishes only bounds for a side's lengths is not predicted unless
+    `assume_bounds` (a replay then rests on lengths uniform on the bounds, not on the set's)."""
     if row["qps"]:
         if row["metric"] not in SERVER_METRICS:
             raise Skip(f"metric {row['metric']}")
+        dataset = get_dataset(row["dataset"])
+        if dataset.bounds_only and not assume_bounds:
+            sides = " and ".join(dataset.bounds_only)
+            raise Skip(
+                f"{dataset.name}: only bounds of its {sides} lengths are published (datasets.yaml); "
+                "--assume-bounds replays it on lengths uniform on them"
+            )
         run = server_run(row, _zoo_name(row["model"]), _precision(row))
         return server_metrics(run, server_seconds)[row["metric"]]
     if row["metric"] != "throughput_tokens_per_s":
@@ -135,6 +146,11 @@ def main() -> None:
     parser.add_argument(
         "--server-seconds", type=float, default=SERVER_SECONDS, help="seconds of Poisson arrivals per Server run"
     )
+    parser.add_argument(
+        "--assume-bounds",
+        action="store_true",
+        help="replay Server rows whose data set publishes only length bounds, on lengths uniform on them",
+    )
     args = parser.parse_args()
     rows = list(csv.DictReader(args.data.open()))
     results, skipped, datasets = [], Counter(), {}
@@ -142,7 +158,7 @@ def main() -> None:
     print(f"{'id':38} {'gpu':9} {'tp':>2} {'in':>6} {'out':>5} {'measured':>9} {'predicted':>9} {'error':>7}")
     for row in rows:
         try:
-            predicted = predict(row, args.requests, args.server_seconds)
+            predicted = predict(row, args.requests, args.server_seconds, args.assume_bounds)
         except (Skip, DseError) as exc:
             skipped[str(exc)] += 1
             continue

@@ -62,6 +62,12 @@ class Dataset(BaseModel):
         """(prompt, output) distributions for `make_requests`."""
         return self.prompt.dist(), self.output.dist()
 
+    @property
+    def bounds_only(self) -> list[str]:
+        """The sides ("prompt", "output") whose sources give only bounds, no mean: a replay on
+        them rests on the uniform assumption, not on the set's lengths."""
+        return [name for name, side in (("prompt", self.prompt), ("output", self.output)) if side.uniform is not None]
+
 
 @cache
 def datasets() -> Registry[Dataset]:
