@@ -39,3 +39,10 @@ def test_replicas_that_do_not_cover_the_gpus_are_refused():
     bad = dict(row("mlpinf41-h100x8-llama2-70b"), replicas="3")
     with pytest.raises(ValueError, match="replicas 3"):
         server_run(bad, "llama2-70b", "fp8")
+
+
+def test_a_server_row_whose_prompt_lengths_are_only_bounded_is_refused_by_name_by_default():
+    from benchmarks.accuracy_serving import Skip, predict
+
+    with pytest.raises(Skip, match="mlperf-llama2-70b-openorca: only bounds of its prompt lengths"):
+        predict(row("mlpinf41-h100x8-llama2-70b-ttft-avg"), offline_requests=10)
