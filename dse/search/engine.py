@@ -37,6 +37,7 @@ from dse.search.local_executor import make_executor
 from dse.search.samplers import make_sampler, sampler_name
 from dse.search.studylock import study_lock
 from dse.search.trial_records import OUTCOME_ATTR, counts, outcome_attrs, outcome_from_attrs, requeue_interrupted
+from dse.search.warmup import Warmup
 from dse.spec.resolved import ResolvedStudy
 
 STARTUP_INTERRUPTED = (
@@ -189,11 +190,18 @@ def run_search(
     space = SearchSpace.from_study(resolved)
     space.check_runnable()  # before any study or cluster exists
     started = time.monotonic()
+    # the ladder's kernels compile in another process meanwhile, when the cache lacks them
+    levels = [name for name, _ in spec.fidelity.levels()] if resolved.kind.replays_collectives else []
+    warmup = Warmup(levels, settings.ray_address)
     owned = executor is None
     try:
         executor = executor or make_executor(settings.ray_address)  # fails before any study exists
     except KeyboardInterrupt:  # nothing to resume yet: say so now, not at the next --resume
+        warmup.close()
         raise KeyboardInterrupt(STARTUP_INTERRUPTED) from None
+    except BaseException:
+        warmup.close()
+        raise
     batch = batch_size(spec.budget.batch_size, executor.usage.cpus, studies_sharing)
     stopped = "trial budget reached"
     ladder: list[LevelProgress] = []
@@ -238,13 +246,14 @@ def run_search(
                         continue
                     break
                 if stopped != "interrupted" and not stop.is_set():
-                    ladder = climb(study, resolved, loop.evaluator, executor, stop, on_level)
+                    ladder = climb(study, resolved, loop.evaluator, executor, stop, on_level, warmup.wait)
                     if any(level.stopped == "interrupted" for level in ladder):
                         stopped = "interrupted"
                 store_front_details(study, resolved, loop.evaluator)
         except KeyboardInterrupt:
             stopped = "interrupted"
     finally:
+        warmup.close()
         if isinstance(storage, HeldJournalStorage):  # trials asked and never told, for --resume
             storage.flush()
         if owned:

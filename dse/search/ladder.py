@@ -57,8 +57,11 @@ def climb(
     executor: Executor,
     stop: threading.Event,
     on_level: LevelCallback | None = None,
+    ready: Callable[[str], None] | None = None,
 ) -> list[LevelProgress]:
-    """Climb every level of the spec's ladder in turn; returns each level's progress."""
+    """Climb every level of the spec's ladder in turn; returns each level's progress. `ready`
+    is called with a level's name before its first evaluation (the engine's warm-up waits there
+    for the level's compiled kernels)."""
     if not resolved.kind.replays_collectives:
         return []
     out = []
@@ -74,6 +77,8 @@ def climb(
         promoted = promote(pool, settings.top, resolved.objectives, resolved.directions)
         done = {c.trial for c in promoted if stored[c.trial].at(name)}
         level = LevelEvaluator(evaluator, name, int(settings.message_cap_mb * 2**20), settings.options())
+        if ready:
+            ready(name)
         progress = _run_level(study, level, promoted, done, settings.budget_s, executor, stop)
         if on_level:
             on_level(progress)

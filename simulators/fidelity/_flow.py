@@ -21,5 +21,10 @@ class FlowLevel(SimulatedLevel):
 
         return float(simulate(links, flows).finish_s.max())
 
+    def kernels(self) -> tuple:
+        from simulators.flow._engine import simulate_flows
+
+        return (simulate_flows,)
+
 
 register(FlowLevel())

@@ -55,6 +55,11 @@ class SimulatedLevel(NetworkLevel):
     def makespan_s(self, links: Sequence[Link], flows: FlowArrays, switches: set[int]) -> float:
         """Seconds until the last of `flows` completes on `links`."""
 
+    def kernels(self) -> tuple[Any, ...]:
+        """The compiled (numba) entry points this level runs, loaded on call; the warm-up
+        (simulators/fidelity/_warmup.py) looks for them in numba's disk cache. None by default."""
+        return ()
+
     def congestion_factors(
         self, candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int
     ) -> list[CongestionFactor]:

@@ -63,5 +63,10 @@ class PacketLevel(SimulatedLevel):
             )
         return float(result.finish_s.max())
 
+    def kernels(self) -> tuple:
+        from simulators.packet._engine import _simulate
+
+        return (_simulate,)
+
 
 register(PacketLevel())

@@ -44,6 +44,9 @@ PS_PER_S = 1e12
 _START, _DRAIN, _FINISH = 0, 1, 2
 _WAITING, _ACTIVE, _DRAINED = 0, 1, 2
 _TIE = 1e-9  # links whose shares differ by less than this fraction fill in one round
+# The heap's signatures, given: called with an initial size of 0, numba would otherwise compile
+# a copy for that literal value.
+_I, _ARRAY = numba.int64, numba.int64[::1]
 
 
 class Links(NamedTuple):
@@ -53,7 +56,7 @@ class Links(NamedTuple):
     delay_ps: np.ndarray  # int64
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(_I(_ARRAY, _ARRAY, _I, _I, _I), cache=True, error_model="numpy")
 def _push(times, payloads, size, t, payload):
     """Insert (t, payload) into the binary heap on `times` (room for it is the caller's);
     returns the new size. Equal times need no order: the engine handles a picosecond's events
@@ -83,7 +86,7 @@ def _room(times, payloads, size, more):
     )
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(numba.types.UniTuple(_I, 2)(_ARRAY, _ARRAY, _I), cache=True, error_model="numpy")
 def _pop(times, payloads, size):
     """Remove the earliest entry; returns (its payload, the new size)."""
     payload = payloads[0]
@@ -277,8 +280,14 @@ def simulate_flows(links, flows):  # pragma: no cover - compiled
     hop_flow = np.empty(n_hops, np.int64)
     for f in range(n_flows):
         hop_flow[path_start[f] : path_start[f + 1]] = f
-    first = np.zeros(n_links, np.int64)  # each link's slice of the member list: its hops
-    first[1:] = np.cumsum(np.bincount(path_links, minlength=n_links))[:-1]
+    # each link's slice of the member list: its hops (counted in a loop: a slice assignment's
+    # shape check compiles for seconds)
+    first = np.zeros(n_links, np.int64)
+    for h in range(n_hops):
+        first[path_links[h]] += 1
+    at = 0
+    for link in range(n_links):
+        first[link], at = at, at + first[link]
     on_links = (first, np.zeros(n_links, np.int64), np.empty(n_hops, np.int64), np.empty(n_hops, np.int64))
     seen = (np.full(n_links, -1, np.int64), np.full(n_flows, -1, np.int64))
     queue = np.empty(n_links, np.int64)

@@ -91,9 +91,12 @@ PS_PER_S = 1e12
 CNP_BYTES = 64
 NEVER_BYTES = np.iinfo(np.int64).max  # the queue adaptive routing sees on a link that is down
 INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link bytes sent, time per hop
+# The heap's and the serialisation's signatures, given: called with constants (an event kind,
+# an initial size), numba would otherwise compile a copy per literal value (15 of _push).
+_I, _HEAP = numba.int64, numba.int64[::1]
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(_I(_HEAP, _I, _I, _I, _I, _I), cache=True, error_model="numpy")
 def _push(heap, size, seq, t, kind, a):
     """Insert event (kind, a) at time t, after every event already at t; returns the new size.
     Entries are (time, sequence, payload) triples side by side: one cache line per entry."""
@@ -114,7 +117,7 @@ def _push(heap, size, seq, t, kind, a):
     return size + 1
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(numba.types.UniTuple(_I, 4)(_HEAP, _I), cache=True, error_model="numpy")
 def _pop(heap, size):
     """Remove the earliest event; returns (t, kind, a, new size)."""
     t, payload = heap[0], heap[2]
@@ -153,8 +156,6 @@ def _grow_pool(
     pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
     for i in range(old, 2 * old - 1):
         pkt_next[i] = i + 1
-    grown_int = np.zeros((2 * old, pkt_int.shape[1]), np.int64)
-    grown_int[:old] = pkt_int
     return (
         np.concatenate((pkt_flow, np.empty(old, np.int64))),
         np.concatenate((pkt_bytes, np.empty(old, np.int64))),
@@ -166,7 +167,7 @@ def _grow_pool(
         np.concatenate((pkt_route, np.zeros(old, np.int64))),
         pkt_next,
         np.concatenate((pkt_sent_ps, np.zeros(old, np.int64))),
-        grown_int,
+        np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))),
         old,
     )
 
@@ -201,7 +202,7 @@ def _go_back(recovery, f, s, next_seq, resend_seq):
         resend_seq[f] = s
 
 
-@numba.njit(cache=True, error_model="numpy")
+@numba.njit(_I(_I, numba.float64), cache=True, error_model="numpy")
 def _ser_ps(nbytes, rate_bps):
     return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
 
@@ -364,7 +365,8 @@ def _simulate(
             seq += 1
     got_start = np.zeros(n_flows + 1, np.int64)
     if recovery == SELECTIVE_REPEAT:
-        got_start[1:] = np.cumsum(n_packets)
+        for f in range(n_flows):  # a loop, not a slice assignment: its shape check compiles for seconds
+            got_start[f + 1] = got_start[f] + n_packets[f]
     got = np.zeros(got_start[n_flows], np.bool_)
     rng_state = np.uint64(fabric.seed) * np.uint64(0x9E3779B97F4A7C15) | np.uint64(1)
     done = 0

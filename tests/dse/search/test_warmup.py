@@ -1,0 +1,70 @@
+"""The ladder's kernels compiled ahead in another process (dse/search/warmup.py)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import dse.search.engine as engine
+import dse.search.warmup as warmup
+from dse.search.engine import RunSettings, run_search
+from dse.spec import load_study
+from dse.study import resolve_study
+from tests.conftest import FABRIC_SPEC
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def test_nothing_starts_without_a_level_or_for_workers_elsewhere(monkeypatch):
+    started = []
+    monkeypatch.setattr(warmup.subprocess, "Popen", lambda *a, **k: started.append(a))
+    monkeypatch.setattr("simulators.fidelity._warmup.compiled", lambda levels: False)
+    warmup.Warmup([], "off").wait("flow")
+    warmup.Warmup(["flow"], "10.0.0.1:6379").wait("flow")
+    warmup.Warmup(["flow"], "auto").wait("flow")
+    assert started == []
+
+
+def test_a_cold_cache_gets_the_level_kernels_once(tmp_path):
+    """In a process whose numba cache is an empty directory: the flow engine is not there, the
+    warm-up's process puts it there, and a second warm-up finds it and starts nothing."""
+    script = textwrap.dedent(
+        """
+        import dse.search.warmup as warmup
+        from simulators.fidelity._warmup import compiled
+
+        assert not compiled(["flow"])
+        first = warmup.Warmup(["flow"], "off")
+        first.wait("flow")
+        first.close()
+        assert compiled(["flow"])
+        warmup.subprocess.Popen = None  # a second process would fail here
+        warmup.Warmup(["flow"], "local").close()
+        """
+    )
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path))
+    subprocess.run([sys.executable, "-c", script], env=env, cwd=ROOT, check=True, timeout=600)
+    assert list(tmp_path.rglob("*simulate_flows*.nbi")) and list(tmp_path.rglob("*simulate_flows*.nbc"))
+
+
+def test_the_search_waits_for_each_level_in_ladder_order_and_ends_the_process(write_spec, tmp_path, monkeypatch):
+    calls = []
+
+    class Recorder:
+        def __init__(self, levels, ray_address):
+            calls.append(("start", tuple(levels), ray_address))
+
+        def wait(self, level):
+            calls.append(("wait", level))
+
+        def close(self):
+            calls.append(("close",))
+
+    monkeypatch.setattr(engine, "Warmup", Recorder)
+    both = FABRIC_SPEC.replace("flow: null", "flow: {top: 2, message_cap_mb: 1}")
+    resolved = resolve_study(load_study(write_spec(both)))
+    run_search(resolved, RunSettings(tmp_path / "out", None, "off"))
+    assert calls == [("start", ("flow", "packet"), "off"), ("wait", "flow"), ("wait", "packet"), ("close",)]
