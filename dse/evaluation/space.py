@@ -131,11 +131,12 @@ class SearchSpace:
         simulated, and building it again was a sixth of an evaluation."""
         if network is None:
             key = tuple(params.items())
-            if key not in self._recent:
+            found = self._recent.get(key)
+            if found is None:  # (a fidelity level's threads share the dict: never read back what was put)
                 if len(self._recent) >= RECENT_CANDIDATES:
                     self._recent.clear()
-                self._recent[key] = self._build(params, None)
-            return self._recent[key]
+                found = self._recent[key] = self._build(params, None)
+            return found
         return self._build(params, network)
 
     def _build(self, params: Mapping[str, Any], network: Network | None) -> TrainingCandidate:

@@ -157,7 +157,11 @@ class InProcessExecutor:
     def run(self, evaluator, items):
         if self._threads > 1 and getattr(evaluator, "releases_gil", False):
             yield from self._run_threads(evaluator, items)
-            return
+        else:
+            yield from self.run_serially(evaluator, items)
+
+    def run_serially(self, evaluator, items):
+        """Chunk after chunk on this thread."""
         size = self._sizer.size(evaluator, len(items), 1)
         for start in range(0, len(items), size):
             with self._one_at_a_time:  # one CPU: a batch's study threads take turns
@@ -168,14 +172,17 @@ class InProcessExecutor:
             yield list(enumerate(outcomes, start=start))
 
     def _run_threads(self, evaluator, items):
-        """The chunks on the threads, yielded as each finishes; closing early cancels those not
-        begun (those running finish first)."""
+        """The first chunk alone, then the rest on the threads, yielded as each finishes; closing
+        early cancels those not begun (those running finish first). The first goes alone because
+        Numba's dispatchers are not safe to compile or load from two threads at once ("compilation
+        disabled"): once it has run, every kernel the evaluator calls is in place."""
         size = self._sizer.size(evaluator, len(items), self._threads)
+        starts = list(range(0, len(items), size))
+        yield from self.run_serially(evaluator, items[: starts[1] if len(starts) > 1 else len(items)])
+        if len(starts) < 2:
+            return
         with ThreadPoolExecutor(self._threads, thread_name_prefix="dse-eval") as pool:
-            futures = {
-                pool.submit(_evaluate_chunk, evaluator, list(items[start : start + size])): start
-                for start in range(0, len(items), size)
-            }
+            futures = {pool.submit(_evaluate_chunk, evaluator, list(items[s : s + size])): s for s in starts[1:]}
             self._begin()
             try:
                 for future in as_completed(futures):
