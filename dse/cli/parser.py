@@ -32,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--sampler",
         metavar="NAME",
         help="the spec's sampler instead (auto, tpe, nsga2, random, refine, grid, or exhaustive: every distinct "
-        "plan, only the front stored as trials, every plan in DIR/plans/)",
+        "plan, only the front and what the ladder promotes stored as trials, every plan in DIR/plans/)",
     )
     search.add_argument("--out", type=Path, metavar="DIR", help="output directory (default reports/<name>)")
     search.add_argument("--storage", metavar="URL", help="Optuna storage URL (default: a journal file in DIR)")

@@ -101,7 +101,7 @@ class StudyRow:
 
     def ranges(self, run: ExhaustiveRun) -> None:
         """The exact mode's progress (dse.search.exhaustive): ranges of combinations recorded,
-        the plans found feasible and the front's best; its trials are only the front's."""
+        the plans found feasible and the front's best; its trials are only what the ladder promotes."""
         self._feasible, self._best = run.feasible, run.best()
         rate = rate_text(run.plans, time.monotonic() - self._started).replace("trial", "plan")
         self._view._progress.update(self._task, completed=run.recorded, rate=rate, status=self._status())

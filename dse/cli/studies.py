@@ -278,8 +278,8 @@ def _mode(sampler: str, space, trials: int) -> str:
     chosen = sampler_name(sampler, space, trials)
     shown = {
         "grid": "grid (exact front: every distinct plan, no sampler)",
-        "exhaustive": "exhaustive (exact front: every distinct plan, the trial budget unused; only the front "
-        "stored as trials, every plan in plans/)",
+        "exhaustive": "exhaustive (exact front: every distinct plan, the trial budget unused; only the front and what "
+        "the ladder promotes stored as trials, every plan in plans/)",
     }.get(chosen, chosen)
     return shown if sampler == chosen else f"{sampler} -> {shown}"
 

@@ -219,9 +219,12 @@ def run_search(
         ]
         loop.finished = len(prior)
         grid = study.user_attrs[SAMPLER_ATTR] == "grid"
-        exhaustive = (
-            ExhaustiveRun(loop.evaluator, settings.out_dir) if study.user_attrs[SAMPLER_ATTR] == "exhaustive" else None
-        )
+        exhaustive = None
+        if study.user_attrs[SAMPLER_ATTR] == "exhaustive":  # keep what the ladder's widest level promotes
+            widest = max((level.top for _, level in spec.fidelity.levels()), default=1)
+            exhaustive = ExhaustiveRun(
+                loop.evaluator, settings.out_dir, widest if resolved.kind.replays_collectives else 1
+            )
         points = space.grid() if grid else []
         if exhaustive and on_start:
             on_start(len(exhaustive.ranges()), prior)
@@ -232,7 +235,7 @@ def run_search(
             with stop_on_sigint() if stop is None else contextlib.nullcontext(stop) as stop:
                 if grid:  # the exact front: every distinct plan, evaluated in bulk, no sampler
                     stopped = loop.run_grid(space, points, spec, max(batch, GRID_CHUNK), stop, deadline)
-                if exhaustive:  # the same, with only the front stored as trials
+                if exhaustive:  # the same, storing as trials only what the ladder promotes
                     stopped, record = loop.run_exhaustive(exhaustive, stop, deadline, on_range)
                 while not (grid or exhaustive) and loop.finished < spec.budget.trials:
                     if stop.is_set():
@@ -385,13 +388,14 @@ class _Loop:
         deadline: float | None,
         on_range: Callable[[ExhaustiveRun], None] | None,
     ) -> tuple[str, ExhaustiveProgress]:
-        """Every range of the space not yet recorded (dse.search.exhaustive), then the front's
-        plans not yet in the study stored as finished trials (also when interrupted: the front
-        so far), their outcomes evaluated again on the executor as any trial's are."""
+        """Every range of the space not yet recorded (dse.search.exhaustive), then the plans the
+        ladder would promote from the whole space (the front and its neighbourhood) not yet in
+        the study stored as finished trials (also when interrupted: those so far), their outcomes
+        evaluated again on the executor as any trial's are."""
         if on_range:
             on_range(run)
         stopped, progress = run.run(self.executor, stop, lambda: _past(deadline), on_range)
-        fresh = [p for p in run.front_params() if self.params_key(p) not in self.cache]
+        fresh = [p for p in run.promoted_params() if self.params_key(p) not in self.cache]
         outcomes: list[Outcome | None] = [None] * len(fresh)
         for group in self._evaluate(fresh) if fresh else ():
             for position, outcome in group:

@@ -1,15 +1,15 @@
 """The exact mode (`sampler: exhaustive`): every distinct plan of the space, none stored as a trial
-unless it is on the front.
+unless the fidelity ladder would promote it (the front and its neighbourhood).
 
 The knob combinations are cut into ranges (`RANGE_COMBINATIONS` each); a worker enumerates the
 distinct plans of its range itself (SearchSpace.distinct_plans), simulates and judges them, and
 returns one columnar table; the driver writes each table whole as a Parquet part of
 `plans/` (renamed into place, so an interrupted run leaves no half part) and keeps only the
-running Pareto front. At the end the front is stored in the study as finished trials, so the
-fidelity ladder and the reports work as after any search. So a space of 10^6 plans costs neither
-10^6 trials in the study database (whose entries cost more than the evaluation) nor 10^6
-params dicts in the driver. `--resume` evaluates only the ranges no part covers and reads the
-front back from the parts.
+plans that may still be among those the ladder promotes (ExhaustiveRun). At the end those are
+stored in the study as finished trials, so the ladder and the reports work as after any search.
+So a space of 10^6 plans costs neither 10^6 trials in the study database (whose entries cost
+more than the evaluation) nor 10^6 params dicts in the driver. `--resume` evaluates only the
+ranges no part covers and reads the pool back from the parts.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import pandas as pd
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
-from dse.search.pareto import pareto_mask
+from dse.search.pareto import direction_signs, pareto_mask
 
 if TYPE_CHECKING:  # pyarrow is imported where a table is made or read, not with the engine
     import pyarrow as pa
@@ -112,20 +112,38 @@ def metric_names(evaluator: Evaluator) -> list[str]:
     return [*resolved.objectives, *(m for m in resolved.kind.metrics if m not in resolved.objectives)]
 
 
+def _dominates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[i, j]: row i of `a` dominates row j of `b` (costs, all minimised)."""
+    no_worse = np.all(a[:, None, :] <= b[None, :, :], axis=2)
+    better = np.any(a[:, None, :] < b[None, :, :], axis=2)
+    return no_worse & better
+
+
 def _feasible(outcome: Outcome) -> bool:
     return not outcome.failed and all(v <= 0 for v in outcome.constraints.values())
 
 
 class ExhaustiveRun:
     """The exact mode's driver side for one study directory: which ranges are left, the parts,
-    and the running front."""
+    and the running pool of plans that may still be among the `keep` best.
 
-    def __init__(self, evaluator: Evaluator, out_dir: Path) -> None:
+    The pool is what the fidelity ladder would promote had every plan been a trial: the first
+    `keep` feasible plans by non-dominated sorting (the front, then the front of the rest...).
+    A plan dominated by `keep` or more others can never be among them, and the number of plans
+    dominating a plan only grows as plans arrive, so each range's feasible plans are folded in
+    with their dominator counts and those at `keep` or more dropped for good. The counts are
+    over the pool (dropped plans are not compared again), yet exact for every plan that stays:
+    each plan dominating it has fewer dominators still, so it is in the pool too. The front is
+    the pool's plans no plan dominates."""
+
+    def __init__(self, evaluator: Evaluator, out_dir: Path, keep: int = 1) -> None:
         self.evaluator = evaluator
         self.resolved = evaluator.space.resolved
+        self.keep = max(1, keep)
         self.parts = out_dir / PLANS_DIR
         self.parts.mkdir(parents=True, exist_ok=True)
-        self.front = pd.DataFrame()
+        self.pool = pd.DataFrame()
+        self._dominators = np.zeros(0, dtype=np.int64)  # per pool row
         self.plans = self.feasible = 0
         covered = self._covered()
         for part in covered:
@@ -142,12 +160,17 @@ class ExhaustiveRun:
         done = {(start, stop) for start, stop, _ in self._parsed()}
         return [r for r in self.ranges() if (r["start"], r["stop"]) not in done]
 
+    @property
+    def front(self) -> pd.DataFrame:
+        """The feasible plans no other dominates, so far."""
+        return self.pool[self._dominators == 0] if len(self.pool) else self.pool
+
     def best(self) -> dict[str, float]:
         """The best value of each objective on the front so far."""
-        if self.front.empty:
+        if self.pool.empty:
             return {}
         pick = {"minimize": min, "maximize": max}
-        return {name: pick[d](self.front[name]) for name, d in zip(self.resolved.objectives, self.resolved.directions)}
+        return {name: pick[d](self.pool[name]) for name, d in zip(self.resolved.objectives, self.resolved.directions)}
 
     def run(
         self,
@@ -191,25 +214,43 @@ class ExhaustiveRun:
         )
         return stopped, progress
 
-    def front_params(self) -> list[dict[str, Any]]:
-        """The params of the front's plans, as the space's knob values."""
+    def promoted_params(self) -> list[dict[str, Any]]:
+        """The params of the plans the ladder would promote from the whole space: whole layers
+        of non-dominated sorting of the pool until `keep` are taken (the front at least), as the
+        space's knob values."""
         space = self.evaluator.space
         by_text = {name: {str(v): v for v in space.values[name]} for name in space.values}
-        return [
-            {name: by_text[name].get(str(row[name]), row[name]) for name in space.values}
-            for row in self.front.to_dict("records")
-        ]
+        left = np.arange(len(self.pool))
+        values = self.pool[list(self.resolved.objectives)].to_numpy(dtype=float) if len(self.pool) else None
+        chosen: list[int] = []
+        while len(left) and len(chosen) < self.keep:
+            layer = pareto_mask(values[left], self.resolved.directions)
+            chosen += left[layer].tolist()
+            left = left[~layer]
+        rows = self.pool.iloc[sorted(chosen)].to_dict("records")
+        return [{name: by_text[name].get(str(row[name]), row[name]) for name in space.values} for row in rows]
 
     def _add(self, frame: pd.DataFrame) -> None:
-        """Count a table's plans and fold its feasible ones into the front."""
+        """Count a table's plans and fold its feasible ones into the pool (class docstring)."""
         self.plans += len(frame)
-        pool = frame[frame["feasible"]]
-        self.feasible += len(pool)
-        if pool.empty:
+        new = frame[frame["feasible"]].reset_index(drop=True)
+        self.feasible += len(new)
+        if new.empty:
             return
-        both = pd.concat([self.front, pool], ignore_index=True) if len(self.front) else pool.reset_index(drop=True)
-        values = both[list(self.resolved.objectives)].to_numpy(dtype=float)
-        self.front = both[pareto_mask(values, self.resolved.directions)].reset_index(drop=True)
+        signs = direction_signs(self.resolved.directions)
+        costs_new = new[list(self.resolved.objectives)].to_numpy(dtype=float) * signs
+        counts_new = _dominates(costs_new, costs_new).sum(axis=0)
+        counts_old = self._dominators
+        if len(self.pool):
+            costs_old = self.pool[list(self.resolved.objectives)].to_numpy(dtype=float) * signs
+            counts_new = counts_new + _dominates(costs_old, costs_new).sum(axis=0)
+            counts_old = counts_old + _dominates(costs_new, costs_old).sum(axis=0)
+            both = pd.concat([self.pool, new], ignore_index=True)
+        else:
+            both = new
+        counts = np.concatenate([counts_old, counts_new])
+        stay = counts < self.keep
+        self.pool, self._dominators = both[stay].reset_index(drop=True), counts[stay]
 
     def _write(self, rng: Mapping[str, int], table: pa.Table) -> None:
         """The range's part, written beside its place and renamed into it (whole or not at all)."""

@@ -109,7 +109,11 @@ class StudyKind(ABC):
 
     @abstractmethod
     def simulate_many(
-        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None, feasible_only: bool = False
+        self,
+        space: SearchSpace,
+        batch: Sequence[Mapping[str, Any]],
+        network: Network | None,
+        feasible_only: bool = False,
     ) -> list[Outcome]:
         """Outcomes in order, before the study's prices and own constraints. `feasible_only`: a
         plan found infeasible before it is simulated may come back without metrics, with its

@@ -8,6 +8,7 @@ import itertools
 import threading
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -109,3 +110,35 @@ def test_a_part_cut_another_way_is_refused_by_name(write_spec, tmp_path, monkeyp
     monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 8)
     with pytest.raises(DseError, match=r"part-000000000000-000000000006\.parquet does not match"):
         _search(spec, out, "exhaustive", resume=True)
+
+
+@pytest.mark.parametrize("keep", [1, 5, 12])
+def test_the_pool_keeps_exactly_the_layers_the_ladder_would_promote_from_every_plan(write_spec, tmp_path, keep):
+    """Against non-dominated sorting of all the feasible plans at once: whole layers until `keep`
+    are taken, whatever order and chunks the plans arrive in (random objectives, many ties)."""
+    from dse.evaluation.evaluate import Evaluator
+    from dse.search.pareto import pareto_mask
+
+    resolved = _resolved(write_spec(), "exhaustive")
+    evaluator = Evaluator(SearchSpace.from_study(resolved))
+    plans = evaluator.space.grid()
+    rng = np.random.default_rng(keep)
+    frame = pd.DataFrame(plans)
+    for name in resolved.objectives:
+        frame[name] = rng.integers(0, 6, len(frame)).astype(float)  # coarse: ties and equal points
+    frame["feasible"] = rng.random(len(frame)) < 0.8
+    run = exhaustive.ExhaustiveRun(evaluator, tmp_path, keep)
+    shuffled = frame.sample(frac=1, random_state=keep)
+    for cut in np.array_split(np.arange(len(shuffled)), 5):
+        run._add(shuffled.iloc[cut])
+    pool = frame[frame["feasible"]].reset_index(drop=True)
+    values, left, expected = pool[list(resolved.objectives)].to_numpy(), np.arange(len(pool)), []
+    while len(left) and len(expected) < keep:
+        layer = pareto_mask(values[left], resolved.directions)
+        expected += left[layer].tolist()
+        left = left[~layer]
+    key = resolved.kind.params_key
+    assert sorted(map(key, run.promoted_params())) == sorted(
+        key(p) for p in pool.iloc[expected][list(plans[0])].to_dict("records")
+    )
+    assert len(run.front) == pareto_mask(values, resolved.directions).sum()
