@@ -3,7 +3,6 @@ is worth its start; and `make_executor`, which picks the executor an address nam
 
 from __future__ import annotations
 
-import math
 import os
 import threading
 import time
@@ -19,17 +18,16 @@ class LocalExecutor:
 
     A private Ray costs about RAY_START_S to start and then spreads work over every CPU: for T
     CPU-seconds of work on c CPUs it wins when T > RAY_START_S * c / (c - 1). The work ahead is
-    the candidates of the call in hand plus those the caller `expect`s, at the fastest per-candidate
-    time an evaluator has shown here over at least two chunks (the first also loads, or compiles,
-    the kernels). A small study (the README's main job) never pays the start; a large one pays
-    it once, early."""
+    the candidates of the call in hand plus those the caller `expect`s, at the mean time per
+    candidate an evaluator has shown here after its first chunk (which also loads, or compiles,
+    the kernels; a mean, as candidates differ: an invalid plan costs nothing). A small study (the
+    README's main job) never pays the start; a large one pays it once, early."""
 
     def __init__(self) -> None:
         self.usage = Usage(cpus=os.cpu_count() or 1)  # the CPUs the run may use: batch sizes follow them
         self._here = InProcessExecutor(self.usage, threads=self.usage.cpus)
         self._ray: RayExecutor | None = None
-        self._fastest_s: dict[int, float] = {}  # evaluator -> least seconds per candidate seen here
-        self._chunks: dict[int, int] = {}  # evaluator -> chunks timed here
+        self._timed: dict[int, list] = {}  # evaluator -> [chunks, seconds and candidates after the first]
         self._ahead: dict[int, int] = {}
         self._evaluated_here = 0
         self._start_lock = threading.Lock()
@@ -44,9 +42,11 @@ class LocalExecutor:
             chunks = self._here.run(evaluator, items)
             started = time.perf_counter()
             for group in chunks:
-                seconds = (time.perf_counter() - started) / max(1, len(group))
-                self._fastest_s[id(evaluator)] = min(seconds, self._fastest_s.get(id(evaluator), math.inf))
-                self._chunks[id(evaluator)] = self._chunks.get(id(evaluator), 0) + 1
+                timed = self._timed.setdefault(id(evaluator), [0, 0.0, 0])
+                if timed[0]:
+                    timed[1] += time.perf_counter() - started
+                    timed[2] += len(group)
+                timed[0] += 1
                 done += len(group)
                 self._evaluated_here += len(group)
                 yield group
@@ -59,9 +59,11 @@ class LocalExecutor:
                 yield [(position + done, outcome) for position, outcome in group]
 
     def _start_ray_if_worth(self, evaluator, left: int) -> bool:
-        cpus = self.usage.cpus
-        work_s = self._fastest_s[id(evaluator)] * (left + self._ahead.get(id(evaluator), 0))
-        if cpus < 2 or self._chunks[id(evaluator)] < 2 or work_s <= RAY_START_S * cpus / (cpus - 1):
+        cpus, (chunks, seconds, candidates) = self.usage.cpus, self._timed[id(evaluator)]
+        if cpus < 2 or chunks < 2:
+            return False
+        work_s = seconds / max(1, candidates) * (left + self._ahead.get(id(evaluator), 0))
+        if work_s <= RAY_START_S * cpus / (cpus - 1):
             return False
         with self._start_lock:  # a batch's studies share this executor
             if self._ray is None:
