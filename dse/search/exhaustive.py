@@ -29,7 +29,7 @@ import pandas as pd
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
-from dse.search.pareto import direction_signs, pareto_mask
+from dse.search.pareto import direction_signs, dominates, pareto_layers
 
 if TYPE_CHECKING:  # pyarrow is imported where a table is made or read, not with the engine
     import pyarrow as pa
@@ -110,13 +110,6 @@ def metric_names(evaluator: Evaluator) -> list[str]:
     """The study's objectives first, then every other metric of its kind."""
     resolved = evaluator.space.resolved
     return [*resolved.objectives, *(m for m in resolved.kind.metrics if m not in resolved.objectives)]
-
-
-def _dominates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """[i, j]: row i of `a` dominates row j of `b` (costs, all minimised)."""
-    no_worse = np.all(a[:, None, :] <= b[None, :, :], axis=2)
-    better = np.any(a[:, None, :] < b[None, :, :], axis=2)
-    return no_worse & better
 
 
 def _feasible(outcome: Outcome) -> bool:
@@ -220,13 +213,10 @@ class ExhaustiveRun:
         space's knob values."""
         space = self.evaluator.space
         by_text = {name: {str(v): v for v in space.values[name]} for name in space.values}
-        left = np.arange(len(self.pool))
-        values = self.pool[list(self.resolved.objectives)].to_numpy(dtype=float) if len(self.pool) else None
-        chosen: list[int] = []
-        while len(left) and len(chosen) < self.keep:
-            layer = pareto_mask(values[left], self.resolved.directions)
-            chosen += left[layer].tolist()
-            left = left[~layer]
+        if self.pool.empty:  # no feasible plan yet
+            return []
+        values = self.pool[list(self.resolved.objectives)].to_numpy(dtype=float)
+        chosen = [i for layer in pareto_layers(values, self.resolved.directions, self.keep) for i in layer]
         rows = self.pool.iloc[sorted(chosen)].to_dict("records")
         return [{name: by_text[name].get(str(row[name]), row[name]) for name in space.values} for row in rows]
 
@@ -239,12 +229,12 @@ class ExhaustiveRun:
             return
         signs = direction_signs(self.resolved.directions)
         costs_new = new[list(self.resolved.objectives)].to_numpy(dtype=float) * signs
-        counts_new = _dominates(costs_new, costs_new).sum(axis=0)
+        counts_new = dominates(costs_new, costs_new).sum(axis=0)
         counts_old = self._dominators
         if len(self.pool):
             costs_old = self.pool[list(self.resolved.objectives)].to_numpy(dtype=float) * signs
-            counts_new = counts_new + _dominates(costs_old, costs_new).sum(axis=0)
-            counts_old = counts_old + _dominates(costs_new, costs_old).sum(axis=0)
+            counts_new = counts_new + dominates(costs_old, costs_new).sum(axis=0)
+            counts_old = counts_old + dominates(costs_new, costs_old).sum(axis=0)
             both = pd.concat([self.pool, new], ignore_index=True)
         else:
             both = new

@@ -35,7 +35,7 @@ from dse.search.level_records import (
     save_record,
     standings,
 )
-from dse.search.pareto import pareto_mask
+from dse.search.pareto import pareto_layers
 from dse.spec.resolved import ResolvedStudy
 
 LevelCallback = Callable[[LevelProgress], None]
@@ -96,13 +96,9 @@ def promote(
         return []
     values = np.array([[c.outcome.metrics[m] for m in objectives] for c in pool], dtype=float)
     sign = 1.0 if directions[0] == "minimize" else -1.0
-    left = np.arange(len(pool))
     chosen: list[Contender] = []
-    while len(left) and len(chosen) < top:
-        mask = pareto_mask(values[left], directions)
-        layer = sorted(left[mask], key=lambda i: (sign * values[i, 0], pool[i].trial))
-        chosen += [pool[i] for i in layer]
-        left = left[~mask]
+    for layer in pareto_layers(values, directions, top):
+        chosen += [pool[i] for i in sorted(layer, key=lambda i: (sign * values[i, 0], pool[i].trial))]
     return chosen[:top]
 
 

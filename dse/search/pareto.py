@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
@@ -12,12 +12,19 @@ def direction_signs(directions: Sequence[str]) -> np.ndarray:
     return np.array([1.0 if d == "minimize" else -1.0 for d in directions])
 
 
+def dominates(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """[i, j]: row i of `a` dominates row j of `b` (costs, every objective minimised): at least
+    as good in every objective and strictly better in one."""
+    no_worse = np.all(a[:, None, :] <= b[None, :, :], axis=2)
+    better = np.any(a[:, None, :] < b[None, :, :], axis=2)
+    return no_worse & better
+
+
 def pareto_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     """Boolean mask of the non-dominated rows of `values` (n points x k objectives).
 
-    A point is dominated when another is at least as good in every objective and strictly
-    better in one. Equal points do not dominate each other, so duplicates stay on the front.
-    Vectorised in blocks: O(n^2 k) comparisons, fine for the ~1e4 points a study holds.
+    Equal points do not dominate each other, so duplicates stay on the front. Vectorised in
+    blocks: O(n^2 k) comparisons, fine for the ~1e4 points a study holds.
     """
     points = np.asarray(values, dtype=float)
     if points.ndim != 2 or points.shape[1] != len(directions):
@@ -27,8 +34,16 @@ def pareto_mask(values: np.ndarray, directions: Sequence[str]) -> np.ndarray:
     mask = np.ones(n, dtype=bool)
     block = max(1, 4_000_000 // max(1, n * costs.shape[1]))
     for start in range(0, n, block):
-        part = costs[start : start + block, None, :]  # (b, 1, k)
-        no_worse = np.all(costs[None, :, :] <= part, axis=2)  # others no worse than each point
-        better = np.any(costs[None, :, :] < part, axis=2)
-        mask[start : start + block] = ~np.any(no_worse & better, axis=1)
+        mask[start : start + block] = ~dominates(costs, costs[start : start + block]).any(axis=0)
     return mask
+
+
+def pareto_layers(values: np.ndarray, directions: Sequence[str], enough: int) -> Iterator[np.ndarray]:
+    """Row indices of `values` layer by layer of non-dominated sorting (the front, then the front
+    of the rest...), until the layers given hold at least `enough` rows or none are left."""
+    left, given = np.arange(len(values)), 0
+    while len(left) and given < enough:
+        mask = pareto_mask(values[left], directions)
+        yield left[mask]
+        given += int(mask.sum())
+        left = left[~mask]
