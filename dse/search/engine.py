@@ -138,7 +138,7 @@ def open_study(
         # (still determined by the spec) so it does not propose the first run's trials again.
         sampler = study.user_attrs[SAMPLER_ATTR] if spec.sampler == "auto" else spec.sampler
         seed = spec.seed + len(study.get_trials(deepcopy=False))
-        if sampler == "grid" and study.user_attrs[SAMPLER_ATTR] != "grid":
+        if sampler != study.user_attrs[SAMPLER_ATTR]:  # the loop runs what the study records (grid, exhaustive)
             sampler_name(sampler, space, spec.budget.trials)  # the grid size limit
             study.set_user_attr(SAMPLER_ATTR, sampler)
     else:

@@ -142,3 +142,17 @@ def test_the_pool_keeps_exactly_the_layers_the_ladder_would_promote_from_every_p
         key(p) for p in pool.iloc[expected][list(plans[0])].to_dict("records")
     )
     assert len(run.front) == pareto_mask(values, resolved.directions).sum()
+
+
+def test_a_sampled_study_resumed_exhaustive_runs_the_exact_mode(write_spec, tmp_path):
+    """--resume --sampler exhaustive on a TPE study: the loop follows the sampler now named,
+    not the one the study began with (it had run TPE's loop with a random sampler)."""
+    spec, out = write_spec(), tmp_path / "out"
+    study = load_study(spec, sampler="tpe", **{"budget.trials": 10})
+    run_search(
+        resolve_study(study.model_copy(update={"fidelity": study.fidelity.up_to("analytical")})),
+        RunSettings(out, None, "off"),
+    )
+    summary, _, _ = _search(spec, out, "exhaustive", resume=True)
+    assert summary.exhaustive is not None
+    assert summary.exhaustive.plans == len(SearchSpace.from_study(_resolved(spec, "exhaustive")).grid())
