@@ -72,6 +72,24 @@ RECIPE_LAYOUTS = {
     ("DeepSeek-V3", 4, 4): _DSV3_BY_4,
 }
 BF16_GRADIENT_SOURCES = ("megatron_bridge", "nemo_24.07")
+# Transformer Engine's tensor-parallel overlap (Megatron's --tp-comm-overlap), on only where a
+# recipe's own configuration says so: the row's notes ("TP comm overlap" / "... off", quoting
+# Megatron-Bridge's configs); MLPerf Training v3.0 GPT-3 (the submissions' config_DGXH100_*.sh
+# export TP_COMM_OVERLAP=True; read in the aws-samples/awsome-distributed-training copy,
+# 3.test_cases/mlperf/gpt3/config_DGXH100_64x8x192x4x8_mbs1.sh); NeMo 24.07's GPT-3 175B
+# (NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/175b.yaml: ub_tp_comm_overlap True);
+# NeMo 2.0's (25.x) Llama-3.1-405B and Nemotron-4-340B, whose B200 userbuffers configurations
+# the recipes load (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py:
+# userbuffers_*_b200_h16384_tp4_cp2_*, userbuffers_bf16_b200_h18432_tp8_*; Mixtral has none).
+# Elsewhere off: the NeMo launcher's Llama 2 70B config has it False, other configs vary by
+# release, and sources before userbuffers (2023) could not run it.
+TP_OVERLAP_CONFIGS = (
+    ("mlperf_training_v3.0", "GPT-3-175B"),
+    ("nemo_24.07", "GPT3-175B"),
+    ("nemo_25.", "Llama-3.1-405B"),
+    ("nemo_25.", "Nemotron-4-340B"),
+)
+TP_OVERLAP_NOTE = re.compile(r"TP comm overlap( off)?")
 RECOMPUTE_MODULES_NOTE = re.compile(r"recompute_modules \[([^\]]*)\]")
 # The rows' model names -> zoo entries (simulators/models/models.yaml), matched by name only.
 ZOO_NAMES = {
@@ -252,6 +270,14 @@ def build_plan(
     cuda_graphs = any(phrase in row["notes"] for phrase in ("full-iteration CUDA graph", "cuda_graphs 1"))
     if cuda_graphs:
         assumptions.append("CUDA graphs from the notes' recipe config: no kernel waits for the host")
+    tp_comm_overlap = False
+    if sequence_parallel and tp > 1:
+        stated = TP_OVERLAP_NOTE.search(row["notes"])
+        configured = any(row["source"].startswith(s) and row["model"] == m for s, m in TP_OVERLAP_CONFIGS)
+        tp_comm_overlap = not stated.group(1) if stated else configured
+        if stated or configured:
+            where = "the notes quote the recipe" if stated else "the recipe's config sets it"
+            assumptions.append(f"TP comm overlap {'on' if tp_comm_overlap else 'off'}, as {where}")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
@@ -280,6 +306,7 @@ def build_plan(
         pipeline_layout=layout,
         grad_reduce_in_bf16=bf16_grads,
         cuda_graphs=cuda_graphs,
+        tp_comm_overlap=tp_comm_overlap,
     )
     return plan, assumptions
 

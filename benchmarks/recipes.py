@@ -157,6 +157,7 @@ def knobs(recipe: Recipe) -> dict[str, list]:
         "micro_batch": [1, 2, 4],
         "recompute": ["none", "selective", "full"],
         "sequence_parallel": [True, False],
+        "tp_comm_overlap": [False, True],  # Transformer Engine's userbuffers (needs sequence parallelism)
         "zero_stage": [1],  # the distributed optimizer: on in every NeMo/Megatron-Bridge recipe
     }
     published = {
@@ -169,6 +170,7 @@ def knobs(recipe: Recipe) -> dict[str, list]:
         "micro_batch": plan.micro_batch,
         "recompute": plan.recompute,
         "sequence_parallel": plan.sequence_parallel,
+        "tp_comm_overlap": plan.tp_comm_overlap,
         "zero_stage": plan.zero_stage,
     }
     for name, value in published.items():
@@ -224,6 +226,7 @@ def published_params(space: SearchSpace, plan: ParallelPlan) -> dict[str, Any]:
         "recompute": plan.recompute,
         "schedule": "1f1b",
         "sequence_parallel": plan.sequence_parallel,
+        "tp_comm_overlap": plan.tp_comm_overlap,
         "zero_stage": plan.zero_stage,
         "fabric": space.values["fabric"][0],
         "nic_gbps": space.values["nic_gbps"][0],

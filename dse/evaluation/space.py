@@ -41,6 +41,7 @@ KNOBS = (
     "recompute",
     "schedule",
     "sequence_parallel",
+    "tp_comm_overlap",
     "zero_stage",
     "offload",
     "spare_servers",
@@ -161,6 +162,8 @@ class SearchSpace:
             cuda_graphs=settings.cuda_graphs,
             schedule=params["schedule"],
             sequence_parallel=params["sequence_parallel"] and tp > 1,
+            # absent from studies before the knob: no overlap
+            tp_comm_overlap=params.get("tp_comm_overlap", False) and tp > 1,
             zero_stage=params["zero_stage"],
             precision=settings.precision,
             overlap_grad_reduce=settings.overlap_grad_reduce,

@@ -93,6 +93,8 @@ class TrainingSearch(Frozen):
     pipeline_split: list[str] = ["even"]
     schedule: list[str] = ["1f1b"]
     sequence_parallel: list[bool] = [True]
+    # Megatron's --tp-comm-overlap (Transformer Engine userbuffers; needs sequence parallelism).
+    tp_comm_overlap: list[bool] = [False]
     zero_stage: list[int] = [1]
     # What lives in host memory instead of HBM (simulators/hardware/memory_tiers.yaml gives each
     # GPU's host tier): none, optimizer, activations, optimizer+activations.
@@ -106,7 +108,7 @@ class TrainingSearch(Frozen):
     checkpoint_interval_s: list[Literal["optimal"] | float] = ["optimal"]
 
     _counts = field_validator("tp", "pp", "cp", "ep", "etp", "vpp", "micro_batch", "global_batch")(positive_knob)
-    _unique = field_validator("sequence_parallel")(non_empty_unique)
+    _unique = field_validator("sequence_parallel", "tp_comm_overlap")(non_empty_unique)
 
     @field_validator("spare_servers", "checkpoint_interval_s")
     @classmethod

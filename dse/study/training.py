@@ -69,11 +69,13 @@ class TrainingKind(StudyKind):
         canonical.setdefault("offload", "none")  # studies recorded before the knob offloaded nothing
         canonical.setdefault("spare_servers", 0)  # and before the reliability knobs
         canonical.setdefault("checkpoint_interval_s", "optimal")
+        canonical.setdefault("tp_comm_overlap", False)  # and before tensor-parallel overlap
         if canonical["pp"] == 1:
             canonical["schedule"] = "1f1b"
             canonical["pipeline_split"] = "even"
         if canonical["tp"] == 1:
             canonical["sequence_parallel"] = True
+            canonical["tp_comm_overlap"] = False
         if canonical["num_gpus"] == canonical["tp"] * canonical["pp"]:  # dp * cp == 1: nothing to shard over
             canonical["zero_stage"] = 0
         return canonical

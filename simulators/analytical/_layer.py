@@ -34,6 +34,31 @@ ATTENTION_KERNELS = {"flash": {"fwd": 1, "bwd": 3}, "unfused": {"fwd": 3, "bwd":
 
 
 @dataclass(frozen=True)
+class OverlapGemms:
+    """Seconds of the GEMMs Transformer Engine's userbuffers run a dense block's tensor-parallel
+    collectives under (ParallelPlan.tp_comm_overlap): the column-parallel GEMM (q/k/v or MLP in)
+    after its all-gather, the row-parallel one (attention or MLP out) before its reduce-scatter,
+    the row-parallel input gradient after the gradient's all-gather, and the column-parallel weight
+    gradient beside the reduce-scatter of its input gradient; `*_chunk_s` is one of the tp pieces
+    the ring exchange splits a GEMM into, priced at the size it runs at."""
+
+    column_fwd_s: float
+    column_fwd_chunk_s: float
+    row_fwd_s: float
+    row_fwd_chunk_s: float
+    row_dgrad_s: float
+    row_dgrad_chunk_s: float
+    column_wgrad_s: float
+
+    def slowed(self, fraction: float) -> OverlapGemms:
+        return OverlapGemms(*(getattr(self, f.name) / fraction for f in dataclasses.fields(self)))
+
+
+# The dense blocks' (column-parallel, row-parallel) GEMM pairs whose collectives userbuffers overlap.
+OVERLAP_PAIRS = {"attention": ("qkv_proj", "attn_out_proj"), "mlp": ("mlp_in_proj", "mlp_out_proj")}
+
+
+@dataclass(frozen=True)
 class Block:
     """Seconds of one block for one micro-batch: F, B (input gradient) and W (weight gradient);
     `gemm_s` is the GEMM part of the three, `memory_fwd_s` its forward memory-bound kernels
@@ -53,6 +78,7 @@ class Block:
     kernels_fwd: int = 0
     kernels_bwd: int = 0
     recompute_parts: tuple[tuple[str, float], ...] = ()
+    overlap: OverlapGemms | None = None  # None: MoE and latent-attention blocks, which userbuffers leave alone
 
     def rerun_s(self, plan: ParallelPlan) -> float:
         """Forward seconds selective recomputation reruns in this block under `plan`."""
@@ -64,7 +90,8 @@ class Block:
             return self
         times = {f.name: getattr(self, f.name) / fraction for f in dataclasses.fields(self) if f.name.endswith("_s")}
         parts = tuple((module, seconds / fraction) for module, seconds in self.recompute_parts)
-        return dataclasses.replace(self, **times, recompute_parts=parts)
+        overlap = None if self.overlap is None else self.overlap.slowed(fraction)
+        return dataclasses.replace(self, **times, recompute_parts=parts, overlap=overlap)
 
 
 def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -> float:
@@ -178,9 +205,29 @@ def layer_blocks(
                 kernels_fwd=launches["fwd"],
                 kernels_bwd=launches["bwd"],
                 recompute_parts=_recompute_parts(model, layer_index, is_mlp, gemm_fwd, kernel_fwd, core_fwd),
+                overlap=_overlap_gemms(gpu, {g.name: g for g in mine}, OVERLAP_PAIRS.get(name), tp, precision, table),
             )
         )
     return blocks[0].slowed(compute_fraction), blocks[1].slowed(compute_fraction)
+
+
+def _overlap_gemms(gpu: GpuSpec, gemms: dict, pair: tuple[str, str] | None, tp: int, precision: str, table):
+    """The GEMMs a dense block's tensor-parallel collectives run under with userbuffers; None
+    where the block has no such pair (MoE, latent attention) or nothing is split (tp 1)."""
+    if pair is None or tp == 1 or not all(name in gemms for name in pair):
+        return None
+    column, row = gemms[pair[0]], gemms[pair[1]]
+
+    def seconds(m: int, n: int, k: int) -> tuple[float, float]:
+        return gemm_time_s(gpu, m, n, k, 1, precision, calibration=table), gemm_time_s(
+            gpu, max(1, m // tp), n, k, 1, precision, calibration=table
+        )
+
+    column_fwd = seconds(column.m, column.n, column.k)
+    row_fwd = seconds(row.m, row.n, row.k)
+    row_dgrad = seconds(row.m, row.k, row.n)
+    column_wgrad = gemm_time_s(gpu, column.k, column.n, column.m, 1, precision, calibration=table)
+    return OverlapGemms(*column_fwd, *row_fwd, *row_dgrad, column_wgrad)
 
 
 def _recompute_parts(

@@ -20,10 +20,10 @@ from simulators.network import Network, collective_time_s
 from simulators.workload import (
     Collective,
     ParallelPlan,
-    layer_activation_bytes,
-    optimizer_local_params,
     TrainingCandidate,
+    layer_activation_bytes,
     layer_collectives,
+    optimizer_local_params,
     pipeline_send_bytes,
     stage_layer_kinds,
     stage_params,
@@ -128,21 +128,29 @@ def _layer_costs_of(
 
     # The layer's collectives (simulators.workload.layer_collectives) priced per phase and group.
     spent: dict[tuple[str, str], float] = defaultdict(float)
+    tp_spent: dict[tuple[str, str], float] = defaultdict(float)  # (phase, "<block> <op>")
     launches = {"fwd": sum(b.kernels_fwd for b in blocks), "bwd": sum(b.kernels_bwd for b in blocks)}
     for c in layer_collectives(model, plan, layer_index):
-        spent[c.phase, c.group] += _priced(network, c)
+        seconds = _priced(network, c)
+        spent[c.phase, c.group] += seconds
+        if c.group == "tp":
+            tp_spent[c.phase, c.name] += seconds
         launches["fwd" if c.phase == "fwd" else "bwd"] += 1
-    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed. The
-    # context-parallel ring runs step by step under the attention kernel (`_ring_exposed`);
-    # ZeRO-3 gathers are prefetched under the previous layer's compute.
+    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed, unless
+    # userbuffers run them under those GEMMs (`_tp_overlapped`). The context-parallel ring runs
+    # step by step under the attention kernel (`_ring_exposed`); ZeRO-3 gathers are prefetched
+    # under the previous layer's compute.
+    tp_fwd, tp_bwd = spent["fwd", "tp"], spent["bwd_input", "tp"]
+    if plan.tp_comm_overlap:
+        tp_fwd, tp_bwd = _tp_overlapped(blocks, tp_spent, plan.tp)
     fwd_comm = {
-        "tp": spent["fwd", "tp"],
+        "tp": tp_fwd,
         "cp": _ring_exposed(spent["fwd", "cp"], attention_fwd, plan.cp),
         "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
         "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
     }
     bwd_comm = {
-        "tp": spent["bwd_input", "tp"],
+        "tp": tp_bwd,
         "cp": _ring_exposed(spent["bwd_input", "cp"], attention_bwd, plan.cp),
         "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
         "dp": _exposed_together(
@@ -188,8 +196,42 @@ def _ring_exposed(ring_s: float, attention_s: float, cp: int) -> float:
     one exchange outlasts one step's kernel, not where all of it outlasts all of attention."""
     if cp == 1 or ring_s == 0:
         return 0.0
-    exchange_s = ring_s / (cp - 1)
-    return (cp - 1) * max(0.0, exchange_s - attention_s / cp)
+    return _ring_overlap_s(ring_s, attention_s / cp, cp, attention_s)
+
+
+def _ring_overlap_s(comm_s: float, chunk_s: float, steps: int, whole_s: float) -> float:
+    """Seconds a kernel split into `steps` chunks of `chunk_s` adds to its unsplit `whole_s` when
+    a ring moves `comm_s` under it in steps - 1 hops: each hop runs beside one chunk and the
+    step waits for the slower; the last chunk runs alone."""
+    hop_s = comm_s / (steps - 1)
+    return (steps - 1) * max(chunk_s, hop_s) + chunk_s - whole_s
+
+
+def _tp_overlapped(blocks: Sequence, tp_spent: Mapping[tuple[str, str], float], tp: int) -> tuple[float, float]:
+    """Forward and backward seconds the tensor-parallel collectives add under Transformer Engine's
+    userbuffers (Megatron's --tp-comm-overlap), whose configurations for NVIDIA's recipes (NeMo
+    nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py) overlap, per dense block:
+    the all-gather before the column-parallel GEMM, the reduce-scatter after the row-parallel one
+    and the gradient's all-gather before the row-parallel input gradient by ring exchange (the
+    GEMM split into tp row chunks, one peer-to-peer hop beside each: `_ring_overlap_s`, which also
+    charges the smaller chunks' lower GEMM efficiency), and the reduce-scatter of the
+    column-parallel input gradient in bulk beside the column-parallel weight gradient (exposed
+    only where it outlasts it). The H100 configurations give some reduce-scatters 8-32 SMs
+    (`pipeline` method) instead; their GEMMs' slowdown is not priced. MoE and latent-attention
+    blocks keep their collectives exposed."""
+    fwd = bwd = 0.0
+    for block, name in zip(blocks, ("attention", "mlp")):
+        gather = (tp_spent["fwd", f"{name} all_gather"], tp_spent["bwd_input", f"{name} all_gather"])
+        scatter = (tp_spent["fwd", f"{name} reduce_scatter"], tp_spent["bwd_input", f"{name} reduce_scatter"])
+        g = block.overlap
+        if g is None:
+            fwd, bwd = fwd + gather[0] + scatter[0], bwd + gather[1] + scatter[1]
+            continue
+        fwd += _ring_overlap_s(gather[0], g.column_fwd_chunk_s, tp, g.column_fwd_s)
+        fwd += _ring_overlap_s(scatter[0], g.row_fwd_chunk_s, tp, g.row_fwd_s)
+        bwd += _ring_overlap_s(gather[1], g.row_dgrad_chunk_s, tp, g.row_dgrad_s)
+        bwd += max(0.0, scatter[1] - g.column_wgrad_s)
+    return fwd, bwd
 
 
 def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:
@@ -330,8 +372,7 @@ def _one_stage(
         gemm_s=gemm,
         comm_s={
             **{
-                k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values())
-                for k in ("tp", "cp", "ep", "dp", "host")
+                k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")
             },
             "offload": offload_fwd + offload_bwd,
         },

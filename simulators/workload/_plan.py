@@ -245,6 +245,10 @@ class ParallelPlan:
     # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration, or
     # every transformer layer graphed): the host launches graphs, so no kernel waits for it.
     cuda_graphs: bool = False
+    # Megatron's --tp-comm-overlap (Transformer Engine userbuffers): each tensor-parallel all-gather
+    # and reduce-scatter of a dense block runs in chunks under the GEMM that consumes or produces
+    # it. Needs sequence parallelism (Megatron asserts it); nothing to overlap at tp 1.
+    tp_comm_overlap: bool = False
     # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
     pipeline_split: str = "even"
     first_stage_layers: int | None = None
@@ -286,6 +290,11 @@ class ParallelPlan:
         if unknown or not isinstance(self.recompute_modules, tuple):
             raise PlanError(
                 f"recompute_modules={self.recompute_modules!r}; allowed: a tuple of {', '.join(RECOMPUTE_MODULES)}"
+            )
+        if self.tp_comm_overlap and self.tp > 1 and not self.sequence_parallel:
+            raise PlanError(
+                "tp_comm_overlap needs sequence_parallel (Megatron asserts it: the overlap splits the "
+                "sequence-parallel all-gathers and reduce-scatters); allowed without it: tp_comm_overlap false"
             )
         if self.global_batch % (self.dp * self.micro_batch):
             raise PlanError(

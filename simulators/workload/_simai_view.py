@@ -11,7 +11,6 @@ and the 12th field is a post-collective delay, so no `update` operation is made 
 from __future__ import annotations
 
 import dataclasses
-
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
