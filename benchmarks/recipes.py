@@ -157,7 +157,9 @@ def knobs(recipe: Recipe) -> dict[str, list]:
         "micro_batch": [1, 2, 4],
         "recompute": ["none", "selective", "full"],
         "sequence_parallel": [True, False],
-        "tp_comm_overlap": [False, True],  # Transformer Engine's userbuffers (needs sequence parallelism)
+        # A setting of the recipe's family, like its CUDA graphs and gradient dtype: every plan
+        # runs with the recipe's own (accuracy_training.TP_OVERLAP_CONFIGS).
+        "tp_comm_overlap": [plan.tp_comm_overlap],
         "zero_stage": [1],  # the distributed optimizer: on in every NeMo/Megatron-Bridge recipe
     }
     published = {

@@ -26,7 +26,7 @@ from simulators.workload import ParallelPlan, layer_forward_gemms, layer_kernels
 from simulators.workload._memory import ADAM_BYTES_PER_PARAM
 
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
-MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp")
+MLP_KERNELS = ("mlp", "swiglu", "gelu", "relu", "fp8_cast_mlp", "moe_")
 # Kernels one attention launches per phase: FlashAttention's forward is one kernel and its
 # backward three (simulators/hardware/_compute.py FLASH_BWD_KERNELS); the unfused path runs two
 # batched GEMMs and a softmax forward, four GEMMs and a softmax backward.

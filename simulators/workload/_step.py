@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from simulators._errors import PlanError
 from simulators.hardware import MemoryKernel, gemm_bytes, layer_memory_kernels
 from simulators.models import ModelSpec
-from simulators.workload._memory import ADAM_BYTES_PER_PARAM, stage_layers, stage_params
+from simulators.workload._memory import ACTIVATION_BYTES, ADAM_BYTES_PER_PARAM, stage_layers, stage_params
 from simulators.workload._messages import Collective, layer_collectives, optimizer_local_params, step_collectives
 from simulators.workload._ops import layer_forward_gemms, logits_gemm
 from simulators.workload._plan import ParallelPlan, TrainingCandidate
@@ -90,7 +90,7 @@ def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tup
     b, s, tp = plan.micro_batch, plan.seq_len // plan.cp, plan.tp
     moe = model.is_moe_layer(layer_index)
     width = model.moe_top_k * model.moe_ffn_hidden + model.shared_experts_ffn_hidden if moe else model.ffn_hidden
-    return layer_memory_kernels(
+    kernels = layer_memory_kernels(
         b * s,
         model.hidden,
         width / tp,
@@ -102,12 +102,26 @@ def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tup
         gated=model.gated_mlp,
         norm_tokens=b * s // tp if plan.sequence_parallel else None,
     )
+    return kernels + moe_permutation_kernels(model, plan) if moe else kernels
+
+
+def moe_permutation_kernels(model: ModelSpec, plan: ParallelPlan) -> tuple[MemoryKernel, ...]:
+    """An MoE layer's token permutation: Megatron-Core's dispatcher copies each of the rank's
+    tokens once per chosen expert into expert order before the experts (permute) and sums them
+    back weighted by the router's probabilities after (unpermute), and the backward pass runs
+    both on the gradients. Each reads one side and writes the other: (tokens + slots) x hidden x
+    2 bytes, with slots = etp x tokens x top_k as the routed experts' GEMMs count them
+    (simulators.workload._ops._moe). The all-to-all's own regrouping by local expert, where ep > 1
+    and Transformer Engine's fused permutation is off, would add one more pass each way; not counted."""
+    tokens = plan.micro_batch * (plan.seq_len // plan.cp) // plan.tp
+    moved = (tokens + plan.etp * tokens * model.moe_top_k) * model.hidden * ACTIVATION_BYTES
+    names = ("moe_permute", "moe_unpermute")
+    return (*(MemoryKernel(n, "fwd", moved) for n in names), *(MemoryKernel(n, "bwd", moved) for n in reversed(names)))
 
 
 def _as_operations(stage: int, scope: str, collectives: list[Collective]) -> list[Operation]:
     return [
-        Operation(stage, scope, c.phase, "collective", c.name, "", 0.0, c.nbytes, c.group, c.ranks)
-        for c in collectives
+        Operation(stage, scope, c.phase, "collective", c.name, "", 0.0, c.nbytes, c.group, c.ranks) for c in collectives
     ]
 
 

@@ -9,6 +9,7 @@ from simulators.workload import (
     TrainingCandidate,
     TrainingSystem,
     layer_forward_gemms,
+    layer_kernels,
     model_flops,
     step_operations,
 )
@@ -44,3 +45,22 @@ def test_step_level_lists_data_parallel_collectives_and_the_optimizer():
     params = get_model("llama3-8b").total_params
     assert step["gradient reduce_scatter"].nbytes == pytest.approx(4 * params)
     assert step["adam"].nbytes == pytest.approx(30 * params / 8)
+
+
+def test_an_moe_layer_permutes_each_token_once_per_chosen_expert_and_back():
+    """Qwen3-30B-A3B (top 8 of 128, hidden 2048) at tp 2, etp 1: 4096 tokens / 2 per rank, 8
+    copies each; permute and unpermute each move (tokens + copies) x 2048 x 2 bytes, in both
+    passes; a dense layer has none."""
+    model = get_model("qwen3-30b-a3b")
+    plan = ParallelPlan(tp=2, pp=1, dp=4, ep=8, micro_batch=1, global_batch=4, seq_len=4096)
+    moved = (2048 + 8 * 2048) * 2048 * 2
+    kernels = [k for k in layer_kernels(model, plan, 0) if k.name.startswith("moe_")]
+    assert sorted((k.name, k.phase) for k in kernels) == [
+        ("moe_permute", "bwd"),
+        ("moe_permute", "fwd"),
+        ("moe_unpermute", "bwd"),
+        ("moe_unpermute", "fwd"),
+    ]
+    assert all(k.nbytes == moved for k in kernels)
+    dense = get_model("llama3-8b")
+    assert not [k for k in layer_kernels(dense, plan, 0) if k.name.startswith("moe_")]
