@@ -91,6 +91,14 @@ PS_PER_S = 1e12
 CNP_BYTES = 64
 NEVER_BYTES = np.iinfo(np.int64).max  # the queue adaptive routing sees on a link that is down
 INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link bytes sent, time per hop
+# A packet's fields, the columns of its row in the pool: its flow, bytes on the wire, position in
+# path_links (an ACK: in reverse_links), ECN mark, whether it is its flow's last, what it is
+# (_DATA, ...), its index in its flow (an ACK: the receiver's cumulative count), the route it
+# takes (an ACK: back along its packet's), the next packet in its queue or the free list, and when
+# its sender's NIC began sending it (its ACK echoes it). One row, not an array per field: a
+# packet leaving a deep queue is then one or two cache misses, not one per field.
+_P_FLOW, _P_BYTES, _P_HOP, _P_ECN, _P_LAST, _P_KIND, _P_SEQ, _P_ROUTE, _P_NEXT, _P_SENT_PS = range(10)
+_P_WIDTH = 10
 # The heap's and the serialisation's signatures, given: called with constants (an event kind,
 # an initial size), numba would otherwise compile a copy per literal value (15 of _push).
 _I, _HEAP = numba.int64, numba.int64[::1]
@@ -147,29 +155,15 @@ def _pop(heap, size):
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _grow_pool(
-    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next, pkt_sent_ps, pkt_int
-):
-    """The packet pool's arrays at twice their length, the new slots chained free; returns them
-    and the first new slot (the new free-list head)."""
-    old = len(pkt_flow)
-    pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
-    for i in range(old, 2 * old - 1):
-        pkt_next[i] = i + 1
-    return (
-        np.concatenate((pkt_flow, np.empty(old, np.int64))),
-        np.concatenate((pkt_bytes, np.empty(old, np.int64))),
-        np.concatenate((pkt_hop, np.empty(old, np.int64))),
-        np.concatenate((pkt_ecn, np.zeros(old, np.bool_))),
-        np.concatenate((pkt_last, np.zeros(old, np.bool_))),
-        np.concatenate((pkt_kind, np.zeros(old, np.int64))),
-        np.concatenate((pkt_seq, np.zeros(old, np.int64))),
-        np.concatenate((pkt_route, np.zeros(old, np.int64))),
-        pkt_next,
-        np.concatenate((pkt_sent_ps, np.zeros(old, np.int64))),
-        np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))),
-        old,
-    )
+def _grow_pool(pkt, pkt_int):
+    """The packet pool at twice its rows, the new slots chained free; returns it, the telemetry
+    rows likewise, and the first new slot (the new free-list head)."""
+    old = len(pkt)
+    pkt = np.concatenate((pkt, np.zeros((old, pkt.shape[1]), np.int64)))
+    for i in range(old, 2 * old):
+        pkt[i, _P_NEXT] = i + 1
+    pkt[2 * old - 1, _P_NEXT] = -1
+    return pkt, np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))), old
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -282,21 +276,12 @@ def _simulate(
     seq = 0
     # ---- packets (a pool; free slots chained)
     pcap = 1024
-    pkt_flow = np.empty(pcap, np.int64)
-    pkt_bytes = np.empty(pcap, np.int64)
-    pkt_hop = np.empty(pcap, np.int64)
-    pkt_ecn = np.zeros(pcap, np.bool_)
-    pkt_last = np.zeros(pcap, np.bool_)
-    pkt_kind = np.zeros(pcap, np.int64)
-    pkt_seq = np.zeros(pcap, np.int64)  # a data packet's index in its flow; an ACK's cumulative count
-    pkt_route = np.zeros(pcap, np.int64)  # the route it takes (an ACK: back along its packet's)
-    pkt_next = np.full(pcap, -1, np.int64)
-    pkt_sent_ps = np.zeros(pcap, np.int64)  # when its sender's NIC began sending it (its ACK echoes it)
+    pkt = np.zeros((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
     pkt_int = np.zeros((pcap, INT_WIDTH if int_on else 0), np.int64)
     free_head = 0
-    for i in range(pcap - 1):
-        pkt_next[i] = i + 1
-    pkt_next[pcap - 1] = -1
+    for i in range(pcap):
+        pkt[i, _P_NEXT] = i + 1
+    pkt[pcap - 1, _P_NEXT] = -1
     # ---- links
     q_head = np.full(n_links, -1, np.int64)
     q_tail = np.full(n_links, -1, np.int64)
@@ -406,23 +391,9 @@ def _simulate(
                 continue
             # the packet
             if free_head < 0:  # grow the pool
-                pool = _grow_pool(
-                    pkt_flow,
-                    pkt_bytes,
-                    pkt_hop,
-                    pkt_ecn,
-                    pkt_last,
-                    pkt_kind,
-                    pkt_seq,
-                    pkt_route,
-                    pkt_next,
-                    pkt_sent_ps,
-                    pkt_int,
-                )
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next = pool[:9]
-                pkt_sent_ps, pkt_int, free_head = pool[9:]
+                pkt, pkt_int, free_head = _grow_pool(pkt, pkt_int)
             p = free_head
-            free_head = pkt_next[p]
+            free_head = pkt[p, _P_NEXT]
             s = next_seq[f]
             if resend_seq[f] >= 0:
                 s = resend_seq[f]
@@ -430,20 +401,20 @@ def _simulate(
             else:
                 next_seq[f] += 1
             nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            pkt_flow[p] = f
-            pkt_bytes[p] = nbytes
+            pkt[p, _P_FLOW] = f
+            pkt[p, _P_BYTES] = nbytes
             r = f  # its own route, unless a reroute has taken effect
             for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
                 if flows.route_from_ps[flows.route_list[k]] > now:
                     break
                 r = flows.route_list[k]
-            pkt_route[p] = r
-            pkt_hop[p] = path_start[r]
-            pkt_ecn[p] = False
-            pkt_last[p] = s == n_packets[f] - 1
-            pkt_kind[p] = _DATA
-            pkt_seq[p] = s
-            pkt_next[p] = -1
+            pkt[p, _P_ROUTE] = r
+            pkt[p, _P_HOP] = path_start[r]
+            pkt[p, _P_ECN] = False
+            pkt[p, _P_LAST] = s == n_packets[f] - 1
+            pkt[p, _P_KIND] = _DATA
+            pkt[p, _P_SEQ] = s
+            pkt[p, _P_NEXT] = -1
             if recovery != NO_RECOVERY:
                 if s < highest_sent[f]:
                     retransmits[f] += 1
@@ -460,7 +431,7 @@ def _simulate(
             if q_tail[link] < 0:
                 q_head[link] = p
             else:
-                pkt_next[q_tail[link]] = p
+                pkt[q_tail[link], _P_NEXT] = p
             q_tail[link] = p
             q_bytes[link] += nbytes
             q_max[link] = max(q_max[link], q_bytes[link])
@@ -471,13 +442,13 @@ def _simulate(
             link = a
             tx_control[link] = False
             p = c_head[link]
-            c_head[link] = pkt_next[p]
+            c_head[link] = pkt[p, _P_NEXT]
             if c_head[link] < 0:
                 c_tail[link] = -1
-            link_bytes[link] += pkt_bytes[p]
+            link_bytes[link] += pkt[p, _P_BYTES]
             if faulty[link] and links.down_from_ps[link] <= now < links.down_until_ps[link]:
                 lost[link] += 1
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
             else:
                 size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
@@ -487,23 +458,23 @@ def _simulate(
         elif kind == _TX_DONE:
             link = a
             p = q_head[link]
-            q_head[link] = pkt_next[p]
+            q_head[link] = pkt[p, _P_NEXT]
             if q_head[link] < 0:
                 q_tail[link] = -1
-            q_bytes[link] -= pkt_bytes[p]
-            link_bytes[link] += pkt_bytes[p]
-            r = pkt_route[p]
-            if pkt_hop[p] > path_start[r]:  # it left a switch: free its buffer
-                inbound = path_links[pkt_hop[p] - 1]
-                shared_used[link_to[inbound]] -= pkt_bytes[p]
-                in_switch[inbound] -= pkt_bytes[p]
+            q_bytes[link] -= pkt[p, _P_BYTES]
+            link_bytes[link] += pkt[p, _P_BYTES]
+            r = pkt[p, _P_ROUTE]
+            if pkt[p, _P_HOP] > path_start[r]:  # it left a switch: free its buffer
+                inbound = path_links[pkt[p, _P_HOP] - 1]
+                shared_used[link_to[inbound]] -= pkt[p, _P_BYTES]
+                in_switch[inbound] -= pkt[p, _P_BYTES]
                 if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
                     pause_sent[inbound] = False
                     size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
                     seq += 1
             else:  # it left its sender's NIC, which stamps when it began sending it
-                pkt_sent_ps[p] = now - np.int64(round(pkt_bytes[p] * ps_per_byte[link]))
-            f = pkt_flow[p]
+                pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
+            f = pkt[p, _P_FLOW]
             gone = False
             if faulty[link]:
                 gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
@@ -512,9 +483,9 @@ def _simulate(
                     gone = u < links.loss_rate[link]
             if gone:
                 lost[link] += 1
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
-            elif pkt_hop[p] == path_start[r + 1] - 1 and not pkt_last[p]:
+            elif pkt[p, _P_HOP] == path_start[r + 1] - 1 and not pkt[p, _P_LAST]:
                 # Reaching the receiver changes nothing but its count until the flow's last
                 # packet (which does get an event: completion starts dependants).
                 deliver = p
@@ -524,27 +495,28 @@ def _simulate(
                 seq += 1
             busy[link] = False
             kick = link
-        elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
+        elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
             p = a
-            f = pkt_flow[p]
-            if pkt_hop[p] == reverse_start[pkt_route[p] + 1] - 1:  # at the sender: the data packet's echo
+            f = pkt[p, _P_FLOW]
+            if pkt[p, _P_HOP] == reverse_start[pkt[p, _P_ROUTE] + 1] - 1:  # at the sender: the data packet's echo
                 if recovery != NO_RECOVERY:
-                    if pkt_seq[p] > acked[f]:
-                        acked[f] = pkt_seq[p]
+                    if pkt[p, _P_SEQ] > acked[f]:
+                        acked[f] = pkt[p, _P_SEQ]
                         progress_ps[f] = now
                         stalls[f] = 0
-                    if pkt_kind[p] & _NAK:  # resend from the first packet the receiver lacks
-                        _go_back(recovery, f, pkt_seq[p], next_seq, resend_seq)
+                    if pkt[p, _P_KIND] & _NAK:  # resend from the first packet the receiver lacks
+                        _go_back(recovery, f, pkt[p, _P_SEQ], next_seq, resend_seq)
                         if not sending[f]:
                             sending[f] = True
                             blocked[f] = False
                             size = _push(heap, size, seq, now, _SEND, f)
                             seq += 1
                 else:
-                    in_flight[f] -= flow_mtu[f] if not pkt_last[p] else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-                state[f, RTT_PS] = now - pkt_sent_ps[p]
+                    last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                    in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
+                state[f, RTT_PS] = now - pkt[p, _P_SENT_PS]
                 if int_on:
-                    r = pkt_route[p]
+                    r = pkt[p, _P_ROUTE]
                     hops = path_start[r + 1] - path_start[r] - 1
                     state[f, INT_HOPS] = hops
                     for i in range(hops):
@@ -552,12 +524,12 @@ def _simulate(
                         state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
                         state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
                         state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
-                if pkt_kind[p] & _CNP_ACK:
+                if pkt[p, _P_KIND] & _CNP_ACK:
                     size = _push(heap, size, seq, now, _CNP, f)
                     seq += 1
                 else:
                     on_ack(state, cc_params, f, now)
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
                 if (
                     blocked[f]
@@ -569,27 +541,27 @@ def _simulate(
                     size = _push(heap, size, seq, now, _SEND, f)
                     seq += 1
                 continue
-            pkt_hop[p] += 1
-            link = reverse_links[pkt_hop[p]]
-            pkt_next[p] = -1
+            pkt[p, _P_HOP] += 1
+            link = reverse_links[pkt[p, _P_HOP]]
+            pkt[p, _P_NEXT] = -1
             if c_tail[link] < 0:
                 c_head[link] = p
             else:
-                pkt_next[c_tail[link]] = p
+                pkt[c_tail[link], _P_NEXT] = p
             c_tail[link] = p
             kick = link
-        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_route[a] + 1] - 1:  # at the receiver
+        elif kind == _ARRIVE and pkt[a, _P_HOP] == path_start[pkt[a, _P_ROUTE] + 1] - 1:  # at the receiver
             deliver = a
         elif kind == _ARRIVE:  # at a switch
             p = a
-            f = pkt_flow[p]
+            f = pkt[p, _P_FLOW]
             if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
                 # adaptive routing: of the flow's routes through this switch so far, the one
                 # whose next link has the fewest bytes queued (the current one on a tie); a link
                 # that is down counts as full, as a switch skips a dead port
-                r = pkt_route[p]
-                h = pkt_hop[p] - path_start[r]
-                nl = path_links[pkt_hop[p] + 1]
+                r = pkt[p, _P_ROUTE]
+                h = pkt[p, _P_HOP] - path_start[r]
+                nl = path_links[pkt[p, _P_HOP] + 1]
                 dead = faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl]
                 best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
                 for k in range(flows.route_start[f], flows.route_start[f + 1]):
@@ -608,24 +580,24 @@ def _simulate(
                         and not (faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl])
                     ):
                         best, best_q = rk, q_bytes[nl]
-                pkt_route[p] = best
-                pkt_hop[p] = path_start[best] + h
-            inbound = path_links[pkt_hop[p]]
+                pkt[p, _P_ROUTE] = best
+                pkt[p, _P_HOP] = path_start[best] + h
+            inbound = path_links[pkt[p, _P_HOP]]
             node = link_to[inbound]
-            out = path_links[pkt_hop[p] + 1]
-            nbytes = pkt_bytes[p]
+            out = path_links[pkt[p, _P_HOP] + 1]
+            nbytes = pkt[p, _P_BYTES]
             if shared_used[node] + nbytes > fabric.buffer_bytes:
                 drops[out] += 1
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
                 continue
-            if ecn_on and not pkt_ecn[p] and q_bytes[out] > kmin_bytes:
+            if ecn_on and not pkt[p, _P_ECN] and q_bytes[out] > kmin_bytes:
                 if q_bytes[out] >= kmax_bytes:
-                    pkt_ecn[p] = True
+                    pkt[p, _P_ECN] = True
                 else:
                     u, rng_state = _uniform(rng_state)
                     if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
-                        pkt_ecn[p] = True
+                        pkt[p, _P_ECN] = True
             shared_used[node] += nbytes
             in_switch[inbound] += nbytes
             if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
@@ -633,12 +605,12 @@ def _simulate(
                 pauses[inbound] += 1
                 size = _push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
                 seq += 1
-            pkt_hop[p] += 1
-            pkt_next[p] = -1
+            pkt[p, _P_HOP] += 1
+            pkt[p, _P_NEXT] = -1
             if q_tail[out] < 0:
                 q_head[out] = p
             else:
-                pkt_next[q_tail[out]] = p
+                pkt[q_tail[out], _P_NEXT] = p
             q_tail[out] = p
             q_bytes[out] += nbytes
             q_max[out] = max(q_max[out], q_bytes[out])
@@ -651,11 +623,11 @@ def _simulate(
             kick = link
         elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
             p = a
-            link = reverse_links[reverse_start[pkt_route[p]]]
+            link = reverse_links[reverse_start[pkt[p, _P_ROUTE]]]
             if c_tail[link] < 0:
                 c_head[link] = p
             else:
-                pkt_next[c_tail[link]] = p
+                pkt[c_tail[link], _P_NEXT] = p
             c_tail[link] = p
             kick = link
         elif kind == _CNP:
@@ -687,10 +659,10 @@ def _simulate(
         # flow's last byte completes it and starts the flows waiting for it.
         if deliver >= 0:
             p = deliver
-            f = pkt_flow[p]
+            f = pkt[p, _P_FLOW]
             # Go-back-N keeps only the next packet in order; selective repeat every packet it
             # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
-            s = pkt_seq[p]
+            s = pkt[p, _P_SEQ]
             accept = True
             gap = False
             if recovery == GO_BACK_N:
@@ -708,11 +680,11 @@ def _simulate(
             if nak:
                 nak_for[f] = expected[f]
             if accept:
-                received_bytes[f] += pkt_bytes[p]
+                received_bytes[f] += pkt[p, _P_BYTES]
                 if fabric.window_start_ps <= arrival < fabric.window_end_ps:
-                    window_bytes[f] += pkt_bytes[p]
+                    window_bytes[f] += pkt[p, _P_BYTES]
             cnp = False
-            if pkt_ecn[p]:
+            if pkt[p, _P_ECN]:
                 marked[f] += 1
                 if on_marked(state, cc_params, f, arrival):
                     cnp = True
@@ -720,16 +692,16 @@ def _simulate(
                         size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
                         seq += 1
             if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
-                pkt_flow[p] = f
-                pkt_bytes[p] = CNP_BYTES
-                pkt_hop[p] = reverse_start[pkt_route[p]]
-                pkt_kind[p] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
-                pkt_seq[p] = expected[f]
-                pkt_next[p] = -1
+                pkt[p, _P_FLOW] = f
+                pkt[p, _P_BYTES] = CNP_BYTES
+                pkt[p, _P_HOP] = reverse_start[pkt[p, _P_ROUTE]]
+                pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
+                pkt[p, _P_SEQ] = expected[f]
+                pkt[p, _P_NEXT] = -1
                 size = _push(heap, size, seq, arrival, _ACK, p)
                 seq += 1
             else:
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
             if accept and received_bytes[f] == flow_bytes[f]:
                 finish_ps[f] = arrival
@@ -748,14 +720,14 @@ def _simulate(
             if nxt >= 0:
                 busy[kick] = True
                 tx_control[kick] = c_head[kick] >= 0
-                if int_on and not tx_control[kick] and pkt_hop[nxt] > path_start[pkt_route[nxt]]:
+                if int_on and not tx_control[kick] and pkt[nxt, _P_HOP] > path_start[pkt[nxt, _P_ROUTE]]:
                     # a switch's egress dequeues it: the bytes left behind it, the link's bytes
                     # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
-                    i = 3 * (pkt_hop[nxt] - path_start[pkt_route[nxt]] - 1)
-                    pkt_int[nxt, i] = q_bytes[kick] - pkt_bytes[nxt]
-                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt_bytes[nxt]
+                    i = 3 * (pkt[nxt, _P_HOP] - path_start[pkt[nxt, _P_ROUTE]] - 1)
+                    pkt_int[nxt, i] = q_bytes[kick] - pkt[nxt, _P_BYTES]
+                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
                     pkt_int[nxt, i + 2] = now
-                done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[kick]))
+                done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
                 size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
                 seq += 1
         if resend:
