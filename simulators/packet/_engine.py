@@ -45,7 +45,7 @@ Not a function, nor a function per event: a compiled call with array arguments c
 the event (the engine ran 25 % slower with it factored into one; with only the switch case
 factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
 
-Numba's on-disk cache keys a kernel on its own file, so the heap, the packet pool and the named
+Numba's on-disk cache keys a kernel on its own file, so the event queue, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
 kernel running the old code); the hooks are called through their addresses and cached on their
 own. Only the shared columns (RATE ... OWN, MAX_INT_HOPS of _congestion.py) come from
@@ -57,7 +57,9 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+import llvmlite.ir
 import numba
+import numba.extending
 import numpy as np
 
 from simulators.packet._congestion import (
@@ -99,59 +101,116 @@ INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link byt
 # packet leaving a deep queue is then one or two cache misses, not one per field.
 _P_FLOW, _P_BYTES, _P_HOP, _P_ECN, _P_LAST, _P_KIND, _P_SEQ, _P_ROUTE, _P_NEXT, _P_SENT_PS = range(10)
 _P_WIDTH = 10
-# The heap's and the serialisation's signatures, given: called with constants (an event kind,
-# an initial size), numba would otherwise compile a copy per literal value (15 of _push).
-_I, _HEAP = numba.int64, numba.int64[::1]
+# The queue's and the serialisation's signatures, given: called with constants (an event kind),
+# numba would otherwise compile a copy per literal value (15 of _push).
+_I, _QUEUE = numba.int64, numba.int64[:, ::1]
+# The event queue is a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, J. ACM 1990) on integer
+# picoseconds, each bucket a FIFO list: an event at time t waits in bucket bit_length(t ^ last),
+# `last` the time of the last event taken out; when bucket 0 (events at `last`) is empty, the
+# lowest non-empty bucket is emptied into the lower ones around its earliest time. Events at
+# equal times always share a bucket and keep their order, so they run in the order they were
+# scheduled, as in a binary heap on (time, sequence), at a few cheap steps per event instead of
+# a branch per level. It needs every event at or after `last`: an engine never schedules into
+# the past. One int64 array of rows: row 0 holds (free-list head, last, bucket mask), row 1 the
+# number of events, rows _Q_BUCKET + b (head, tail) of bucket b, and rows from _Q_ENTRY the
+# entries (time, payload, next).
+_Q_BUCKET = 2
+_Q_ENTRY = _Q_BUCKET + 64
 
 
-@numba.njit(_I(_HEAP, _I, _I, _I, _I, _I), cache=True, error_model="numpy")
-def _push(heap, size, seq, t, kind, a):
-    """Insert event (kind, a) at time t, after every event already at t; returns the new size.
-    Entries are (time, sequence, payload) triples side by side: one cache line per entry."""
-    i = size
-    payload = (a << _KIND_BITS) + kind
-    while i > 0:
-        p = (i - 1) >> 1
-        pt = heap[3 * p]
-        if pt < t or (pt == t and heap[3 * p + 1] < seq):
-            break
-        heap[3 * i] = pt
-        heap[3 * i + 1] = heap[3 * p + 1]
-        heap[3 * i + 2] = heap[3 * p + 2]
-        i = p
-    heap[3 * i] = t
-    heap[3 * i + 1] = seq
-    heap[3 * i + 2] = payload
-    return size + 1
+@numba.extending.intrinsic
+def _bit_length(typingctx, x):
+    """Bits needed for non-negative x (0 for 0): 64 less its leading zeros (one instruction)."""
+
+    def codegen(context, builder, signature, args):
+        zeros = builder.ctlz(args[0], llvmlite.ir.Constant(llvmlite.ir.IntType(1), 0))
+        return builder.sub(llvmlite.ir.Constant(llvmlite.ir.IntType(64), 64), zeros)
+
+    return _I(_I), codegen
 
 
-@numba.njit(numba.types.UniTuple(_I, 4)(_HEAP, _I), cache=True, error_model="numpy")
-def _pop(heap, size):
-    """Remove the earliest event; returns (t, kind, a, new size)."""
-    t, payload = heap[0], heap[2]
-    size -= 1
-    last_t, last_s, last_p = heap[3 * size], heap[3 * size + 1], heap[3 * size + 2]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        r = c + 1
-        if r < size and (
-            heap[3 * r] < heap[3 * c] or (heap[3 * r] == heap[3 * c] and heap[3 * r + 1] < heap[3 * c + 1])
-        ):
-            c = r
-        ct = heap[3 * c]
-        if last_t < ct or (last_t == ct and last_s < heap[3 * c + 1]):
-            break
-        heap[3 * i] = ct
-        heap[3 * i + 1] = heap[3 * c + 1]
-        heap[3 * i + 2] = heap[3 * c + 2]
-        i = c
-    heap[3 * i] = last_t
-    heap[3 * i + 1] = last_s
-    heap[3 * i + 2] = last_p
-    return t, payload & ((1 << _KIND_BITS) - 1), payload >> _KIND_BITS, size
+@numba.extending.intrinsic
+def _lowest_bit(typingctx, x):
+    """The index of x's lowest set bit (x != 0)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], llvmlite.ir.Constant(llvmlite.ir.IntType(1), 0))
+
+    return _I(_I), codegen
+
+
+@numba.njit(_QUEUE(_I), cache=True, error_model="numpy")
+def _queue(capacity):
+    """An empty queue with room for `capacity` events."""
+    q = np.full((_Q_ENTRY + capacity, 3), -1, np.int64)
+    for i in range(_Q_ENTRY, _Q_ENTRY + capacity - 1):
+        q[i, 2] = i + 1
+    q[0, 0], q[0, 1], q[0, 2], q[1, 0] = _Q_ENTRY, 0, 0, 0
+    return q
+
+
+@numba.njit(_QUEUE(_QUEUE), cache=True, error_model="numpy")
+def _grow_queue(q):
+    """The queue with twice the room, its events in place."""
+    old = len(q)
+    q = np.concatenate((q, np.full((old - _Q_ENTRY, 3), -1, np.int64)))
+    for i in range(old, len(q) - 1):
+        q[i, 2] = i + 1
+    q[len(q) - 1, 2] = q[0, 0]
+    q[0, 0] = old
+    return q
+
+
+@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
+def _push(q, t, kind, a):
+    """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
+    i = q[0, 0]
+    q[0, 0] = q[i, 2]
+    q[i, 0], q[i, 1], q[i, 2] = t, (a << _KIND_BITS) + kind, -1
+    b = _bit_length(t ^ q[0, 1])
+    if q[_Q_BUCKET + b, 1] < 0:
+        q[_Q_BUCKET + b, 0] = i
+        q[0, 2] |= np.int64(1) << b
+    else:
+        q[q[_Q_BUCKET + b, 1], 2] = i
+    q[_Q_BUCKET + b, 1] = i
+    q[1, 0] += 1
+
+
+@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy")
+def _pop(q):
+    """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
+    if q[_Q_BUCKET, 0] < 0:  # bucket 0 empty: spread the lowest non-empty bucket around its minimum
+        b = _lowest_bit(q[0, 2])
+        i = q[_Q_BUCKET + b, 0]
+        last = q[i, 0]
+        while i >= 0:
+            last = min(last, q[i, 0])
+            i = q[i, 2]
+        q[0, 1] = last
+        i = q[_Q_BUCKET + b, 0]
+        q[_Q_BUCKET + b, 0], q[_Q_BUCKET + b, 1] = -1, -1
+        q[0, 2] &= ~(np.int64(1) << b)
+        while i >= 0:
+            after = q[i, 2]
+            q[i, 2] = -1
+            c = _bit_length(q[i, 0] ^ last)
+            if q[_Q_BUCKET + c, 1] < 0:
+                q[_Q_BUCKET + c, 0] = i
+                q[0, 2] |= np.int64(1) << c
+            else:
+                q[q[_Q_BUCKET + c, 1], 2] = i
+            q[_Q_BUCKET + c, 1] = i
+            i = after
+    i = q[_Q_BUCKET, 0]
+    q[_Q_BUCKET, 0] = q[i, 2]
+    if q[i, 2] < 0:
+        q[_Q_BUCKET, 1] = -1
+        q[0, 2] &= ~np.int64(1)
+    q[i, 2] = q[0, 0]
+    q[0, 0] = i
+    q[1, 0] -= 1
+    return q[i, 0], q[i, 1] & ((1 << _KIND_BITS) - 1), q[i, 1] >> _KIND_BITS
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -269,11 +328,8 @@ def _simulate(
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
     n_flows = len(flow_bytes)
-    # ---- heap
-    cap = 1024 + 4 * n_flows + 4 * n_links
-    heap = np.empty(3 * cap, np.int64)
-    size = 0
-    seq = 0
+    # ---- events
+    queue = _queue(1024 + 4 * n_flows + 4 * n_links)
     # ---- packets (a pool; free slots chained)
     pcap = 1024
     pkt = np.zeros((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
@@ -346,8 +402,7 @@ def _simulate(
         reverse_ps[f] = back
         state[f, BASE_RTT_PS] = there + back
         if deps_left[f] == 0:
-            size = _push(heap, size, seq, flows.start_ps[f], _START, f)
-            seq += 1
+            _push(queue, flows.start_ps[f], _START, f)
     got_start = np.zeros(n_flows + 1, np.int64)
     if recovery == SELECTIVE_REPEAT:
         for f in range(n_flows):  # a loop, not a slice assignment: its shape check compiles for seconds
@@ -357,11 +412,10 @@ def _simulate(
     done = 0
     now = np.int64(0)
     events = 0
-    while size > 0:
-        if size + 8 >= cap:  # grow the heap
-            cap *= 2
-            heap = np.concatenate((heap, np.empty(3 * cap - len(heap), np.int64)))
-        now, kind, a, size = _pop(heap, size)
+    while queue[1, 0] > 0:
+        if queue[1, 0] + 8 >= len(queue) - _Q_ENTRY:
+            queue = _grow_queue(queue)
+        now, kind, a = _pop(queue)
         events += 1
         kick = -1  # the link that may start its next transmission once the event is handled
         resend = False  # a sender's next packet, scheduled after that transmission
@@ -374,8 +428,7 @@ def _simulate(
             sending[f] = True
             on_start(state, cc_params, f, now)
             pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
-            size = _push(heap, size, seq, now + pace, _SEND, f)
-            seq += 1
+            _push(queue, now + pace, _SEND, f)
         elif kind == _SEND and failed[a]:
             sending[a] = False
         elif kind == _SEND:
@@ -422,8 +475,7 @@ def _simulate(
                     highest_sent[f] = s + 1
                 if not rto_due[f]:
                     rto_due[f] = True
-                    size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
-                    seq += 1
+                    _push(queue, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
             else:
                 in_flight[f] += nbytes
             link = path_links[path_start[r]]
@@ -451,8 +503,7 @@ def _simulate(
                 pkt[p, _P_NEXT] = free_head
                 free_head = p
             else:
-                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
-                seq += 1
+                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
             busy[link] = False
             kick = link
         elif kind == _TX_DONE:
@@ -470,8 +521,7 @@ def _simulate(
                 in_switch[inbound] -= pkt[p, _P_BYTES]
                 if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
                     pause_sent[inbound] = False
-                    size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
-                    seq += 1
+                    _push(queue, now + link_delay_ps[inbound], _RESUME, inbound)
             else:  # it left its sender's NIC, which stamps when it began sending it
                 pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
             f = pkt[p, _P_FLOW]
@@ -491,8 +541,7 @@ def _simulate(
                 deliver = p
                 arrival = now + link_delay_ps[link]
             else:
-                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
-                seq += 1
+                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
             busy[link] = False
             kick = link
         elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
@@ -509,8 +558,7 @@ def _simulate(
                         if not sending[f]:
                             sending[f] = True
                             blocked[f] = False
-                            size = _push(heap, size, seq, now, _SEND, f)
-                            seq += 1
+                            _push(queue, now, _SEND, f)
                 else:
                     last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
                     in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
@@ -525,8 +573,7 @@ def _simulate(
                         state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
                         state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
                 if pkt[p, _P_KIND] & _CNP_ACK:
-                    size = _push(heap, size, seq, now, _CNP, f)
-                    seq += 1
+                    _push(queue, now, _CNP, f)
                 else:
                     on_ack(state, cc_params, f, now)
                 pkt[p, _P_NEXT] = free_head
@@ -538,8 +585,7 @@ def _simulate(
                 ):  # the window opened: send now
                     blocked[f] = False
                     sending[f] = True
-                    size = _push(heap, size, seq, now, _SEND, f)
-                    seq += 1
+                    _push(queue, now, _SEND, f)
                 continue
             pkt[p, _P_HOP] += 1
             link = reverse_links[pkt[p, _P_HOP]]
@@ -603,8 +649,7 @@ def _simulate(
             if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
                 pause_sent[inbound] = True
                 pauses[inbound] += 1
-                size = _push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
-                seq += 1
+                _push(queue, now + link_delay_ps[inbound], _PAUSE, inbound)
             pkt[p, _P_HOP] += 1
             pkt[p, _P_NEXT] = -1
             if q_tail[out] < 0:
@@ -649,12 +694,10 @@ def _simulate(
                     if not sending[f]:
                         sending[f] = True
                         blocked[f] = False
-                        size = _push(heap, size, seq, now, _SEND, f)
-                        seq += 1
+                        _push(queue, now, _SEND, f)
                     due = now + fabric.rto_ps
                 rto_due[f] = True
-                size = _push(heap, size, seq, due, _RTO, f)
-                seq += 1
+                _push(queue, due, _RTO, f)
         # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
         # flow's last byte completes it and starts the flows waiting for it.
         if deliver >= 0:
@@ -689,8 +732,7 @@ def _simulate(
                 if on_marked(state, cc_params, f, arrival):
                     cnp = True
                     if not acks_on:  # the CNP alone, in the reverse path's latency
-                        size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
-                        seq += 1
+                        _push(queue, arrival + reverse_ps[f], _CNP, f)
             if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
                 pkt[p, _P_FLOW] = f
                 pkt[p, _P_BYTES] = CNP_BYTES
@@ -698,8 +740,7 @@ def _simulate(
                 pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
                 pkt[p, _P_SEQ] = expected[f]
                 pkt[p, _P_NEXT] = -1
-                size = _push(heap, size, seq, arrival, _ACK, p)
-                seq += 1
+                _push(queue, arrival, _ACK, p)
             else:
                 pkt[p, _P_NEXT] = free_head
                 free_head = p
@@ -711,8 +752,7 @@ def _simulate(
                     deps_left[d] -= 1
                     if deps_left[d] == 0:
                         at = max(flows.start_ps[d], arrival + flows.gap_ps[d])
-                        size = _push(heap, size, seq, at, _START, d)
-                        seq += 1
+                        _push(queue, at, _START, d)
         # One place for every event that queued a frame or freed a link: start the link's next
         # transmission, control frames first (strict priority, never paused), then data.
         if kick >= 0 and not busy[kick]:
@@ -728,13 +768,11 @@ def _simulate(
                     pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
                     pkt_int[nxt, i + 2] = now
                 done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
-                size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
-                seq += 1
+                _push(queue, done_ps, _TX_DONE, kick)
         if resend:
             s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
             nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            size = _push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
-            seq += 1
+            _push(queue, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
     return (
         begin_ps,
         finish_ps,
