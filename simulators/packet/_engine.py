@@ -45,7 +45,7 @@ Not a function, nor a function per event: a compiled call with array arguments c
 the event (the engine ran 25 % slower with it factored into one; with only the switch case
 factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
 
-Numba's on-disk cache keys a kernel on its own file, so the heap, the packet pool and the named
+Numba's on-disk cache keys a kernel on its own file, so the event queue, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
 kernel running the old code); the hooks are called through their addresses and cached on their
 own. Only the shared columns (RATE ... OWN, MAX_INT_HOPS of _congestion.py) come from
@@ -57,8 +57,11 @@ from __future__ import annotations
 import functools
 from typing import NamedTuple
 
+import llvmlite.ir
 import numba
+import numba.extending
 import numpy as np
+from numba.core.types.function_type import CompileResultWAP
 
 from simulators.packet._congestion import (
     BASE_RTT_PS,
@@ -91,85 +94,136 @@ PS_PER_S = 1e12
 CNP_BYTES = 64
 NEVER_BYTES = np.iinfo(np.int64).max  # the queue adaptive routing sees on a link that is down
 INT_WIDTH = 3 * MAX_INT_HOPS  # a data packet's telemetry: queue bytes, link bytes sent, time per hop
-# The heap's and the serialisation's signatures, given: called with constants (an event kind,
-# an initial size), numba would otherwise compile a copy per literal value (15 of _push).
-_I, _HEAP = numba.int64, numba.int64[::1]
+# A packet's fields, the columns of its row in the pool: its flow, bytes on the wire, position in
+# path_links (an ACK: in reverse_links), ECN mark, whether it is its flow's last, what it is
+# (_DATA, ...), its index in its flow (an ACK: the receiver's cumulative count), the route it
+# takes (an ACK: back along its packet's), the next packet in its queue or the free list, and when
+# its sender's NIC began sending it (its ACK echoes it). One row, not an array per field: a
+# packet leaving a deep queue is then one or two cache misses, not one per field.
+_P_FLOW, _P_BYTES, _P_HOP, _P_ECN, _P_LAST, _P_KIND, _P_SEQ, _P_ROUTE, _P_NEXT, _P_SENT_PS = range(10)
+_P_WIDTH = 10
+# The queue's and the serialisation's signatures, given: called with constants (an event kind),
+# numba would otherwise compile a copy per literal value (15 of _push).
+_I, _QUEUE = numba.int64, numba.int64[:, ::1]
+# The event queue is a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, J. ACM 1990) on integer
+# picoseconds, each bucket a FIFO list: an event at time t waits in bucket bit_length(t ^ last),
+# `last` the time of the last event taken out; when bucket 0 (events at `last`) is empty, the
+# lowest non-empty bucket is emptied into the lower ones around its earliest time. Events at
+# equal times always share a bucket and keep their order, so they run in the order they were
+# scheduled, as in a binary heap on (time, sequence), at a few cheap steps per event instead of
+# a branch per level. It needs every event at or after `last`: an engine never schedules into
+# the past. One int64 array of rows: row 0 holds (free-list head, last, bucket mask), row 1 the
+# number of events, rows _Q_BUCKET + b (head, tail) of bucket b, and rows from _Q_ENTRY the
+# entries (time, payload, next).
+_Q_BUCKET = 2
+_Q_ENTRY = _Q_BUCKET + 64
 
 
-@numba.njit(_I(_HEAP, _I, _I, _I, _I, _I), cache=True, error_model="numpy")
-def _push(heap, size, seq, t, kind, a):
-    """Insert event (kind, a) at time t, after every event already at t; returns the new size.
-    Entries are (time, sequence, payload) triples side by side: one cache line per entry."""
-    i = size
-    payload = (a << _KIND_BITS) + kind
-    while i > 0:
-        p = (i - 1) >> 1
-        pt = heap[3 * p]
-        if pt < t or (pt == t and heap[3 * p + 1] < seq):
-            break
-        heap[3 * i] = pt
-        heap[3 * i + 1] = heap[3 * p + 1]
-        heap[3 * i + 2] = heap[3 * p + 2]
-        i = p
-    heap[3 * i] = t
-    heap[3 * i + 1] = seq
-    heap[3 * i + 2] = payload
-    return size + 1
+@numba.extending.intrinsic
+def _bit_length(typingctx, x):
+    """Bits needed for non-negative x (0 for 0): 64 less its leading zeros (one instruction)."""
+
+    def codegen(context, builder, signature, args):
+        zeros = builder.ctlz(args[0], llvmlite.ir.Constant(llvmlite.ir.IntType(1), 0))
+        return builder.sub(llvmlite.ir.Constant(llvmlite.ir.IntType(64), 64), zeros)
+
+    return _I(_I), codegen
 
 
-@numba.njit(numba.types.UniTuple(_I, 4)(_HEAP, _I), cache=True, error_model="numpy")
-def _pop(heap, size):
-    """Remove the earliest event; returns (t, kind, a, new size)."""
-    t, payload = heap[0], heap[2]
-    size -= 1
-    last_t, last_s, last_p = heap[3 * size], heap[3 * size + 1], heap[3 * size + 2]
-    i = 0
-    while True:
-        c = 2 * i + 1
-        if c >= size:
-            break
-        r = c + 1
-        if r < size and (
-            heap[3 * r] < heap[3 * c] or (heap[3 * r] == heap[3 * c] and heap[3 * r + 1] < heap[3 * c + 1])
-        ):
-            c = r
-        ct = heap[3 * c]
-        if last_t < ct or (last_t == ct and last_s < heap[3 * c + 1]):
-            break
-        heap[3 * i] = ct
-        heap[3 * i + 1] = heap[3 * c + 1]
-        heap[3 * i + 2] = heap[3 * c + 2]
-        i = c
-    heap[3 * i] = last_t
-    heap[3 * i + 1] = last_s
-    heap[3 * i + 2] = last_p
-    return t, payload & ((1 << _KIND_BITS) - 1), payload >> _KIND_BITS, size
+@numba.extending.intrinsic
+def _lowest_bit(typingctx, x):
+    """The index of x's lowest set bit (x != 0)."""
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], llvmlite.ir.Constant(llvmlite.ir.IntType(1), 0))
+
+    return _I(_I), codegen
+
+
+@numba.njit(_QUEUE(_I), cache=True, error_model="numpy")
+def _queue(capacity):
+    """An empty queue with room for `capacity` events."""
+    q = np.full((_Q_ENTRY + capacity, 3), -1, np.int64)
+    for i in range(_Q_ENTRY, _Q_ENTRY + capacity - 1):
+        q[i, 2] = i + 1
+    q[0, 0], q[0, 1], q[0, 2], q[1, 0] = _Q_ENTRY, 0, 0, 0
+    return q
+
+
+@numba.njit(_QUEUE(_QUEUE), cache=True, error_model="numpy")
+def _grow_queue(q):
+    """The queue with twice the room, its events in place."""
+    old = len(q)
+    q = np.concatenate((q, np.full((old - _Q_ENTRY, 3), -1, np.int64)))
+    for i in range(old, len(q) - 1):
+        q[i, 2] = i + 1
+    q[len(q) - 1, 2] = q[0, 0]
+    q[0, 0] = old
+    return q
+
+
+@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
+def _push(q, t, kind, a):
+    """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
+    i = q[0, 0]
+    q[0, 0] = q[i, 2]
+    q[i, 0], q[i, 1], q[i, 2] = t, (a << _KIND_BITS) + kind, -1
+    b = _bit_length(t ^ q[0, 1])
+    if q[_Q_BUCKET + b, 1] < 0:
+        q[_Q_BUCKET + b, 0] = i
+        q[0, 2] |= np.int64(1) << b
+    else:
+        q[q[_Q_BUCKET + b, 1], 2] = i
+    q[_Q_BUCKET + b, 1] = i
+    q[1, 0] += 1
+
+
+@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy")
+def _pop(q):
+    """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
+    if q[_Q_BUCKET, 0] < 0:  # bucket 0 empty: spread the lowest non-empty bucket around its minimum
+        b = _lowest_bit(q[0, 2])
+        i = q[_Q_BUCKET + b, 0]
+        last = q[i, 0]
+        while i >= 0:
+            last = min(last, q[i, 0])
+            i = q[i, 2]
+        q[0, 1] = last
+        i = q[_Q_BUCKET + b, 0]
+        q[_Q_BUCKET + b, 0], q[_Q_BUCKET + b, 1] = -1, -1
+        q[0, 2] &= ~(np.int64(1) << b)
+        while i >= 0:
+            after = q[i, 2]
+            q[i, 2] = -1
+            c = _bit_length(q[i, 0] ^ last)
+            if q[_Q_BUCKET + c, 1] < 0:
+                q[_Q_BUCKET + c, 0] = i
+                q[0, 2] |= np.int64(1) << c
+            else:
+                q[q[_Q_BUCKET + c, 1], 2] = i
+            q[_Q_BUCKET + c, 1] = i
+            i = after
+    i = q[_Q_BUCKET, 0]
+    q[_Q_BUCKET, 0] = q[i, 2]
+    if q[i, 2] < 0:
+        q[_Q_BUCKET, 1] = -1
+        q[0, 2] &= ~np.int64(1)
+    q[i, 2] = q[0, 0]
+    q[0, 0] = i
+    q[1, 0] -= 1
+    return q[i, 0], q[i, 1] & ((1 << _KIND_BITS) - 1), q[i, 1] >> _KIND_BITS
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _grow_pool(
-    pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next, pkt_sent_ps, pkt_int
-):
-    """The packet pool's arrays at twice their length, the new slots chained free; returns them
-    and the first new slot (the new free-list head)."""
-    old = len(pkt_flow)
-    pkt_next = np.concatenate((pkt_next, np.full(old, -1, np.int64)))
-    for i in range(old, 2 * old - 1):
-        pkt_next[i] = i + 1
-    return (
-        np.concatenate((pkt_flow, np.empty(old, np.int64))),
-        np.concatenate((pkt_bytes, np.empty(old, np.int64))),
-        np.concatenate((pkt_hop, np.empty(old, np.int64))),
-        np.concatenate((pkt_ecn, np.zeros(old, np.bool_))),
-        np.concatenate((pkt_last, np.zeros(old, np.bool_))),
-        np.concatenate((pkt_kind, np.zeros(old, np.int64))),
-        np.concatenate((pkt_seq, np.zeros(old, np.int64))),
-        np.concatenate((pkt_route, np.zeros(old, np.int64))),
-        pkt_next,
-        np.concatenate((pkt_sent_ps, np.zeros(old, np.int64))),
-        np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))),
-        old,
-    )
+def _grow_pool(pkt, pkt_int):
+    """The packet pool at twice its rows, the new slots chained free; returns it, the telemetry
+    rows likewise, and the first new slot (the new free-list head)."""
+    old = len(pkt)
+    pkt = np.concatenate((pkt, np.zeros((old, pkt.shape[1]), np.int64)))
+    for i in range(old, 2 * old):
+        pkt[i, _P_NEXT] = i + 1
+    pkt[2 * old - 1, _P_NEXT] = -1
+    return pkt, np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))), old
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -275,28 +329,16 @@ def _simulate(
     n_links = len(link_rate_bps)
     ps_per_byte = 8.0 * PS_PER_S / link_rate_bps  # serialisation: one multiply per packet
     n_flows = len(flow_bytes)
-    # ---- heap
-    cap = 1024 + 4 * n_flows + 4 * n_links
-    heap = np.empty(3 * cap, np.int64)
-    size = 0
-    seq = 0
+    # ---- events
+    queue = _queue(1024 + 4 * n_flows + 4 * n_links)
     # ---- packets (a pool; free slots chained)
     pcap = 1024
-    pkt_flow = np.empty(pcap, np.int64)
-    pkt_bytes = np.empty(pcap, np.int64)
-    pkt_hop = np.empty(pcap, np.int64)
-    pkt_ecn = np.zeros(pcap, np.bool_)
-    pkt_last = np.zeros(pcap, np.bool_)
-    pkt_kind = np.zeros(pcap, np.int64)
-    pkt_seq = np.zeros(pcap, np.int64)  # a data packet's index in its flow; an ACK's cumulative count
-    pkt_route = np.zeros(pcap, np.int64)  # the route it takes (an ACK: back along its packet's)
-    pkt_next = np.full(pcap, -1, np.int64)
-    pkt_sent_ps = np.zeros(pcap, np.int64)  # when its sender's NIC began sending it (its ACK echoes it)
+    pkt = np.zeros((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
     pkt_int = np.zeros((pcap, INT_WIDTH if int_on else 0), np.int64)
     free_head = 0
-    for i in range(pcap - 1):
-        pkt_next[i] = i + 1
-    pkt_next[pcap - 1] = -1
+    for i in range(pcap):
+        pkt[i, _P_NEXT] = i + 1
+    pkt[pcap - 1, _P_NEXT] = -1
     # ---- links
     q_head = np.full(n_links, -1, np.int64)
     q_tail = np.full(n_links, -1, np.int64)
@@ -361,8 +403,7 @@ def _simulate(
         reverse_ps[f] = back
         state[f, BASE_RTT_PS] = there + back
         if deps_left[f] == 0:
-            size = _push(heap, size, seq, flows.start_ps[f], _START, f)
-            seq += 1
+            _push(queue, flows.start_ps[f], _START, f)
     got_start = np.zeros(n_flows + 1, np.int64)
     if recovery == SELECTIVE_REPEAT:
         for f in range(n_flows):  # a loop, not a slice assignment: its shape check compiles for seconds
@@ -372,11 +413,10 @@ def _simulate(
     done = 0
     now = np.int64(0)
     events = 0
-    while size > 0:
-        if size + 8 >= cap:  # grow the heap
-            cap *= 2
-            heap = np.concatenate((heap, np.empty(3 * cap - len(heap), np.int64)))
-        now, kind, a, size = _pop(heap, size)
+    while queue[1, 0] > 0:
+        if queue[1, 0] + 8 >= len(queue) - _Q_ENTRY:
+            queue = _grow_queue(queue)
+        now, kind, a = _pop(queue)
         events += 1
         kick = -1  # the link that may start its next transmission once the event is handled
         resend = False  # a sender's next packet, scheduled after that transmission
@@ -389,8 +429,7 @@ def _simulate(
             sending[f] = True
             on_start(state, cc_params, f, now)
             pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
-            size = _push(heap, size, seq, now + pace, _SEND, f)
-            seq += 1
+            _push(queue, now + pace, _SEND, f)
         elif kind == _SEND and failed[a]:
             sending[a] = False
         elif kind == _SEND:
@@ -406,23 +445,9 @@ def _simulate(
                 continue
             # the packet
             if free_head < 0:  # grow the pool
-                pool = _grow_pool(
-                    pkt_flow,
-                    pkt_bytes,
-                    pkt_hop,
-                    pkt_ecn,
-                    pkt_last,
-                    pkt_kind,
-                    pkt_seq,
-                    pkt_route,
-                    pkt_next,
-                    pkt_sent_ps,
-                    pkt_int,
-                )
-                pkt_flow, pkt_bytes, pkt_hop, pkt_ecn, pkt_last, pkt_kind, pkt_seq, pkt_route, pkt_next = pool[:9]
-                pkt_sent_ps, pkt_int, free_head = pool[9:]
+                pkt, pkt_int, free_head = _grow_pool(pkt, pkt_int)
             p = free_head
-            free_head = pkt_next[p]
+            free_head = pkt[p, _P_NEXT]
             s = next_seq[f]
             if resend_seq[f] >= 0:
                 s = resend_seq[f]
@@ -430,20 +455,20 @@ def _simulate(
             else:
                 next_seq[f] += 1
             nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            pkt_flow[p] = f
-            pkt_bytes[p] = nbytes
+            pkt[p, _P_FLOW] = f
+            pkt[p, _P_BYTES] = nbytes
             r = f  # its own route, unless a reroute has taken effect
             for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
                 if flows.route_from_ps[flows.route_list[k]] > now:
                     break
                 r = flows.route_list[k]
-            pkt_route[p] = r
-            pkt_hop[p] = path_start[r]
-            pkt_ecn[p] = False
-            pkt_last[p] = s == n_packets[f] - 1
-            pkt_kind[p] = _DATA
-            pkt_seq[p] = s
-            pkt_next[p] = -1
+            pkt[p, _P_ROUTE] = r
+            pkt[p, _P_HOP] = path_start[r]
+            pkt[p, _P_ECN] = False
+            pkt[p, _P_LAST] = s == n_packets[f] - 1
+            pkt[p, _P_KIND] = _DATA
+            pkt[p, _P_SEQ] = s
+            pkt[p, _P_NEXT] = -1
             if recovery != NO_RECOVERY:
                 if s < highest_sent[f]:
                     retransmits[f] += 1
@@ -451,8 +476,7 @@ def _simulate(
                     highest_sent[f] = s + 1
                 if not rto_due[f]:
                     rto_due[f] = True
-                    size = _push(heap, size, seq, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
-                    seq += 1
+                    _push(queue, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
             else:
                 in_flight[f] += nbytes
             link = path_links[path_start[r]]
@@ -460,7 +484,7 @@ def _simulate(
             if q_tail[link] < 0:
                 q_head[link] = p
             else:
-                pkt_next[q_tail[link]] = p
+                pkt[q_tail[link], _P_NEXT] = p
             q_tail[link] = p
             q_bytes[link] += nbytes
             q_max[link] = max(q_max[link], q_bytes[link])
@@ -471,39 +495,37 @@ def _simulate(
             link = a
             tx_control[link] = False
             p = c_head[link]
-            c_head[link] = pkt_next[p]
+            c_head[link] = pkt[p, _P_NEXT]
             if c_head[link] < 0:
                 c_tail[link] = -1
-            link_bytes[link] += pkt_bytes[p]
+            link_bytes[link] += pkt[p, _P_BYTES]
             if faulty[link] and links.down_from_ps[link] <= now < links.down_until_ps[link]:
                 lost[link] += 1
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
             else:
-                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
-                seq += 1
+                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
             busy[link] = False
             kick = link
         elif kind == _TX_DONE:
             link = a
             p = q_head[link]
-            q_head[link] = pkt_next[p]
+            q_head[link] = pkt[p, _P_NEXT]
             if q_head[link] < 0:
                 q_tail[link] = -1
-            q_bytes[link] -= pkt_bytes[p]
-            link_bytes[link] += pkt_bytes[p]
-            r = pkt_route[p]
-            if pkt_hop[p] > path_start[r]:  # it left a switch: free its buffer
-                inbound = path_links[pkt_hop[p] - 1]
-                shared_used[link_to[inbound]] -= pkt_bytes[p]
-                in_switch[inbound] -= pkt_bytes[p]
+            q_bytes[link] -= pkt[p, _P_BYTES]
+            link_bytes[link] += pkt[p, _P_BYTES]
+            r = pkt[p, _P_ROUTE]
+            if pkt[p, _P_HOP] > path_start[r]:  # it left a switch: free its buffer
+                inbound = path_links[pkt[p, _P_HOP] - 1]
+                shared_used[link_to[inbound]] -= pkt[p, _P_BYTES]
+                in_switch[inbound] -= pkt[p, _P_BYTES]
                 if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
                     pause_sent[inbound] = False
-                    size = _push(heap, size, seq, now + link_delay_ps[inbound], _RESUME, inbound)
-                    seq += 1
+                    _push(queue, now + link_delay_ps[inbound], _RESUME, inbound)
             else:  # it left its sender's NIC, which stamps when it began sending it
-                pkt_sent_ps[p] = now - np.int64(round(pkt_bytes[p] * ps_per_byte[link]))
-            f = pkt_flow[p]
+                pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
+            f = pkt[p, _P_FLOW]
             gone = False
             if faulty[link]:
                 gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
@@ -512,39 +534,38 @@ def _simulate(
                     gone = u < links.loss_rate[link]
             if gone:
                 lost[link] += 1
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
-            elif pkt_hop[p] == path_start[r + 1] - 1 and not pkt_last[p]:
+            elif pkt[p, _P_HOP] == path_start[r + 1] - 1 and not pkt[p, _P_LAST]:
                 # Reaching the receiver changes nothing but its count until the flow's last
                 # packet (which does get an event: completion starts dependants).
                 deliver = p
                 arrival = now + link_delay_ps[link]
             else:
-                size = _push(heap, size, seq, now + link_delay_ps[link], _ARRIVE, p)
-                seq += 1
+                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
             busy[link] = False
             kick = link
-        elif kind == _ARRIVE and pkt_kind[a] != _DATA:  # a control frame on its way back
+        elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
             p = a
-            f = pkt_flow[p]
-            if pkt_hop[p] == reverse_start[pkt_route[p] + 1] - 1:  # at the sender: the data packet's echo
+            f = pkt[p, _P_FLOW]
+            if pkt[p, _P_HOP] == reverse_start[pkt[p, _P_ROUTE] + 1] - 1:  # at the sender: the data packet's echo
                 if recovery != NO_RECOVERY:
-                    if pkt_seq[p] > acked[f]:
-                        acked[f] = pkt_seq[p]
+                    if pkt[p, _P_SEQ] > acked[f]:
+                        acked[f] = pkt[p, _P_SEQ]
                         progress_ps[f] = now
                         stalls[f] = 0
-                    if pkt_kind[p] & _NAK:  # resend from the first packet the receiver lacks
-                        _go_back(recovery, f, pkt_seq[p], next_seq, resend_seq)
+                    if pkt[p, _P_KIND] & _NAK:  # resend from the first packet the receiver lacks
+                        _go_back(recovery, f, pkt[p, _P_SEQ], next_seq, resend_seq)
                         if not sending[f]:
                             sending[f] = True
                             blocked[f] = False
-                            size = _push(heap, size, seq, now, _SEND, f)
-                            seq += 1
+                            _push(queue, now, _SEND, f)
                 else:
-                    in_flight[f] -= flow_mtu[f] if not pkt_last[p] else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-                state[f, RTT_PS] = now - pkt_sent_ps[p]
+                    last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                    in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
+                state[f, RTT_PS] = now - pkt[p, _P_SENT_PS]
                 if int_on:
-                    r = pkt_route[p]
+                    r = pkt[p, _P_ROUTE]
                     hops = path_start[r + 1] - path_start[r] - 1
                     state[f, INT_HOPS] = hops
                     for i in range(hops):
@@ -552,12 +573,11 @@ def _simulate(
                         state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
                         state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
                         state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
-                if pkt_kind[p] & _CNP_ACK:
-                    size = _push(heap, size, seq, now, _CNP, f)
-                    seq += 1
+                if pkt[p, _P_KIND] & _CNP_ACK:
+                    _push(queue, now, _CNP, f)
                 else:
                     on_ack(state, cc_params, f, now)
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
                 if (
                     blocked[f]
@@ -566,30 +586,29 @@ def _simulate(
                 ):  # the window opened: send now
                     blocked[f] = False
                     sending[f] = True
-                    size = _push(heap, size, seq, now, _SEND, f)
-                    seq += 1
+                    _push(queue, now, _SEND, f)
                 continue
-            pkt_hop[p] += 1
-            link = reverse_links[pkt_hop[p]]
-            pkt_next[p] = -1
+            pkt[p, _P_HOP] += 1
+            link = reverse_links[pkt[p, _P_HOP]]
+            pkt[p, _P_NEXT] = -1
             if c_tail[link] < 0:
                 c_head[link] = p
             else:
-                pkt_next[c_tail[link]] = p
+                pkt[c_tail[link], _P_NEXT] = p
             c_tail[link] = p
             kick = link
-        elif kind == _ARRIVE and pkt_hop[a] == path_start[pkt_route[a] + 1] - 1:  # at the receiver
+        elif kind == _ARRIVE and pkt[a, _P_HOP] == path_start[pkt[a, _P_ROUTE] + 1] - 1:  # at the receiver
             deliver = a
         elif kind == _ARRIVE:  # at a switch
             p = a
-            f = pkt_flow[p]
+            f = pkt[p, _P_FLOW]
             if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
                 # adaptive routing: of the flow's routes through this switch so far, the one
                 # whose next link has the fewest bytes queued (the current one on a tie); a link
                 # that is down counts as full, as a switch skips a dead port
-                r = pkt_route[p]
-                h = pkt_hop[p] - path_start[r]
-                nl = path_links[pkt_hop[p] + 1]
+                r = pkt[p, _P_ROUTE]
+                h = pkt[p, _P_HOP] - path_start[r]
+                nl = path_links[pkt[p, _P_HOP] + 1]
                 dead = faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl]
                 best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
                 for k in range(flows.route_start[f], flows.route_start[f + 1]):
@@ -608,37 +627,36 @@ def _simulate(
                         and not (faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl])
                     ):
                         best, best_q = rk, q_bytes[nl]
-                pkt_route[p] = best
-                pkt_hop[p] = path_start[best] + h
-            inbound = path_links[pkt_hop[p]]
+                pkt[p, _P_ROUTE] = best
+                pkt[p, _P_HOP] = path_start[best] + h
+            inbound = path_links[pkt[p, _P_HOP]]
             node = link_to[inbound]
-            out = path_links[pkt_hop[p] + 1]
-            nbytes = pkt_bytes[p]
+            out = path_links[pkt[p, _P_HOP] + 1]
+            nbytes = pkt[p, _P_BYTES]
             if shared_used[node] + nbytes > fabric.buffer_bytes:
                 drops[out] += 1
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
                 continue
-            if ecn_on and not pkt_ecn[p] and q_bytes[out] > kmin_bytes:
+            if ecn_on and not pkt[p, _P_ECN] and q_bytes[out] > kmin_bytes:
                 if q_bytes[out] >= kmax_bytes:
-                    pkt_ecn[p] = True
+                    pkt[p, _P_ECN] = True
                 else:
                     u, rng_state = _uniform(rng_state)
                     if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
-                        pkt_ecn[p] = True
+                        pkt[p, _P_ECN] = True
             shared_used[node] += nbytes
             in_switch[inbound] += nbytes
             if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
                 pause_sent[inbound] = True
                 pauses[inbound] += 1
-                size = _push(heap, size, seq, now + link_delay_ps[inbound], _PAUSE, inbound)
-                seq += 1
-            pkt_hop[p] += 1
-            pkt_next[p] = -1
+                _push(queue, now + link_delay_ps[inbound], _PAUSE, inbound)
+            pkt[p, _P_HOP] += 1
+            pkt[p, _P_NEXT] = -1
             if q_tail[out] < 0:
                 q_head[out] = p
             else:
-                pkt_next[q_tail[out]] = p
+                pkt[q_tail[out], _P_NEXT] = p
             q_tail[out] = p
             q_bytes[out] += nbytes
             q_max[out] = max(q_max[out], q_bytes[out])
@@ -651,11 +669,11 @@ def _simulate(
             kick = link
         elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
             p = a
-            link = reverse_links[reverse_start[pkt_route[p]]]
+            link = reverse_links[reverse_start[pkt[p, _P_ROUTE]]]
             if c_tail[link] < 0:
                 c_head[link] = p
             else:
-                pkt_next[c_tail[link]] = p
+                pkt[c_tail[link], _P_NEXT] = p
             c_tail[link] = p
             kick = link
         elif kind == _CNP:
@@ -677,20 +695,18 @@ def _simulate(
                     if not sending[f]:
                         sending[f] = True
                         blocked[f] = False
-                        size = _push(heap, size, seq, now, _SEND, f)
-                        seq += 1
+                        _push(queue, now, _SEND, f)
                     due = now + fabric.rto_ps
                 rto_due[f] = True
-                size = _push(heap, size, seq, due, _RTO, f)
-                seq += 1
+                _push(queue, due, _RTO, f)
         # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
         # flow's last byte completes it and starts the flows waiting for it.
         if deliver >= 0:
             p = deliver
-            f = pkt_flow[p]
+            f = pkt[p, _P_FLOW]
             # Go-back-N keeps only the next packet in order; selective repeat every packet it
             # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
-            s = pkt_seq[p]
+            s = pkt[p, _P_SEQ]
             accept = True
             gap = False
             if recovery == GO_BACK_N:
@@ -708,28 +724,26 @@ def _simulate(
             if nak:
                 nak_for[f] = expected[f]
             if accept:
-                received_bytes[f] += pkt_bytes[p]
+                received_bytes[f] += pkt[p, _P_BYTES]
                 if fabric.window_start_ps <= arrival < fabric.window_end_ps:
-                    window_bytes[f] += pkt_bytes[p]
+                    window_bytes[f] += pkt[p, _P_BYTES]
             cnp = False
-            if pkt_ecn[p]:
+            if pkt[p, _P_ECN]:
                 marked[f] += 1
                 if on_marked(state, cc_params, f, arrival):
                     cnp = True
                     if not acks_on:  # the CNP alone, in the reverse path's latency
-                        size = _push(heap, size, seq, arrival + reverse_ps[f], _CNP, f)
-                        seq += 1
+                        _push(queue, arrival + reverse_ps[f], _CNP, f)
             if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
-                pkt_flow[p] = f
-                pkt_bytes[p] = CNP_BYTES
-                pkt_hop[p] = reverse_start[pkt_route[p]]
-                pkt_kind[p] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
-                pkt_seq[p] = expected[f]
-                pkt_next[p] = -1
-                size = _push(heap, size, seq, arrival, _ACK, p)
-                seq += 1
+                pkt[p, _P_FLOW] = f
+                pkt[p, _P_BYTES] = CNP_BYTES
+                pkt[p, _P_HOP] = reverse_start[pkt[p, _P_ROUTE]]
+                pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
+                pkt[p, _P_SEQ] = expected[f]
+                pkt[p, _P_NEXT] = -1
+                _push(queue, arrival, _ACK, p)
             else:
-                pkt_next[p] = free_head
+                pkt[p, _P_NEXT] = free_head
                 free_head = p
             if accept and received_bytes[f] == flow_bytes[f]:
                 finish_ps[f] = arrival
@@ -739,8 +753,7 @@ def _simulate(
                     deps_left[d] -= 1
                     if deps_left[d] == 0:
                         at = max(flows.start_ps[d], arrival + flows.gap_ps[d])
-                        size = _push(heap, size, seq, at, _START, d)
-                        seq += 1
+                        _push(queue, at, _START, d)
         # One place for every event that queued a frame or freed a link: start the link's next
         # transmission, control frames first (strict priority, never paused), then data.
         if kick >= 0 and not busy[kick]:
@@ -748,21 +761,19 @@ def _simulate(
             if nxt >= 0:
                 busy[kick] = True
                 tx_control[kick] = c_head[kick] >= 0
-                if int_on and not tx_control[kick] and pkt_hop[nxt] > path_start[pkt_route[nxt]]:
+                if int_on and not tx_control[kick] and pkt[nxt, _P_HOP] > path_start[pkt[nxt, _P_ROUTE]]:
                     # a switch's egress dequeues it: the bytes left behind it, the link's bytes
                     # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
-                    i = 3 * (pkt_hop[nxt] - path_start[pkt_route[nxt]] - 1)
-                    pkt_int[nxt, i] = q_bytes[kick] - pkt_bytes[nxt]
-                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt_bytes[nxt]
+                    i = 3 * (pkt[nxt, _P_HOP] - path_start[pkt[nxt, _P_ROUTE]] - 1)
+                    pkt_int[nxt, i] = q_bytes[kick] - pkt[nxt, _P_BYTES]
+                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
                     pkt_int[nxt, i + 2] = now
-                done_ps = now + np.int64(round(pkt_bytes[nxt] * ps_per_byte[kick]))
-                size = _push(heap, size, seq, done_ps, _TX_DONE, kick)
-                seq += 1
+                done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
+                _push(queue, done_ps, _TX_DONE, kick)
         if resend:
             s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
             nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            size = _push(heap, size, seq, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
-            seq += 1
+            _push(queue, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
     return (
         begin_ps,
         finish_ps,
@@ -801,7 +812,15 @@ def _engine():
     return _simulate
 
 
+@functools.cache
+def _compiled_hook(hook, kind):
+    """A hook as its compiled code's address: handed a dispatcher, numba looks its compiled code
+    up on every call of the engine (two look-ups a hook, 130 of a small run's 340 us)."""
+    return CompileResultWAP(hook.get_compile_result(kind.signature))
+
+
 def simulate_packets(links: Links, flows: Flows, fabric: Fabric, cc_params: np.ndarray, cc_columns: int, hooks):
     """Run the engine; `hooks` (on_start, on_timer, on_marked, on_cnp, on_ack) and the state
     row of `cc_columns` own columns as _congestion.py describes."""
+    hooks = [_compiled_hook(hook, kind) for hook, kind in zip(hooks, (HOOK, HOOK, MARK, HOOK, HOOK))]
     return _engine()(links, flows, fabric, cc_params, np.int64(cc_columns), *hooks)
