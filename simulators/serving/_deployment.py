@@ -68,15 +68,18 @@ class Pool:
     def gpus(self) -> int:
         return self.tp * self.pp * self.count
 
-    def token_budget(self, longest_tokens: int) -> int:
+    def token_budget(self, longest_tokens: int, hbm_gib: float | None = None) -> int:
         """`max_batch_tokens`, or where unset the engine's default for a workload whose longest
-        request is `longest_tokens` (_schedulers.START_CHECKS): vLLM's max(max_model_len, 2048)
-        without chunked prefill, 512 with it (as in Sarathi-Serve); TensorRT-LLM's 8192."""
+        request is `longest_tokens` on GPUs of `hbm_gib` (_schedulers.START_CHECKS): vLLM's
+        max(max_model_len, 2048) without chunked prefill, 512 with it (as in Sarathi-Serve);
+        TensorRT-LLM's 8192; SGLang's chunk by the GPU's memory (4096 where it is not known)."""
         if self.max_batch_tokens is not None:
             return self.max_batch_tokens
         scheduler = get_scheduler(self.scheduler)
         if scheduler.start_checks == "tensorrt_llm":
             return 8192
+        if scheduler.start_checks == "sglang":
+            return 4096 if hbm_gib is None else 2048 if hbm_gib < 35 else 8192 if hbm_gib < 160 else 16384
         return 512 if scheduler.chunked_prefill else max(longest_tokens, 2048)
 
     def refusal(self, longest_tokens: int, longest_prompt: int) -> str | None:
@@ -88,7 +91,7 @@ class Pool:
         limits the maximum sequence length"); TensorRT-LLM checks max_num_tokens >=
         max_input_len unless context chunking is on."""
         scheduler, budget = get_scheduler(self.scheduler), self.token_budget(longest_tokens)
-        if not scheduler.token_budget:
+        if not scheduler.token_budget or scheduler.start_checks == "sglang":  # SGLang chunks any prompt
             return None
         where = f"scheduler {self.scheduler}: max_batch_tokens {budget}"
         chunking = ", ".join(name for name, s in SCHEDULERS.items() if s.chunked_prefill)
@@ -287,7 +290,10 @@ def simulate_deployment(deployment: Deployment, requests: Requests, seed: int = 
         refusal = pool.refusal(longest[role], int(prompt.max()))
         if refusal:
             raise PlanError(("decode pool: " if role == ROLE_DECODE else "") + refusal)
-    roles = [(replace(pool, max_batch_tokens=pool.token_budget(longest[role])), role) for pool, role in roles]
+    roles = [
+        (replace(pool, max_batch_tokens=pool.token_budget(longest[role], deployment.gpu.hbm_gib)), role)
+        for pool, role in roles
+    ]
     deployment = replace(deployment, pool=roles[0][0], decode=roles[1][0] if deployment.decode else None)
     main, dec = pool_costs(deployment, int(prompt.max()))
     pools = [(pool, cost, role) for (pool, role), cost in zip(roles, (main, dec))]

@@ -21,8 +21,10 @@ Its scheduler is a row of `replica_traits` (columns below; the registered combin
 - MIXED: prompts join the running decodes in every iteration (Orca, Sarathi-Serve).
 - TOKEN_BUDGET: an iteration carries at most max_batch_tokens tokens (an oversized prompt runs
   alone); without it a batch is bounded by its request cap only.
-- CHUNKED_PREFILL: prompts are cut into chunks that fill the budget and decodes count against it
-  (Sarathi-Serve); without it a prompt that does not fit the budget left waits.
+- CHUNKED_PREFILL: prompts are cut into chunks that fill the budget; with MIXED the decodes
+  count against it (Sarathi-Serve), with PREFILL_PRIORITY the chunks run in prefill-only
+  iterations, a prompt's next chunk first, whenever one is left or the queue's head can start
+  (SGLang); without it a prompt that does not fit the budget left waits.
 A request may arrive with the first `cached` tokens of its prompt already in the replica's prefix
 cache (vLLM's automatic prefix caching, SGLang's radix cache): it prefills only the rest, its
 chunks attend to the cached keys too, and its blocks cover the whole prompt (each request's
@@ -75,8 +77,15 @@ def _iteration_ns(
     draft model's step by decodes."""
     per_layer = _lookup(cost[0], tokens, 1.0) + _lookup(cost[1], tokens, 1.0)
     for j in range(n_chunks):
-        c = chunk_len[j]
-        per_layer += _lookup(cost[2], c, 2.0) * (1.0 + 2.0 * chunk_past[j] / c)
+        # A chunk of c tokens after `past` cached ones does the attention pairs of a causal
+        # prefill of c + past tokens less those of the past's own (c^2/2 + c past), at that
+        # prefill's speed, and reads the past's keys and values at least as a decode does.
+        # (Scaling the chunk's own time by 1 + 2 past / c multiplied a small chunk's fixed
+        # kernel cost by thousands: a 4-token tail after 8188 tokens cost 200 ms.)
+        c, past = chunk_len[j], chunk_past[j]
+        whole = c + past
+        share = (c * c + 2.0 * c * past) / (whole * whole)
+        per_layer += max(_lookup(cost[2], whole, 2.0) * share, cost[5, 1] * past)
     if n_decodes > 0:
         per_layer += cost[5, 0] + cost[5, 1] * decode_context
     stage = layers_per_stage * per_layer
@@ -372,11 +381,18 @@ def simulate_serving(
         else:
             # 1. running requests: decodes (all but a vLLM prefill iteration) and chunk continuations
             prefill_turn = False
-            if prio and role != ROLE_DECODE and head[r] >= 0:
-                # vLLM prefers admitting prefills when the head of the queue fits
+            if prio and chunked and role != ROLE_DECODE:
+                # SGLang runs a prompt's remaining chunks before any decode
+                for q in range(n_running[r]):
+                    i = running[r, q]
+                    if not in_flight[i] and prefilled[i] < need[i]:
+                        prefill_turn = True
+                        break
+            if prio and role != ROLE_DECODE and head[r] >= 0 and not prefill_turn:
+                # vLLM prefers admitting prefills when the head of the queue fits (any chunk fits)
                 i = head[r]
                 want = _blocks_for(cached[i] + need[i], bt)
-                if n_running[r] < max_req and need[i] <= budget and want <= free_blocks[r]:
+                if n_running[r] < max_req and (chunked or need[i] <= budget) and want <= free_blocks[r]:
                     prefill_turn = True
                 elif n_running[r] == 0 and want <= free_blocks[r]:
                     prefill_turn = True  # an oversized prompt runs alone
@@ -390,7 +406,7 @@ def simulate_serving(
                     if prefilled[i] < need[i]:
                         q += 1
                         continue  # chunk continuations come after the decodes
-                    if nb >= per_batch or (chunked and nb >= budget):
+                    if nb >= per_batch or (chunked and mixed and nb >= budget):
                         break
                     if paged:
                         want = _blocks_for(prompt[i] + generated[i] + step - 1, bt)
@@ -439,21 +455,22 @@ def simulate_serving(
                     n_dec += 1
                     dec_ctx += prompt[i] + generated[i]
                     q += 1
-                if mixed:
-                    left = budget - tokens if budgeted else UNLIMITED
-                    for q in range(n_running[r]):
-                        i = running[r, q]
-                        if in_flight[i] or prefilled[i] >= need[i] or left <= 0 or nb >= per_batch:
-                            continue
-                        c = min(need[i] - prefilled[i], left)
-                        chunk_len[n_ch] = c
-                        chunk_past[n_ch] = cached[i] + prefilled[i]
-                        n_ch += 1
-                        batch_req[r, slot, nb] = i
-                        batch_tok[r, slot, nb] = c
-                        nb += 1
-                        tokens += c
-                        left -= c
+            if (mixed and not prefill_turn) or (prefill_turn and chunked):
+                # chunk continuations: beside the decodes (mixed), or leading a prefill iteration
+                left = budget - tokens if budgeted else UNLIMITED
+                for q in range(n_running[r]):
+                    i = running[r, q]
+                    if in_flight[i] or prefilled[i] >= need[i] or left <= 0 or nb >= per_batch:
+                        continue
+                    c = min(need[i] - prefilled[i], left)
+                    chunk_len[n_ch] = c
+                    chunk_past[n_ch] = cached[i] + prefilled[i]
+                    n_ch += 1
+                    batch_req[r, slot, nb] = i
+                    batch_tok[r, slot, nb] = c
+                    nb += 1
+                    tokens += c
+                    left -= c
             # 2. admissions
             if role != ROLE_DECODE and (prefill_turn or mixed):
                 left = budget - tokens if budgeted else UNLIMITED

@@ -53,8 +53,10 @@ class Scheduler:
             raise SpecError(f"{where}: static_batch takes no other trait (it batches whole requests)")
         if not (self.static_batch or self.prefill_priority or self.mixed):
             raise SpecError(f"{where}: needs static_batch, prefill_priority or mixed (else it admits nothing)")
-        if self.chunked_prefill and not (self.mixed and self.token_budget):
-            raise SpecError(f"{where}: chunked_prefill needs mixed and token_budget (chunks fill the budget)")
+        if self.chunked_prefill and not (self.token_budget and (self.mixed or self.prefill_priority)):
+            raise SpecError(
+                f"{where}: chunked_prefill needs token_budget (chunks fill the budget) and mixed or prefill_priority"
+            )
         if self.start_checks not in START_CHECKS:
             raise SpecError(f"{where}: start_checks {self.start_checks!r}; allowed: {', '.join(START_CHECKS)}")
         if self.can_decode == (self.decode_scheduler is not None):
@@ -88,8 +90,10 @@ class Scheduler:
 # The engines whose start-up checks of a token budget a scheduler follows (Pool.refusal):
 # vLLM's SchedulerConfig (max_num_batched_tokens >= max_num_seqs, and >= max_model_len without
 # chunked prefill; default max(max_model_len, 2048), 512 with chunked prefill) and
-# TensorRT-LLM's (max_num_tokens >= max_input_len without context chunking; default 8192).
-START_CHECKS = ("vllm", "tensorrt_llm")
+# TensorRT-LLM's (max_num_tokens >= max_input_len without context chunking; default 8192);
+# SGLang's (any chunk size; default by the GPU's memory: 2048 below 35 GiB, 8192 below 160 GiB,
+# 16384 above: sglang/srt/server_args.py, chunked_prefill_size).
+START_CHECKS = ("vllm", "tensorrt_llm", "sglang")
 
 SCHEDULERS: Registry[Scheduler] = Registry("scheduler")
 
@@ -140,6 +144,16 @@ for _scheduler in (
         token_budget=True,
         start_checks="tensorrt_llm",
         aliases=("tensorrt-llm", "tensorrt_llm"),
+    ),
+    Scheduler(
+        "sglang",
+        "SGLang: prefill-only iterations first, prompts in chunks of max_batch_tokens (chunked_prefill_size), "
+        "a prompt's next chunk before new ones; decodes in iterations of their own; paged KV cache",
+        paged=True,
+        prefill_priority=True,
+        token_budget=True,
+        chunked_prefill=True,
+        start_checks="sglang",
     ),
     Scheduler(
         "sarathi",

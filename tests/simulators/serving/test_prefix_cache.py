@@ -25,15 +25,19 @@ def test_the_cache_holds_whole_blocks_and_never_the_last_token():
 
 def test_a_cached_prefix_leaves_its_keys_to_the_attention_only():
     """A lone 2048-token prompt with 1024 cached is one iteration of 1024 tokens whose chunk
-    attends to 1024 cached keys too: the time of the 1024-token prompt plus, per layer, the
-    attention's extra 2p/c = 2 times its self-attention (the cost model's chunk rule)."""
+    attends to 1024 cached keys too: the time of the 1024-token prompt with, per layer, the
+    attention of a 2048-token prefill for 3/4 of its pairs (c^2 + 2 c p of (c + p)^2) in place
+    of the 1024-token one (the cost model's chunk rule; its floor, reading 1024 cached tokens
+    as a decode does, is far below)."""
     pool = Pool("sarathi", max_batch_tokens=4096)
     cached = Deployment(LLAMA8B, H100, pool, prefix_hit=0.5)
     short = Deployment(LLAMA8B, H100, pool)
     with_cache = simulate_deployment(cached, one(2048)).first_token_ns[0]
     half = simulate_deployment(short, one(1024)).first_token_ns[0]
     cost = pool_costs(short, 2048)[0]
-    extra_s = LLAMA8B.layers * cost.prefill_attention_s[1024] * 2.0
+    chunk_s = cost.prefill_attention_s[2048] * 0.75
+    assert chunk_s > cost.decode_attention_per_token_s * 1024
+    extra_s = LLAMA8B.layers * (chunk_s - cost.prefill_attention_s[1024])
     assert with_cache - half == pytest.approx(extra_s * 1e9, abs=2)
     assert with_cache < simulate_deployment(short, one(2048)).first_token_ns[0]
 

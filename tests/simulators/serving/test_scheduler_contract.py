@@ -96,11 +96,15 @@ def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
         for pool in (below_cap, below_request):
             check_served(simulate_deployment(Deployment(LLAMA8B, H100, pool), requests), requests)
         return
+    if scheduler.start_checks == "sglang":  # SGLang chunks any prompt and checks no budget
+        for pool in (below_cap, below_request):
+            check_served(simulate_deployment(Deployment(LLAMA8B, H100, pool), requests), requests)
+        return
     if scheduler.start_checks == "tensorrt_llm":
         with pytest.raises(
             PlanError,
             match=rf"^scheduler {scheduler.name}: max_batch_tokens 999 is below the longest prompt \(1000 tokens\); "
-            r".*allowed: max_batch_tokens >= 1000, or a scheduler with chunked prefill \(sarathi\)$",
+            r".*allowed: max_batch_tokens >= 1000, or a scheduler with chunked prefill \(sglang, sarathi\)$",
         ):
             simulate_deployment(Deployment(LLAMA8B, H100, Pool(scheduler.name, max_batch_tokens=999)), requests)
         fits = Pool(scheduler.name, max_batch_requests=64, max_batch_tokens=1000)  # no request-cap rule
@@ -116,7 +120,7 @@ def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
         with pytest.raises(
             PlanError,
             match=rf"^scheduler {scheduler.name}: max_batch_tokens 1499 is below the longest request \(1500 tokens\); "
-            r".*allowed: max_batch_tokens >= 1500, or a scheduler with chunked prefill \(sarathi\)$",
+            r".*allowed: max_batch_tokens >= 1500, or a scheduler with chunked prefill \(sglang, sarathi\)$",
         ):
             simulate_deployment(Deployment(LLAMA8B, H100, below_request), requests)
         fits = Pool(scheduler.name, max_batch_requests=8, max_batch_tokens=1500)
@@ -164,7 +168,7 @@ def test_disaggregated_pools_serve_every_request(scheduler):
         behind = Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name, count=2))
         check_served(simulate_deployment(behind, requests), requests)
     else:
-        with pytest.raises(SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, trtllm, sarathi"):
+        with pytest.raises(SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, trtllm, sglang, sarathi"):
             Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name))
 
 
@@ -186,12 +190,12 @@ def test_the_toy_scheduler_admits_one_whole_prompt_an_iteration(monkeypatch):
 
 def test_an_unknown_scheduler_is_one_line_naming_the_registered_ones():
     with pytest.raises(
-        SpecError, match="^scheduler: 'vlm' is not a known scheduler .*; allowed: static, orca, vllm, trtllm, sarathi$"
+        SpecError, match="^scheduler: 'vlm' is not a known scheduler .*; allowed: static, orca, vllm, trtllm, sglang, sarathi$"
     ):
         Pool("vlm")
     with pytest.raises(SpecError, match="static_batch takes no other trait"):
         Scheduler("broken", "a static batch that pages", static_batch=True, paged=True)
-    with pytest.raises(SpecError, match="chunked_prefill needs mixed and token_budget"):
+    with pytest.raises(SpecError, match="chunked_prefill needs token_budget"):
         Scheduler("broken", "chunks without a budget", paged=True, mixed=True, chunked_prefill=True)
 
 
@@ -204,7 +208,7 @@ def test_a_scheduler_registered_at_run_time_reaches_the_spec(monkeypatch, write_
     from tests.dse.evaluation.test_serving_study import candidate
 
     text = SERVING_SPEC.replace("scheduler: [vllm, sarathi]", f"scheduler: [{TOY.name}, static]")
-    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: static, orca, vllm, trtllm, sarathi"):
+    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: static, orca, vllm, trtllm, sglang, sarathi"):
         load_study(write_spec(text))
     registered(monkeypatch, SCHEDULERS, TOY)
     resolved = resolve_study(load_study(write_spec(text)))
