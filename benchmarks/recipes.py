@@ -4,7 +4,8 @@ Why: a buyer trusts the plan dse ranks first only if the plans NVIDIA and MLPerf
 tuned by hand come out near the top too. For every public row of ../shared/validation/training.csv
 from a tuned vendor recipe (NeMo and Megatron-Bridge performance summaries, MLPerf Training),
 this builds a study of the same model, GPU type and count, sequence length, precision and
-global batch, with the knobs Megatron-Core offers for that model, evaluates every plan of it
+global batch, with the knobs Megatron-Core offers for that model (and the recipe's own settings: CUDA
+graphs, gradient dtype, Transformer Engine's TP overlap), evaluates every plan of it
 with dse's own evaluator (the exact mode of `dse search`: `SearchSpace.grid` then
 `Evaluator.evaluate_many`), and ranks the feasible plans by predicted step time.
 
