@@ -71,7 +71,7 @@ RECIPE_LAYOUTS = {
     ("DeepSeek-V3", 8, 2): _DSV3_BY_4,
     ("DeepSeek-V3", 4, 4): _DSV3_BY_4,
 }
-BF16_GRADIENT_SOURCES = ("megatron_bridge", "nemo_24.07")
+BF16_GRADIENT_SOURCES = ("megatron_bridge", "nemo_24.07", "nemo_25.")
 # Transformer Engine's tensor-parallel overlap (Megatron's --tp-comm-overlap), on only where a
 # recipe's own configuration says so: the row's notes ("TP comm overlap" / "... off", quoting
 # Megatron-Bridge's configs); MLPerf Training v3.0 GPT-3 (the submissions' config_DGXH100_*.sh
@@ -259,7 +259,9 @@ def build_plan(
     # configs/<model>/*_llm_pretrain.py at v0.4.0 and v0.5.0: cfg.ddp.grad_reduce_in_fp32 = False)
     # and NeMo 24.07's launcher configs (NeMo-Framework-Launcher launcher_scripts/conf/training/
     # nemotron/nemotron_340b.yaml: optim.grad_sync_dtype bf16; its H100 examples pass
-    # +training.model.optim.grad_sync_dtype=bf16).
+    # +training.model.optim.grad_sync_dtype=bf16) and NeMo 2.0's (25.x) performance scripts for fp8
+    # runs (NVIDIA/NeMo scripts/performance/llm/pretrain_gpt3_175b.py and pretrain_mixtral_8x22b.py:
+    # bf16_with_fp8_mixed() with grad_reduce_in_fp32 = False; every NeMo 25.x row is fp8).
     bf16_grads = row["source"].startswith(BF16_GRADIENT_SOURCES)
     if bf16_grads:
         assumptions.append("NVIDIA performance recipe: gradients reduced in bf16")
