@@ -2,7 +2,6 @@
 any decode (a prompt's next chunk first), and the chunk size SGLang picks from the GPU's memory."""
 
 import numpy as np
-import pytest
 
 from simulators.hardware import get_gpu
 from simulators.models import get_model
@@ -41,13 +40,3 @@ def test_decodes_wait_while_a_long_prompt_is_prefilled_in_its_own_iterations():
     gaps = {name: run(name, requests).gaps_ns[:199] for name in ("sglang", "sarathi")}
     assert gaps["sglang"].max() >= 3 * gaps["sarathi"].max()
     assert gaps["sglang"].sum() > gaps["sarathi"].sum()
-
-
-@pytest.mark.parametrize("scheduler", ["sglang"])
-def test_every_token_of_a_busy_stream_is_delivered(scheduler):
-    rng = np.random.default_rng(5)
-    n = 200
-    requests = Requests(np.sort(rng.uniform(0, 8, n)), rng.integers(16, 6000, n), rng.integers(1, 300, n))
-    result = run(scheduler, requests)
-    assert len(result.gaps_ns) == int((requests.output_tokens - 1).sum())
-    assert (result.done_ns >= result.first_token_ns).all()
