@@ -3,7 +3,8 @@
 Why: before a serving study ranks deployments, we need to know how far the simulator is from
 real engines. This replays every row of ../shared/validation/serving.csv (see its README) it
 can: offline rows (all requests submitted at once, fixed lengths) as a backlog served with
-in-flight batching (chunked prefill with TensorRT-LLM's default token budget of 8,192), static
+in-flight batching (chunked prefill with TensorRT-LLM's default token budget of 8,192 and its
+default capacity policy: a request starts when its prompt + output fit the KV cache), static
 rows as one static batch of `concurrency` requests, MLPerf Server rows (open loop at `qps`, several
 replicas, lengths from a data set) as in benchmarks/_server_rows.py; it prints predicted vs
 measured per row, the error (predicted / measured - 1), summaries per metric and per source, the
@@ -45,6 +46,11 @@ MODELS = {
     "mixtral-8x7b": "mixtral-8x7b",
 }
 INFLIGHT_TOKEN_BUDGET = 8192  # TensorRT-LLM's default max_num_tokens
+# TensorRT-LLM's default capacity policy, GUARANTEED_NO_EVICT (simulators/serving/_schedulers.py): the
+# perf-overview runs set only CUDA graphs and the KV-cache fraction (docs/source/performance/perf-overview.md,
+# llm_options.yml), and trtllm-bench gives every request its exact output length, so reserving prompt +
+# output at admission is what the engine does.
+INFLIGHT_SCHEDULER = "trtllm_no_evict"
 INFLIGHT_MAX_REQUESTS = 2048  # TensorRT-LLM's largest default max_batch_size; KV capacity binds first
 
 
@@ -110,7 +116,11 @@ def predict(
     elif not row["concurrency"] and not row["qps"]:
         n = offline_requests
         pool = Pool(
-            "sarathi", tp=tp, pp=pp, max_batch_requests=INFLIGHT_MAX_REQUESTS, max_batch_tokens=INFLIGHT_TOKEN_BUDGET
+            INFLIGHT_SCHEDULER,
+            tp=tp,
+            pp=pp,
+            max_batch_requests=INFLIGHT_MAX_REQUESTS,
+            max_batch_tokens=INFLIGHT_TOKEN_BUDGET,
         )
     else:
         raise Skip("closed-loop load")
@@ -180,6 +190,11 @@ def main() -> None:
     _summary("all rows", [e for *_, e in results])
     for source, errors in by_source.items():
         _summary(source, errors)
+    fixed = [(row, e) for row, _, _, e in results if row["input_len"] and row["output_len"]]
+    for label, heavy in (("decode-heavy (output >= input)", True), ("prefill-heavy (output < input)", False)):
+        errors = [e for row, e in fixed if (int(row["output_len"]) >= int(row["input_len"])) == heavy]
+        if errors:
+            _summary(label, errors)
     print("per metric")
     for metric, errors in by_metric.items():
         _summary(metric, errors)

@@ -10,6 +10,11 @@ cached) and decodes (one new token each against a cache of L tokens). Per layer,
   length at fixed c, so the time is the c-query self-attention time x (1 + 2p / c);
 - decode attention: one kernel for all decodes, memory-bound on the KV cache it reads: a fixed
   launch cost plus a cost per cached token, both from `attention_time_s`.
+Decode's constants: its weight and KV reads stream at the GPU's `hbm_efficiency` (the STREAM-copy
+fraction, 0.87 of peak on H100, 0.79 on A100), which Vidur's profiled decode GEMMs reproduce within
+6% (tests/simulators/hardware/test_decode_gemm_bandwidth.py); the best published decode-attention
+kernels read a few per cent faster (gpus.yaml, hbm_efficiency); each kernel adds a fixed launch
+cost; GEMMs that are not memory-bound run at the stack's compute fraction.
 The last stage adds the logit GEMM for the sequences that produce a token; a stage boundary adds
 one activation send. A request's batch passes the pp stages one after another; a new batch can
 enter the first stage as soon as it is free, so pp batches can be in flight.

@@ -94,6 +94,10 @@ class Scheduler:
 # SGLang's (any chunk size; default by the GPU's memory: 2048 below 35 GiB, 8192 below 160 GiB,
 # 16384 above: sglang/srt/server_args.py, chunked_prefill_size).
 START_CHECKS = ("vllm", "tensorrt_llm", "sglang")
+# TensorRT-LLM's capacity policies (docs/source/performance/performance-tuning-guide/useful-runtime-flags.md,
+# "Capacity Scheduler Policy"; llmapi SchedulerConfig.capacity_scheduler_policy): GUARANTEED_NO_EVICT, the
+# default, starts a request only when it can finish without being paused; MAX_UTILIZATION packs as many as
+# fit now and pauses requests when the KV cache runs out ("trtllm" below, as vLLM preempts).
 
 SCHEDULERS: Registry[Scheduler] = Registry("scheduler")
 
@@ -137,13 +141,26 @@ for _scheduler in (
     ),
     Scheduler(
         "trtllm",
-        "TensorRT-LLM: in-flight batching of whole contexts beside generations on a paged KV cache, "
-        "within max_num_tokens (context chunking off)",
+        "TensorRT-LLM, MAX_UTILIZATION capacity policy: in-flight batching of whole contexts beside "
+        "generations on a paged KV cache, requests paused (recomputed) when it is full, within max_num_tokens "
+        "(context chunking off)",
         paged=True,
         mixed=True,
         token_budget=True,
         start_checks="tensorrt_llm",
         aliases=("tensorrt-llm", "tensorrt_llm"),
+    ),
+    Scheduler(
+        "trtllm_no_evict",
+        "TensorRT-LLM's default GUARANTEED_NO_EVICT capacity policy with context chunking: a request starts "
+        "only when its prompt + output fit in the KV cache (never paused); context chunks fill max_num_tokens "
+        "beside the generations",
+        mixed=True,
+        token_budget=True,
+        chunked_prefill=True,
+        decode_scheduler="trtllm",
+        start_checks="tensorrt_llm",
+        aliases=("guaranteed_no_evict",),
     ),
     Scheduler(
         "sglang",

@@ -20,6 +20,7 @@ from simulators.serving import (
 from simulators.serving._deployment import pool_costs
 
 H100, LLAMA8B = get_gpu("H100-SXM"), get_model("llama3-8b")
+REGISTERED = "static, orca, vllm, trtllm, trtllm_no_evict, sglang, sarathi"  # in registration order
 # A combination no entry has: whole prompts beside the decodes (Orca) on a paged cache within a
 # token budget, never chunked: a prompt that does not fit what the decodes left waits.
 TOY = Scheduler(
@@ -100,11 +101,16 @@ def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
         for pool in (below_cap, below_request):
             check_served(simulate_deployment(Deployment(LLAMA8B, H100, pool), requests), requests)
         return
+    if scheduler.start_checks == "tensorrt_llm" and scheduler.chunked_prefill:  # chunked contexts: no limit
+        for pool in (below_cap, Pool(scheduler.name, max_batch_tokens=999)):
+            check_served(simulate_deployment(Deployment(LLAMA8B, H100, pool), requests), requests)
+        return
     if scheduler.start_checks == "tensorrt_llm":
         with pytest.raises(
             PlanError,
             match=rf"^scheduler {scheduler.name}: max_batch_tokens 999 is below the longest prompt \(1000 tokens\); "
-            r".*allowed: max_batch_tokens >= 1000, or a scheduler with chunked prefill \(sglang, sarathi\)$",
+            r".*allowed: max_batch_tokens >= 1000, or a scheduler with chunked prefill "
+            r"\(trtllm_no_evict, sglang, sarathi\)$",
         ):
             simulate_deployment(Deployment(LLAMA8B, H100, Pool(scheduler.name, max_batch_tokens=999)), requests)
         fits = Pool(scheduler.name, max_batch_requests=64, max_batch_tokens=1000)  # no request-cap rule
@@ -120,7 +126,8 @@ def test_limits_the_engine_would_refuse_are_refused_with_the_reason(scheduler):
         with pytest.raises(
             PlanError,
             match=rf"^scheduler {scheduler.name}: max_batch_tokens 1499 is below the longest request \(1500 tokens\); "
-            r".*allowed: max_batch_tokens >= 1500, or a scheduler with chunked prefill \(sglang, sarathi\)$",
+            r".*allowed: max_batch_tokens >= 1500, or a scheduler with chunked prefill "
+            r"\(trtllm_no_evict, sglang, sarathi\)$",
         ):
             simulate_deployment(Deployment(LLAMA8B, H100, below_request), requests)
         fits = Pool(scheduler.name, max_batch_requests=8, max_batch_tokens=1500)
@@ -148,6 +155,29 @@ def test_the_kv_cache_never_overflows_and_only_paging_preempts(scheduler):
         assert result.metrics["preemptions"] == 0  # memory for prompt + output is reserved up front
 
 
+def test_guaranteed_no_evict_admits_what_fits_whole_and_never_pauses():
+    """TensorRT-LLM's default capacity policy: a backlog of identical requests runs floor(blocks /
+    blocks per whole request) at a time, each holding prompt + output from admission, and none is
+    paused; the paged scheduler on the same cache admits more and preempts."""
+    prompt, output, n = 300, 900, 120
+    requests = Requests(np.zeros(n), np.full(n, prompt), np.full(n, output))
+
+    def run(name):
+        pool = Pool(name, max_batch_requests=256, max_batch_tokens=4096)
+        deployment = Deployment(LLAMA8B, H100, pool, memory_fraction=0.2)
+        return simulate_deployment(deployment, requests), pool_costs(deployment, prompt)[0]
+
+    no_evict, cost = run("trtllm_no_evict")
+    check_served(no_evict, requests)
+    per_request = -(-(prompt + output) // cost.block_tokens)
+    fits = cost.kv_blocks // per_request
+    assert 1 < fits < n  # the cache, not the request cap, binds
+    assert no_evict.engine.peak_blocks[0] == fits * per_request
+    assert no_evict.metrics["preemptions"] == 0
+    paged, _ = run("sarathi")
+    assert paged.metrics["preemptions"] > 0 and paged.metrics["batch_size_mean"] > no_evict.metrics["batch_size_mean"]
+
+
 def test_a_run_is_a_pure_function_of_its_inputs(scheduler):
     deployment = Deployment(LLAMA8B, H100, Pool(scheduler.name, count=3), router="random")
     requests = mixed(n=150)
@@ -168,7 +198,9 @@ def test_disaggregated_pools_serve_every_request(scheduler):
         behind = Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name, count=2))
         check_served(simulate_deployment(behind, requests), requests)
     else:
-        with pytest.raises(SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, trtllm, sglang, sarathi"):
+        with pytest.raises(
+            SpecError, match="^decode.scheduler: .* is not allowed; allowed: vllm, trtllm, sglang, sarathi"
+        ):
             Deployment(LLAMA8B, H100, Pool("sarathi"), decode=Pool(scheduler.name))
 
 
@@ -189,9 +221,7 @@ def test_the_toy_scheduler_admits_one_whole_prompt_an_iteration(monkeypatch):
 
 
 def test_an_unknown_scheduler_is_one_line_naming_the_registered_ones():
-    with pytest.raises(
-        SpecError, match="^scheduler: 'vlm' is not a known scheduler .*; allowed: static, orca, vllm, trtllm, sglang, sarathi$"
-    ):
+    with pytest.raises(SpecError, match=f"^scheduler: 'vlm' is not a known scheduler .*; allowed: {REGISTERED}$"):
         Pool("vlm")
     with pytest.raises(SpecError, match="static_batch takes no other trait"):
         Scheduler("broken", "a static batch that pages", static_batch=True, paged=True)
@@ -208,7 +238,7 @@ def test_a_scheduler_registered_at_run_time_reaches_the_spec(monkeypatch, write_
     from tests.dse.evaluation.test_serving_study import candidate
 
     text = SERVING_SPEC.replace("scheduler: [vllm, sarathi]", f"scheduler: [{TOY.name}, static]")
-    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: static, orca, vllm, trtllm, sglang, sarathi"):
+    with pytest.raises(Exception, match=f"'{TOY.name}' is not allowed; allowed: {REGISTERED}"):
         load_study(write_spec(text))
     registered(monkeypatch, SCHEDULERS, TOY)
     resolved = resolve_study(load_study(write_spec(text)))
