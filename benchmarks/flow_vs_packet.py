@@ -31,11 +31,13 @@ ACKs, for context.
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 from packet_vs_ns3 import CASES
 
 from simulators.fidelity._contention import group_flows
+from simulators.flow import MODELS
 from simulators.flow import simulate as simulate_flows
 from simulators.hardware import get_gpu
 from simulators.network import Fabric, fabric_graph, fabric_links
@@ -87,6 +89,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-large", action="store_true", help="skip the two 512-GPU runs (~1 minute of packet CPU)")
     parser.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default="fifo",
+        help="the flow simulator's model (fifo: queues that hold what line-rate senders send, as the packet run does)",
+    )
+    parser.add_argument(
         "--transports", action="store_true", help="also the makespans with PFC alone and with DCQCN (~2x the time)"
     )
     args = parser.parse_args()
@@ -96,7 +104,7 @@ def main() -> None:
         if not (args.skip_large and name in LARGE):
             cases[name] = (False, lambda spec=spec: collective(*spec))
     warm = scenarios.incast(2, 10_000)
-    simulate_flows(warm[0], warm[1])
+    simulate_flows(warm[0], warm[1], model=args.model)
     simulate_packets(warm[0], warm[1], LINE, warm[2])
     differences: dict[str, float] = {}
     cpu = {"packet": 0.0, "flow": 0.0}
@@ -109,7 +117,7 @@ def main() -> None:
     for name, (_, build) in cases.items():
         links, flows, switches, *build_s = build()
         packet, packet_cpu = timed(simulate_packets, links, flows, LINE, switches)
-        flow, flow_cpu = timed(simulate_flows, links, flows)
+        flow, flow_cpu = timed(functools.partial(simulate_flows, model=args.model), links, flows)
         packet_s, flow_s = packet.finish_s.max(), flow.finish_s.max()
         differences[name] = flow_s / packet_s - 1
         cpu["packet"] += packet_cpu
