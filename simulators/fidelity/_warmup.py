@@ -35,7 +35,9 @@ def warm_up(levels: Sequence[str]) -> None:
     """Run the small candidate through each of `levels` (names of LEVELS)."""
     candidate = small_candidate()
     for name in levels:
-        LEVELS.lookup(name, "level").congestion_factors(candidate, FABRIC, _CAP_BYTES)
+        level = LEVELS.lookup(name, "level")
+        for variant in level.variants() if isinstance(level, SimulatedLevel) else (level,):
+            variant.congestion_factors(candidate, FABRIC, _CAP_BYTES)
 
 
 def compiled(levels: Sequence[str]) -> bool:

@@ -1,8 +1,8 @@
 """A flow-level run from plain values: links and flows with paths and dependencies
 (simulators.network.Link, Flow), the inputs the packet simulator takes (less its RoCE settings
-and switches: a fluid has no queues to buffer, pause or mark). What is modelled, and what is
-not, is in _engine.py's docstring: max-min fair rates, a store-and-forward tail per flow, the
-packet engine's dependency rule."""
+and switches: nothing is paused, marked or dropped). What is modelled, and what is not, is in
+_engine.py's docstring: FIFO queues or max-min fair rates, a store-and-forward tail per flow,
+the packet engine's dependency rule."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulators._errors import SpecError
-from simulators.flow._engine import PS_PER_S, Links, simulate_flows, simulate_queued
+from simulators.flow._engine import PS_PER_S, Links, simulate_buffered, simulate_flows
 from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
 
@@ -36,7 +36,7 @@ class FlowResult(RunTimes):
 # How links share their bandwidth (simulators/flow/_engine.py): FIFO queues that hold every byte
 # sent to them (a lossless fabric whose senders go at line rate), or max-min fair rates without
 # queues (a transport that keeps queues short).
-MODELS = {"fifo": simulate_queued, "max_min": simulate_flows}
+MODELS = {"fifo": simulate_buffered, "max_min": simulate_flows}
 
 
 def simulate(links: Sequence[Link], flows: Sequence[Flow] | FlowArrays, *, model: str) -> FlowResult:
