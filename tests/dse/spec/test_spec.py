@@ -124,7 +124,9 @@ def replace(*pairs):
         ),
         (TINY_SPEC + "cost: {cloud_tier: spot}\n", "cost.cloud_tier: 'spot' is not allowed", "allowed: neocloud"),
         (  # a GPU of the user's own file has no server price in the default book
-            replace("gpu: [H100-SXM]", f"gpu: [Toy-1]\n  gpu_catalog: {TOY_GPUS}", "usd_per_mtok", "owned_usd_per_mtok"),
+            replace(
+                "gpu: [H100-SXM]", f"gpu: [Toy-1]\n  gpu_catalog: {TOY_GPUS}", "usd_per_mtok", "owned_usd_per_mtok"
+            ),
             "cost.server_usd.Toy-1: owned_usd_per_mtok needs a server price",
             "give one",
         ),
@@ -339,3 +341,19 @@ def test_a_serving_study_refuses_fabric_failures_it_would_not_model(write_spec):
         "  gpu: [H100-SXM]\n  fabric: {failures: {switches: {spine: 1}, ecmp_convergence_s: 1}}\n",
     )
     assert "hardware.fabric.failures: not allowed in a serving study" in error_of(write_spec, text)
+
+
+@pytest.mark.parametrize(
+    "fidelity, model",
+    [
+        ("", "max_min"),  # the packet level's default transport, DCQCN, keeps queues short
+        ("fidelity: {packet: {congestion_control: none}}\n", "fifo"),  # PFC alone: queues hold
+        ("fidelity: {packet: null}\n", "max_min"),  # the packet level's defaults
+        ("fidelity: {flow: {model: fifo}}\n", "fifo"),  # set, it stays
+        ("fidelity: {flow: {model: max_min}, packet: {congestion_control: none}}\n", "max_min"),
+    ],
+)
+def test_the_flow_levels_model_matches_the_packet_levels_transport_unless_set(write_spec, fidelity, model):
+    study = load_study(write_spec(extra=fidelity))
+    assert study.fidelity.flow.model == model
+    assert dict(study.fidelity.levels())["flow"].options() == {"model": model}
