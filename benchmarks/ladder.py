@@ -10,8 +10,7 @@ of the candidates it evaluated, by its own metrics; the best plan is the front's
 time. "flow within x% of packet" is the largest relative difference of the step time between
 the two levels over the candidates both evaluated. `--congestion-control` sets the packet level's
 (fidelity.packet.congestion_control: `none` is PFC alone), `--flow-model` the flow level's model
-(fidelity.flow.model); unset, the spec picks the one matching the packet level (max-min for
-DCQCN, fifo for PFC alone).
+(fidelity.flow.model; unset, the spec's default, fifo).
 
     python benchmarks/ladder.py [--ray-address off|local] [--congestion-control NAME] [--flow-model fifo|max_min]
 """

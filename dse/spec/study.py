@@ -56,14 +56,14 @@ class LevelSettings(Frozen):
 
 class FlowFidelity(LevelSettings):
     """The step's concurrent flows as fluids sharing the fabric's links by `model`
-    (simulators.flow.MODELS): `max_min`, fair rates without queues, or `fifo`, queues that hold
-    what senders at line rate send. Unset, the one that matches the packet level's transport
-    (Fidelity fills it in)."""
+    (simulators.flow.MODELS): `fifo`, queues that hold what senders at line rate send (what the
+    packet level's RoCE fabric does on the capped messages of a ladder, DCQCN or not), or
+    `max_min`, fair rates without queues (a transport that keeps queues short)."""
 
     top: int = Field(default=24, ge=1, le=10_000)
     budget_s: float = Field(default=60.0, gt=0, le=1e7)
     message_cap_mb: float = Field(default=16.0, gt=0, le=1e6)
-    model: Literal["fifo", "max_min"] | None = None
+    model: Literal["fifo", "max_min"] = "fifo"
 
 
 class PacketFidelity(LevelSettings):
@@ -92,18 +92,6 @@ class Fidelity(Frozen):
     flow: FlowFidelity | None = FlowFidelity()
     packet: PacketFidelity | None = PacketFidelity()
     validate_top: int = Field(default=0, ge=0, le=1000)
-
-    @model_validator(mode="after")
-    def _flow_model(self) -> Fidelity:
-        """An unset flow model is the packet level's fabric (its defaults' when it is off): FIFO
-        queues behind senders at line rate when it runs no congestion control, max-min when it
-        does (congestion control keeps queues short; benchmarks/RESULTS.md, "Flow level against
-        the packet level")."""
-        if self.flow is not None and self.flow.model is None:
-            packet = self.packet or PacketFidelity()
-            model = "fifo" if packet.congestion_control == "none" else "max_min"
-            object.__setattr__(self, "flow", self.flow.model_copy(update={"model": model}))
-        return self
 
     def levels(self) -> list[tuple[str, LevelSettings]]:
         """The levels to climb, cheapest first, with their settings."""

@@ -2,11 +2,12 @@
 on the fabric graph with ECMP routes (adaptive routing, where the family has it, as load spread
 over every equal-cost path). No PFC or congestion control: it sees where routes collide and
 links are oversubscribed, in a fraction of the packet level's time. Its `model` says how a link
-is shared (simulators.flow.MODELS): max-min fair rates without queues by default, the fabric of
-the packet level's default transport (DCQCN keeps queues short, and slows senders further
-besides); `fifo`, queues that hold all that senders at line rate send, the fabric of a packet
-level without congestion control (PFC alone, or line rate), which it meets within 0.2 %
-(benchmarks/flow_vs_packet.py). The simulator loads on first use."""
+is shared (simulators.flow.MODELS): `fifo` by default, queues that hold all that senders at line
+rate send, which meets the packet engine without congestion control within 0.2 %
+(benchmarks/flow_vs_packet.py) and the packet level's DCQCN on a ladder's capped messages
+(DCQCN has hardly cut a rate by their end) better than max-min does; `max_min`, fair rates
+without queues, the fabric of a transport that keeps queues short. The simulator loads on
+first use."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from simulators.network import FlowArrays, Link
 class FlowLevel(SimulatedLevel):
     name = "flow"
     spreads_adaptive_routing = True  # a fluid spreads over every equal-cost path as per-packet AR does
-    model: str = "max_min"
+    model: str = "fifo"
 
     def configured(self, options: Mapping[str, Any]) -> NetworkLevel:
         from simulators.flow import MODELS

@@ -345,15 +345,13 @@ def test_a_serving_study_refuses_fabric_failures_it_would_not_model(write_spec):
 
 @pytest.mark.parametrize(
     "fidelity, model",
-    [
-        ("", "max_min"),  # the packet level's default transport, DCQCN, keeps queues short
-        ("fidelity: {packet: {congestion_control: none}}\n", "fifo"),  # PFC alone: queues hold
-        ("fidelity: {packet: null}\n", "max_min"),  # the packet level's defaults
-        ("fidelity: {flow: {model: fifo}}\n", "fifo"),  # set, it stays
-        ("fidelity: {flow: {model: max_min}, packet: {congestion_control: none}}\n", "max_min"),
-    ],
+    [("", "fifo"), ("fidelity: {flow: {model: max_min}}\n", "max_min"), ("fidelity: {flow: {model: fifo}}\n", "fifo")],
 )
-def test_the_flow_levels_model_matches_the_packet_levels_transport_unless_set(write_spec, fidelity, model):
+def test_the_flow_levels_model_reaches_the_level(write_spec, fidelity, model):
     study = load_study(write_spec(extra=fidelity))
-    assert study.fidelity.flow.model == model
     assert dict(study.fidelity.levels())["flow"].options() == {"model": model}
+
+
+def test_an_unknown_flow_model_is_one_line_naming_the_field(write_spec):
+    message = error_of(write_spec, TINY_SPEC + "fidelity: {flow: {model: wfq}}\n")
+    assert message.startswith("fidelity.flow.model"), message
