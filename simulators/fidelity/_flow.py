@@ -45,12 +45,7 @@ class FlowLevel(SimulatedLevel):
     def kernels(self) -> tuple:
         from simulators.flow._engine import simulate_flows, simulate_queued
 
-        return (simulate_flows, simulate_queued)
-
-    def variants(self) -> tuple[SimulatedLevel, ...]:
-        from simulators.flow import MODELS
-
-        return tuple(FlowLevel(model) for model in MODELS)
+        return (simulate_queued if self.model == "fifo" else simulate_flows,)
 
 
 register(FlowLevel())

@@ -56,14 +56,9 @@ class SimulatedLevel(NetworkLevel):
         """Seconds until the last of `flows` completes on `links`."""
 
     def kernels(self) -> tuple[Any, ...]:
-        """The compiled (numba) entry points this level runs in any of its variants, loaded on
-        call; the warm-up (simulators/fidelity/_warmup.py) looks for them in numba's disk cache.
-        None by default."""
+        """The compiled (numba) entry points this level runs, loaded on call; the warm-up
+        (simulators/fidelity/_warmup.py) looks for them in numba's disk cache. None by default."""
         return ()
-
-    def variants(self) -> tuple[SimulatedLevel, ...]:
-        """This level configured each way that runs a kernel of its own (the warm-up runs each)."""
-        return (self,)
 
     def congestion_factors(
         self, candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int

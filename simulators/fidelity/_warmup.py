@@ -35,9 +35,7 @@ def warm_up(levels: Sequence[str]) -> None:
     """Run the small candidate through each of `levels` (names of LEVELS)."""
     candidate = small_candidate()
     for name in levels:
-        level = LEVELS.lookup(name, "level")
-        for variant in level.variants() if isinstance(level, SimulatedLevel) else (level,):
-            variant.congestion_factors(candidate, FABRIC, _CAP_BYTES)
+        LEVELS.lookup(name, "level").congestion_factors(candidate, FABRIC, _CAP_BYTES)
 
 
 def compiled(levels: Sequence[str]) -> bool:
