@@ -1,20 +1,21 @@
 """The flow simulator against the packet simulator at line rate: makespans and CPU seconds.
 
-Why: issue 16 puts a flow level (max-min fair fluid, simulators.flow) between the analytical
-model and the packet level, and asks that it agrees with the packet engine within 5 % where
-transfers are bandwidth-bound at >= 100x less CPU. Scenarios: the ns-3 reference scenarios
+Why: issue 16 puts a flow level (a fluid, simulators.flow) between the analytical model and the
+packet level, and asks that it agrees with the packet engine within 5 % where transfers are
+bandwidth-bound at >= 100x less CPU. Scenarios: the ns-3 reference scenarios
 (benchmarks/packet_vs_ns3.py: p2p, incast, leaf-spine), then collectives at 16-512 GPUs of
 H100-SXM servers (8 GPUs, 8 NICs of 400 Gb/s) on fabric graphs, every group of a placement
 running at once with ECMP routes, as the fidelity levels run a candidate's groups
 (simulators/fidelity/_contention.py). The packet engine runs at line rate (no congestion
-control, PFC or ECN, unlimited buffers: RoceSettings.line_rate()), the reference a fluid model
-approximates. CPU is time.process_time of one run of each, after a warm-up call that loads the
-compiled kernels; both engines take the collectives as the arrays simulators.network
-.collective_flows lays out (the ladder's levels build them once per collective and hand them to
-either engine), so each side's CPU includes the checks of those arrays against the links, and the
-`build s` column is that layout (the schedule's columns are cached per group shape, as a level
-reuses them from one candidate to the next; the reference scenarios are Flow values, converted by
-each engine). Message sizes are capped so that no packet
+control, PFC or ECN, unlimited buffers: RoceSettings.line_rate()); the flow simulator runs
+`--model` (simulators.flow.MODELS: `fifo` by default, its model of that fabric, FIFO queues
+behind senders at line rate; `max_min`, fair rates without queues). CPU is time.process_time of
+one run of each, after a warm-up call that loads the compiled kernels; both engines take the
+collectives as the arrays simulators.network.collective_flows lays out (the ladder's levels
+build them once per collective and hand them to either engine), so each side's CPU includes the
+checks of those arrays against the links, and the `build s` column is that layout (the
+schedule's columns are cached per group shape, as a level reuses them from one candidate to the
+next; the reference scenarios are Flow values, converted by each engine). Message sizes are capped so that no packet
 run takes more than about half a minute (256 MiB up to 256 GPUs; at 512, 64 MiB for eight
 64-rank rings and 128 MiB for one 512-rank ring); the whole benchmark takes about three minutes
 on one core (one with --skip-large). Ends with `max relative difference <x>% over <n>
@@ -25,17 +26,19 @@ the least ratio of one scenario: the smallest runs are fixed overhead on both si
 and with DCQCN (RoceSettings' defaults, what the packet level runs), both without per-packet
 ACKs, for context.
 
-    python benchmarks/flow_vs_packet.py [--skip-large]
+    python benchmarks/flow_vs_packet.py [--skip-large] [--model fifo|max_min] [--transports]
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 
 from packet_vs_ns3 import CASES
 
 from simulators.fidelity._contention import group_flows
+from simulators.flow import MODELS
 from simulators.flow import simulate as simulate_flows
 from simulators.hardware import get_gpu
 from simulators.network import Fabric, fabric_graph, fabric_links
@@ -87,6 +90,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--skip-large", action="store_true", help="skip the two 512-GPU runs (~1 minute of packet CPU)")
     parser.add_argument(
+        "--model",
+        choices=sorted(MODELS),
+        default="fifo",
+        help="the flow simulator's model (fifo: queues that hold what line-rate senders send, as the packet run does)",
+    )
+    parser.add_argument(
         "--transports", action="store_true", help="also the makespans with PFC alone and with DCQCN (~2x the time)"
     )
     args = parser.parse_args()
@@ -96,20 +105,20 @@ def main() -> None:
         if not (args.skip_large and name in LARGE):
             cases[name] = (False, lambda spec=spec: collective(*spec))
     warm = scenarios.incast(2, 10_000)
-    simulate_flows(warm[0], warm[1])
+    simulate_flows(warm[0], warm[1], model=args.model)
     simulate_packets(warm[0], warm[1], LINE, warm[2])
     differences: dict[str, float] = {}
     cpu = {"packet": 0.0, "flow": 0.0}
     ratios: dict[str, float] = {}
     print(
         f"{'scenario':30} {'flows':>7} {'packet ms':>9} {'flow ms':>9} {'rel diff':>8} "
-        f"{'packet cpu s':>12} {'flow cpu s':>10} {'ratio':>6} {'build s':>7} {'recomputations':>14}"
+        f"{'packet cpu s':>12} {'flow cpu s':>10} {'ratio':>6} {'build s':>7} {'updates':>14}"
         + "".join(f" {name:>9}" for name in others)
     )
     for name, (_, build) in cases.items():
         links, flows, switches, *build_s = build()
         packet, packet_cpu = timed(simulate_packets, links, flows, LINE, switches)
-        flow, flow_cpu = timed(simulate_flows, links, flows)
+        flow, flow_cpu = timed(functools.partial(simulate_flows, model=args.model), links, flows)
         packet_s, flow_s = packet.finish_s.max(), flow.finish_s.max()
         differences[name] = flow_s / packet_s - 1
         cpu["packet"] += packet_cpu

@@ -8,9 +8,11 @@ engine as `dse search` does: the analytical front and its neighbourhood to the f
 flow front and its neighbourhood to the packet level (PFC, ECN, DCQCN). A level's front is that
 of the candidates it evaluated, by its own metrics; the best plan is the front's best step
 time. "flow within x% of packet" is the largest relative difference of the step time between
-the two levels over the candidates both evaluated.
+the two levels over the candidates both evaluated. `--congestion-control` sets the packet level's
+(fidelity.packet.congestion_control: `none` is PFC alone), `--flow-model` the flow level's model
+(fidelity.flow.model; unset, the spec's default, fifo).
 
-    python benchmarks/ladder.py [--ray-address off|local]
+    python benchmarks/ladder.py [--ray-address off|local] [--congestion-control NAME] [--flow-model fifo|max_min]
 """
 
 from __future__ import annotations
@@ -68,13 +70,17 @@ search: {tp: [1, 2, 4], pp: [1, 2, 4], ep: [1, 2, 4, 8], micro_batch: [1], globa
 PLAN = ("num_gpus", "tp", "pp", "cp", "ep", "micro_batch", "recompute")
 
 
-def run_case(title: str, body: str, ray_address: str) -> tuple[bool, float | None]:
+def run_case(title: str, body: str, args: argparse.Namespace) -> tuple[bool, float | None]:
     """Print the case's front at each level; returns (best plan changed, largest flow-packet gap)."""
     with tempfile.TemporaryDirectory() as tmp:
         raw = yaml.safe_load(COMMON) | yaml.safe_load(body) | {"name": "ladder-case", "output": tmp}
+        if args.flow_model is not None:
+            raw["fidelity"]["flow"]["model"] = args.flow_model
+        if args.congestion_control is not None:
+            raw["fidelity"]["packet"]["congestion_control"] = args.congestion_control
         resolved = resolve_study(parse_study(raw))
         started = time.monotonic()
-        summary = run_search(resolved, RunSettings(Path(tmp), None, ray_address))
+        summary = run_search(resolved, RunSettings(Path(tmp), None, args.ray_address))
         wall_s = time.monotonic() - started
         study = summary.study
         standing = standings(study, resolved)
@@ -115,10 +121,12 @@ def run_case(title: str, body: str, ray_address: str) -> tuple[bool, float | Non
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ray-address", default="off", help="off (in this process) or local")
+    parser.add_argument("--flow-model", choices=["fifo", "max_min"], help="the flow level's model (unset: the spec's)")
+    parser.add_argument("--congestion-control", help="the packet level's (none: PFC alone; unset: the spec's, dcqcn)")
     args = parser.parse_args()
     changed, gaps = 0, []
     for title, body in CASES.items():
-        moved, gap = run_case(title, body, args.ray_address)
+        moved, gap = run_case(title, body, args)
         changed += moved
         gaps += [gap] if gap is not None else []
     worst = f"{max(gaps):.1%}" if gaps else "n/a"

@@ -55,11 +55,15 @@ class LevelSettings(Frozen):
 
 
 class FlowFidelity(LevelSettings):
-    """Max-min fair sharing of the fabric's links among the step's concurrent flows."""
+    """The step's concurrent flows as fluids sharing the fabric's links by `model`
+    (simulators.flow.MODELS): `fifo`, queues that hold what senders at line rate send (what the
+    packet level's RoCE fabric does on the capped messages of a ladder, DCQCN or not), or
+    `max_min`, fair rates without queues (a transport that keeps queues short)."""
 
     top: int = Field(default=24, ge=1, le=10_000)
     budget_s: float = Field(default=60.0, gt=0, le=1e7)
     message_cap_mb: float = Field(default=16.0, gt=0, le=1e6)
+    model: Literal["fifo", "max_min"] = "fifo"
 
 
 class PacketFidelity(LevelSettings):

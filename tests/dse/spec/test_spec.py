@@ -124,7 +124,9 @@ def replace(*pairs):
         ),
         (TINY_SPEC + "cost: {cloud_tier: spot}\n", "cost.cloud_tier: 'spot' is not allowed", "allowed: neocloud"),
         (  # a GPU of the user's own file has no server price in the default book
-            replace("gpu: [H100-SXM]", f"gpu: [Toy-1]\n  gpu_catalog: {TOY_GPUS}", "usd_per_mtok", "owned_usd_per_mtok"),
+            replace(
+                "gpu: [H100-SXM]", f"gpu: [Toy-1]\n  gpu_catalog: {TOY_GPUS}", "usd_per_mtok", "owned_usd_per_mtok"
+            ),
             "cost.server_usd.Toy-1: owned_usd_per_mtok needs a server price",
             "give one",
         ),
@@ -339,3 +341,17 @@ def test_a_serving_study_refuses_fabric_failures_it_would_not_model(write_spec):
         "  gpu: [H100-SXM]\n  fabric: {failures: {switches: {spine: 1}, ecmp_convergence_s: 1}}\n",
     )
     assert "hardware.fabric.failures: not allowed in a serving study" in error_of(write_spec, text)
+
+
+@pytest.mark.parametrize(
+    "fidelity, model",
+    [("", "fifo"), ("fidelity: {flow: {model: max_min}}\n", "max_min"), ("fidelity: {flow: {model: fifo}}\n", "fifo")],
+)
+def test_the_flow_levels_model_reaches_the_level(write_spec, fidelity, model):
+    study = load_study(write_spec(extra=fidelity))
+    assert dict(study.fidelity.levels())["flow"].options() == {"model": model}
+
+
+def test_an_unknown_flow_model_is_one_line_naming_the_field(write_spec):
+    message = error_of(write_spec, TINY_SPEC + "fidelity: {flow: {model: wfq}}\n")
+    assert message.startswith("fidelity.flow.model"), message
