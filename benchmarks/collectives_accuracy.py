@@ -167,8 +167,10 @@ def calibrated(outcomes: list[Outcome]) -> None:
         print(f"  fitted on {source} ({gpu_name}, {len(sweep)} sizes); predicts {len(targets)} rows of other sources")
     for label, group in (("before (model alone)", before), ("after (fitted curve)", after)):
         print(summary_line(label, group))
-    print(f"collectives calibrated: MAPE {100 * statistics.fmean(abs(o.error) for o in after):.1f}% over {len(after)} "
-          f"rows out of sample (model alone {100 * statistics.fmean(abs(o.error) for o in before):.1f}%)")
+    print(
+        f"collectives calibrated: MAPE {100 * statistics.fmean(abs(o.error) for o in after):.1f}% over {len(after)} "
+        f"rows out of sample (model alone {100 * statistics.fmean(abs(o.error) for o in before):.1f}%)"
+    )
 
 
 def _same_node(gpu: str, fitted: str) -> bool:

@@ -101,4 +101,3 @@ def fit_curves(measurements: list[Measurement], gpu: GpuSpec, source: str) -> Co
         for (op, scale), sizes in sorted(factors.items())
     )
     return CollectiveCalibration(curves, source)
-

@@ -33,7 +33,9 @@ def gemm_rows(profile: MlpProfile, gpu: str, source: str, powers_of_two: bool = 
     token count is a power of two, for a compact table)."""
     missing = [c for c in SHAPE_COLUMNS if c not in profile.shape]
     if missing:
-        raise SpecError(f"{profile.source}: lacks the model shape columns {', '.join(missing)}; Vidur's mlp.csv has them")
+        raise SpecError(
+            f"{profile.source}: lacks the model shape columns {', '.join(missing)}; Vidur's mlp.csv has them"
+        )
     rows = []
     for i, (tokens, tp) in enumerate(zip(profile.num_tokens.tolist(), profile.tp.tolist())):
         tokens, tp = int(tokens), int(tp)

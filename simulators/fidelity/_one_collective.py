@@ -33,7 +33,13 @@ def collective_level_time_s(
     (group,) = groups_of(num_gpus, num_gpus, 1)  # one group: every GPU, in rank order
     domains = [nvswitch_of(graph, member) for member in group[::per_domain]]
     flows = collective_flows(
-        op, [group], int(nbytes), route, algorithm=algorithm, per_domain=per_domain, switches=[domains],
+        op,
+        [group],
+        int(nbytes),
+        route,
+        algorithm=algorithm,
+        per_domain=per_domain,
+        switches=[domains],
         mtu_bytes=MTU_BYTES,
     )
     return float(entry.makespan_s(links, flows, switches))

@@ -9,6 +9,7 @@ from simulators.hardware._gpu import (
     host_launch_s,
     sustained_compute_fraction,
 )
+from simulators.hardware._memory_kernels import LOW_PRECISION_BYTES, MemoryKernel, layer_memory_kernels
 from simulators.hardware._memory_tiers import (
     HostTier,
     gpus_with_host_tier,
@@ -17,7 +18,6 @@ from simulators.hardware._memory_tiers import (
     host_tiers,
     transfer_s,
 )
-from simulators.hardware._memory_kernels import LOW_PRECISION_BYTES, MemoryKernel, layer_memory_kernels
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration, parse_calibration
 
 __all__ = [

@@ -19,8 +19,8 @@ from simulators.network._algorithm import (
     collective_schedule,
     collective_time_s,
 )
-from simulators.network._contention import CongestionFactor
 from simulators.network._calibration import CollectiveCalibration, CollectiveCurve
+from simulators.network._contention import CongestionFactor
 from simulators.network._fabric import BillOfMaterials, Fabric, bill_of_materials
 from simulators.network._failures import Failures, surviving_graph
 from simulators.network._families import TopologyFamily, family_names, get_family, register_family

@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
+from simulators.hardware._topology import is_torus
 from simulators.network._failures import Failures, surviving_shares
 from simulators.network._families import TopologyFamily, get_family
 from simulators.network._network import NIC_LATENCY_S, Network, Tier
-from simulators.hardware._topology import is_torus
 
 
 @dataclass(frozen=True)

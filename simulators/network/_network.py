@@ -2,8 +2,9 @@
 
 Level 0 is the scale-up domain (NVLink/NVSwitch, xGMI, ICI...): `domain_gpus` GPUs that reach
 each other at up to `scaleup_gbytes_per_s` per GPU, wired as `scaleup_topology` says (a switch, a
-full mesh or a torus: simulators/network/_scaleup.py; a group's placement takes its share). Beyond it every GPU talks through its own NIC (one NIC per
-GPU, rail-style, as in DGX/HGX systems). With no further tiers the NICs meet in one non-blocking
+full mesh or a torus: simulators/network/_scaleup.py; a group's placement takes its share).
+Beyond it every GPU talks through its own NIC (one NIC per GPU, rail-style, as in DGX/HGX
+systems). With no further tiers the NICs meet in one non-blocking
 fabric (level 1, unbounded). Each `Tier` names a block of GPUs one switch layer joins, from the
 inside out (a leaf of 256 GPUs, then a spine of 8192): traffic between GPUs of one block that are
 not in one block of the tier inside crosses that tier (level 1 + its index), at the NIC bandwidth
@@ -38,8 +39,8 @@ import numpy as np
 
 from simulators._errors import SpecError
 from simulators.hardware import GpuSpec
-from simulators.network._calibration import CollectiveCalibration
 from simulators.hardware._topology import check_topology
+from simulators.network._calibration import CollectiveCalibration
 
 # A Network built by hand (not `from_gpu`) defaults to Hopper-class figures.
 NVLINK_SM90_EFFICIENCY = 20.6 / 25  # SimAI calbusbw.cc, per NVLink 4 link

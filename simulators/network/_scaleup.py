@@ -83,4 +83,3 @@ def scaleup_share(
             topology, tuple(dims), domain_gpus, int(key[0]), int(key[1]), point_to_point
         )
     return out
-

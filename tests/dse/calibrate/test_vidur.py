@@ -4,7 +4,6 @@ the shipped example made from Vidur's public A100 profile."""
 from pathlib import Path
 
 import numpy as np
-import pytest
 
 from dse.calibrate.vidur import gemm_rows
 from dse.cli.commands import main

@@ -106,6 +106,8 @@ def test_the_report_fits_a_1400_px_window_and_ends_with_its_content(reported_stu
     probe = tmp_path / "probe.html"
     probe.write_text((reported_study / "report.html").read_text().replace("</body>", _PROBE))
     run = _chromium(probe, tmp_path / "profile", "--window-size=1400,900", "--dump-dom")
-    scroll_width, window_width, height, last = map(int, re.search(r"<title>layout ([\d ]+)</title>", run.stdout)[1].split())
+    scroll_width, window_width, height, last = map(
+        int, re.search(r"<title>layout ([\d ]+)</title>", run.stdout)[1].split()
+    )
     assert scroll_width <= window_width
     assert height - last < 100

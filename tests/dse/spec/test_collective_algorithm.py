@@ -115,7 +115,6 @@ def test_the_study_header_names_the_forced_algorithms(write_spec):
     )
 
 
-
 def test_the_flow_level_runs_the_forced_algorithm():
     import dataclasses
 

@@ -53,9 +53,7 @@ def test_spares_are_bought_and_rented_beside_the_job(write_spec):
 def test_auto_spares_is_the_cheapest_count_per_useful_hour(write_spec):
     auto = evaluate(write_spec, spare_servers="auto")
     per_useful_hour = {
-        n: (m := evaluate(write_spec, spare_servers=n))["owned_usd_per_hour"]
-        / m["goodput_fraction"]
-        for n in range(4)
+        n: (m := evaluate(write_spec, spare_servers=n))["owned_usd_per_hour"] / m["goodput_fraction"] for n in range(4)
     }
     best = min(per_useful_hour, key=per_useful_hour.get)
     assert auto["spare_servers_chosen"] == best
@@ -76,7 +74,6 @@ def test_a_chosen_interval_and_sync_checkpoints_are_honoured(write_spec):
     [
         ("checkpoint_storage: tape", r"^reliability.checkpoint_storage: 'tape' is not allowed; allowed: parallel-fs"),
         ("checkpoint_mode: lazy", r"^reliability.checkpoint_mode: "),
-
         ("rates_per_day: {gpus: 0.001}", r"^reliability.rates_per_day"),
         ("restart_s: {detection_s: -5}", r"^reliability.restart_s.detection_s"),
     ],

@@ -22,4 +22,3 @@ def test_the_optimizer_state_moved_matches_calculon():
     # parameters (with their norms and biases counted slightly differently) set both.
     calculon = ref["outputs"]["optimizer"]["optimizer_space"]
     assert result.memory.host_optimizer_bytes == pytest.approx(calculon, rel=1e-3)
-

@@ -24,7 +24,9 @@ def torus_gpu(dims):
 
 
 def scaleup_edges(graph):
-    return [(u, v, d) for u, v, d in graph.edges(data=True) if graph.nodes[u]["kind"] == graph.nodes[v]["kind"] == "gpu"]
+    return [
+        (u, v, d) for u, v, d in graph.edges(data=True) if graph.nodes[u]["kind"] == graph.nodes[v]["kind"] == "gpu"
+    ]
 
 
 @pytest.mark.parametrize(
@@ -123,7 +125,9 @@ def test_nvidia_domains_are_switches_and_their_times_do_not_move(gpu):
     network = Network.from_gpu(gpu)
     ranks, strides = np.array([2, 4, 8, 16, 64]), np.array([1, 2, 1, 8, 1])
     group = Group.place(ranks, strides, network)
-    assert np.array_equal(group.bytes_per_s, np.broadcast_to(network.levels.bytes_per_s[:, None], group.per_block.shape))
+    assert np.array_equal(
+        group.bytes_per_s, np.broadcast_to(network.levels.bytes_per_s[:, None], group.per_block.shape)
+    )
     for op in ("all_reduce", "all_gather", "all_to_all", "send_recv"):
         as_mesh = dataclasses.replace(network, scaleup_topology="full_mesh")
         times = collective_time_s(op, S, ranks, strides, network)
