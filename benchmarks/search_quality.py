@@ -17,7 +17,7 @@ and the README's main job, search_spaces/llama70b.yaml as shipped (38k plans, th
 to be run with its own budget (--trials 600): how close does `dse search` get to the exact front?
 
     python benchmarks/search_quality.py [--seeds 5] [--space llama3-8b|mixtral-8x7b|llama70b] [--trials N]
-        [--samplers tpe,refine,nsga2,random]
+        [--samplers tpe,refine,nsga2,random] [--first-seed 0]
 """
 
 from __future__ import annotations
@@ -123,6 +123,7 @@ def main() -> None:
     parser.add_argument("--space", choices=sorted(SPACES), default="llama3-8b")
     parser.add_argument("--trials", type=int, help="each run's budget (default: 10 %% of the space)")
     parser.add_argument("--samplers", default=",".join(SAMPLERS), help="comma-separated (default: all four)")
+    parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     resolved = resolve_study(parse_study(SPACES[args.space]))
     values, sign, scale, exact_hv, size = exact(resolved)
@@ -130,10 +131,11 @@ def main() -> None:
     print(f"space: {size} distinct plans, {len(values)} feasible; exact hypervolume {exact_hv:.4f} of the box")
     reference = ", ".join(f"{m} {v:.4g}" for m, v in zip(resolved.objectives, scale[1] * sign))
     print(f"reference point (objective units): {reference}")
-    print(f"each sampler: {budget} trials ({budget / size:.1%} of the space), seeds 0..{args.seeds - 1}")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(f"each sampler: {budget} trials ({budget / size:.1%} of the space), seeds {seeds[0]}..{seeds[-1]}")
     print(f"{'sampler':8} {'to 95 % (trials per seed)':>36} {'to 99 % (trials per seed)':>36}")
     for sampler in args.samplers.split(","):
-        runs = [trials_to_reach(resolved, sampler, s, budget, values, sign, scale, exact_hv) for s in range(args.seeds)]
+        runs = [trials_to_reach(resolved, sampler, s, budget, values, sign, scale, exact_hv) for s in seeds]
         shown = ["/".join("-" if r[i] is None else str(r[i]) for r in runs) for i in range(2)]
         worst = [max((r[i] if r[i] is not None else np.inf) for r in runs) for i in range(2)]
         print(

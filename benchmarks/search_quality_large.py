@@ -11,6 +11,7 @@ and the scaling come from every feasible plan of that record, as search_quality.
 the hypervolume of its feasible trials is tracked trial by trial against the exact one.
 
     python benchmarks/search_quality_large.py [--seeds 3] [--share 0.01] [--sampler auto] [--ray-address off]
+        [--exact-dir DIR] [--first-seed 0]
 """
 
 from __future__ import annotations
@@ -46,18 +47,20 @@ def resolved_study(sampler: str, seed: int, trials: int):
     return resolve_study(study.model_copy(update={"fidelity": study.fidelity.up_to("analytical")}))
 
 
-def exact(ray_address: str) -> tuple[int, np.ndarray, np.ndarray, float, float]:
+def exact(ray_address: str, keep: Path | None) -> tuple[int, np.ndarray, np.ndarray, float, float]:
     """(distinct plans, signs, [best; reference] in signed units, exact hypervolume, seconds)
-    from the exact mode's record of every plan."""
+    from the exact mode's record of every plan; with `keep`, the exact study is kept there and
+    a later run resumes it (every range recorded: nothing evaluated again)."""
     resolved = resolved_study("exhaustive", 0, 1)
     with tempfile.TemporaryDirectory() as tmp:
+        out = keep or Path(tmp)
+        resume = (out / "study.journal").exists()
         start = time.perf_counter()
-        summary = run_search(resolved, RunSettings(Path(tmp), None, ray_address))
+        summary = run_search(resolved, RunSettings(out, None, ray_address, resume=resume))
         wall_s = time.perf_counter() - start
         columns = [*resolved.objectives, "feasible"]
-        table = pd.concat(
-            pd.read_parquet(p, columns=columns) for p in sorted((Path(tmp) / PLANS_DIR).glob("*.parquet"))
-        )
+        parts = sorted((out / PLANS_DIR).glob("*.parquet"))
+        table = pd.concat(pd.read_parquet(p, columns=columns) for p in parts)
     values = table[table["feasible"]][list(resolved.objectives)].to_numpy(dtype=float)
     sign = direction_signs(resolved.directions)
     reference = reference_point(values, resolved.directions) * sign
@@ -87,12 +90,15 @@ def main() -> None:
     parser.add_argument("--share", type=float, default=0.01, help="the budget as a share of the distinct plans")
     parser.add_argument("--sampler", default="auto")
     parser.add_argument("--ray-address", default="off", help="for the exact mode: off (default) or local")
+    parser.add_argument("--exact-dir", type=Path, help="keep the exact study here and reuse it on later runs")
+    parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
-    plans, sign, scale, exact_hv, exact_s = exact(args.ray_address)
+    plans, sign, scale, exact_hv, exact_s = exact(args.ray_address, args.exact_dir)
     trials = int(plans * args.share)
     print(f"space: {plans:,} distinct plans; exact mode {exact_s:.0f} s; exact hypervolume {exact_hv:.4f} of the box")
-    print(f"{args.sampler}: {trials} trials ({trials / plans:.2%} of the space), seeds 0..{args.seeds - 1}")
-    for seed in range(args.seeds):
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(f"{args.sampler}: {trials} trials ({trials / plans:.2%} of the space), seeds {seeds[0]}..{seeds[-1]}")
+    for seed in seeds:
         to95, to99, share, wall_s = search(args.sampler, seed, trials, sign, scale, exact_hv)
         print(
             f"seed {seed}: {share:.1%} of the exact hypervolume after {trials} trials; 95 % at trial {to95 or '-'}, "

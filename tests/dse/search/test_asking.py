@@ -90,14 +90,13 @@ def test_enqueued_trials_are_asked_first_then_the_sampler_proposes(tmp_path):
     assert all(t.state == optuna.trial.TrialState.RUNNING for t in study.trials)
 
 
-def _fitted_proposals(seed: int) -> list[dict]:
-    study = optuna.create_study(directions=["minimize", "minimize"], sampler=BatchTPESampler(seed))
+def _fitted_proposals(seed: int, explore: float = 0.0, count: int = 12) -> list[dict]:
+    study = optuna.create_study(directions=["minimize", "minimize"], sampler=BatchTPESampler(seed, explore=explore))
     warm = BatchRandomSampler(seed=100)
     for params in warm.propose(study, DISTRIBUTIONS, 40):
-        study.add_trial(
-            optuna.trial.create_trial(params=params, distributions=DISTRIBUTIONS, values=_objectives(params))
-        )
-    return study.sampler.propose(study, DISTRIBUTIONS, 12)
+        trial = optuna.trial.create_trial(params=params, distributions=DISTRIBUTIONS, values=_objectives(params))
+        study.add_trial(trial)
+    return study.sampler.propose(study, DISTRIBUTIONS, count)
 
 
 def test_batch_tpe_proposes_distinct_plans_mostly_near_the_best_and_the_same_again_for_its_seed():
@@ -106,6 +105,13 @@ def test_batch_tpe_proposes_distinct_plans_mostly_near_the_best_and_the_same_aga
     near = [p for p in proposals if abs(p["x"] - 7) <= 1 and abs(p["y"] - 6) <= 2]
     assert len(near) >= 6  # a uniform draw lands there with probability 3/10 * 3/6 = 0.15
     assert proposals == _fitted_proposals(0)
+
+
+def test_the_explore_share_of_a_batch_is_what_the_random_sampler_proposes():
+    explored = _fitted_proposals(0, explore=0.5)
+    assert explored[:6] == _fitted_proposals(0)[:6]
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    assert explored[6:] == BatchRandomSampler(seed=0).propose(study, DISTRIBUTIONS, 6)
 
 
 def test_batch_tpe_starts_at_random_and_fills_a_batch_larger_than_the_space():
