@@ -17,6 +17,7 @@ and the README's main job, search_spaces/llama70b.yaml as shipped (38k plans, th
 to be run with its own budget (--trials 600): how close does `dse search` get to the exact front?
 
     python benchmarks/search_quality.py [--seeds 5] [--space llama3-8b|mixtral-8x7b|llama70b] [--trials N]
+        [--samplers tpe,refine,nsga2,random] [--first-seed 0]
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ import tempfile
 from pathlib import Path
 
 import numpy as np
-import yaml
 
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
@@ -35,6 +35,7 @@ from dse.search.hypervolume import hypervolume, reference_point
 from dse.search.pareto import direction_signs, pareto_mask
 from dse.search.study_table import trials_frame
 from dse.spec import parse_study
+from dse.spec.inputs import load_yaml
 from dse.study import resolve_study
 
 SPACE = {
@@ -54,11 +55,11 @@ SPACE = {
     "objectives": [{"iteration_time_s": "minimize"}, {"usd_per_mtok": "minimize"}],
 }
 MIXTRAL = {
-    **yaml.safe_load((Path(__file__).parents[1] / "search_spaces" / "mixtral8x7b.yaml").read_text()),
+    **load_yaml((Path(__file__).parents[1] / "search_spaces" / "mixtral8x7b.yaml").read_text(), "spec"),
     "name": "search-quality-mixtral",
     "objectives": SPACE["objectives"],
 }
-SHIPPED = yaml.safe_load((Path(__file__).parents[1] / "search_spaces" / "llama70b.yaml").read_text())
+SHIPPED = load_yaml((Path(__file__).parents[1] / "search_spaces" / "llama70b.yaml").read_text(), "spec")
 SPACES = {"llama3-8b": SPACE, "mixtral-8x7b": MIXTRAL, "llama70b": SHIPPED}
 SAMPLERS = ("tpe", "refine", "nsga2", "random")
 
@@ -92,19 +93,27 @@ def trials_to_reach(resolved, sampler: str, seed: int, budget: int, values, sign
         summary = run_search(run, RunSettings(Path(tmp), None, "off"))
         trials = trials_frame(summary.study, run)
     best, reference = scale
-    front, reached, volume = np.empty((0, len(sign))), [None, None], 0.0
     knobs = SearchSpace.from_study(run).knobs
-    for count, (_, row) in enumerate(trials.iterrows(), start=1):
+    costs = []
+    for _, row in trials.iterrows():
         key = run.kind.params_key({k: row[k] for k in knobs}) if row["feasible"] else None
-        if key in values:
-            cost = (values[key] * sign - best) / (reference - best)
-            if np.any(np.all(front <= cost, axis=1)):
-                continue  # dominated: the hypervolume does not change
-            front = np.vstack([front[~np.all(cost <= front, axis=1)], cost])
-            volume = hypervolume(front, np.ones(len(sign)))
-            for i, target in enumerate((0.95, 0.99)):
-                if reached[i] is None and volume >= target * exact_hv * (1 - 1e-12):
-                    reached[i] = count
+        costs.append((values[key] * sign - best) / (reference - best) if key in values else None)
+    return track(costs, exact_hv)
+
+
+def track(costs: list[np.ndarray | None], exact_hv: float) -> list:
+    """Trials (in order; None: infeasible) until the hypervolume of the scaled objective vectors
+    reaches 95 % and 99 % of exact, and the share of the exact hypervolume reached at the end."""
+    front, reached, volume = None, [None, None], 0.0
+    for count, cost in enumerate(costs, start=1):
+        front = np.empty((0, len(cost))) if front is None and cost is not None else front
+        if cost is None or np.any(np.all(front <= cost, axis=1)):
+            continue  # infeasible or dominated: the hypervolume does not change
+        front = np.vstack([front[~np.all(cost <= front, axis=1)], cost])
+        volume = hypervolume(front, np.ones(len(cost)))
+        for i, target in enumerate((0.95, 0.99)):
+            if reached[i] is None and volume >= target * exact_hv * (1 - 1e-12):
+                reached[i] = count
     return [*reached, volume / exact_hv]
 
 
@@ -113,6 +122,8 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--space", choices=sorted(SPACES), default="llama3-8b")
     parser.add_argument("--trials", type=int, help="each run's budget (default: 10 %% of the space)")
+    parser.add_argument("--samplers", default=",".join(SAMPLERS), help="comma-separated (default: all four)")
+    parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     resolved = resolve_study(parse_study(SPACES[args.space]))
     values, sign, scale, exact_hv, size = exact(resolved)
@@ -120,10 +131,11 @@ def main() -> None:
     print(f"space: {size} distinct plans, {len(values)} feasible; exact hypervolume {exact_hv:.4f} of the box")
     reference = ", ".join(f"{m} {v:.4g}" for m, v in zip(resolved.objectives, scale[1] * sign))
     print(f"reference point (objective units): {reference}")
-    print(f"each sampler: {budget} trials ({budget / size:.1%} of the space), seeds 0..{args.seeds - 1}")
+    seeds = range(args.first_seed, args.first_seed + args.seeds)
+    print(f"each sampler: {budget} trials ({budget / size:.1%} of the space), seeds {seeds[0]}..{seeds[-1]}")
     print(f"{'sampler':8} {'to 95 % (trials per seed)':>36} {'to 99 % (trials per seed)':>36}")
-    for sampler in SAMPLERS:
-        runs = [trials_to_reach(resolved, sampler, s, budget, values, sign, scale, exact_hv) for s in range(args.seeds)]
+    for sampler in args.samplers.split(","):
+        runs = [trials_to_reach(resolved, sampler, s, budget, values, sign, scale, exact_hv) for s in seeds]
         shown = ["/".join("-" if r[i] is None else str(r[i]) for r in runs) for i in range(2)]
         worst = [max((r[i] if r[i] is not None else np.inf) for r in runs) for i in range(2)]
         print(

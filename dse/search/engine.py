@@ -27,6 +27,7 @@ from dse.errors import SpecError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
 from dse.evaluation.space import SearchSpace
+from dse.search.asking import Asked, ask_batch, tell
 from dse.search.cache import SharedCache, evaluation_context
 from dse.search.executor import Executor, Usage
 from dse.search.exhaustive import ExhaustiveProgress, ExhaustiveRun
@@ -91,7 +92,7 @@ def open_storage(settings: RunSettings) -> optuna.storages.BaseStorage:
     """The study database: an Optuna URL if given, else a journal file in the output directory.
 
     The journal needs no server, and with a trial's entries written together (dse.search.journal)
-    the driver costs 2.5-7.6 ms a trial against 95-191 ms with SQLite (benchmarks/RESULTS.md).
+    the driver costs 0.6-0.8 ms a trial against ~40 ms with SQLite (benchmarks/RESULTS.md).
     """
     target = settings.storage or str(settings.out_dir / "study.journal")
     if "://" in target:
@@ -245,7 +246,7 @@ def run_search(
                     else:
                         count = min(batch, spec.budget.trials - loop.finished)
                         executor.expect(loop.evaluator, spec.budget.trials - loop.finished - count)
-                        loop.run_batch([study.ask(space.distributions) for _ in range(count)], stop, deadline)
+                        loop.run_batch(ask_batch(study, space.distributions, count), stop, deadline)
                         continue
                     break
                 if stopped != "interrupted" and not stop.is_set():
@@ -328,27 +329,34 @@ class _Loop:
             self.evaluated += len(group)
             yield [(again[j], judge(items[again[j]], o)) for j, o in group]
 
-    def run_batch(self, batch: list[optuna.Trial], stop: threading.Event, deadline: float | None = None) -> None:
+    def run_batch(self, batch: list[Asked], stop: threading.Event, deadline: float | None = None) -> None:
         """Evaluate and tell one asked batch; an interruption or the deadline stops it between
-        groups of results (what was not told is failed and asked again on --resume)."""
-        fresh: dict[tuple, list[optuna.Trial]] = {}
-        for trial in batch:
-            key = self.params_key(trial.params)
-            if key in self.cache:
-                first, outcome = self.cache[key]
-                self._tell(trial, outcome, duplicate_of=first)
-            else:
-                fresh.setdefault(key, []).append(trial)
+        groups of results (what was not told is failed and asked again on --resume). Each group
+        is told in one storage write (the journal's `together`)."""
+        fresh: dict[tuple, list[Asked]] = {}
+        with self._together():
+            for trial in batch:
+                key = self.params_key(trial.params)
+                if key in self.cache:
+                    first, outcome = self.cache[key]
+                    self._tell(trial, outcome, duplicate_of=first)
+                else:
+                    fresh.setdefault(key, []).append(trial)
         keys = list(fresh)
         for group in self._evaluate([fresh[k][0].params for k in keys]):
-            for position, outcome in group:
-                first, *repeats = fresh[keys[position]]
-                self.cache[keys[position]] = (first.number, outcome)
-                self._tell(first, outcome)
-                for trial in repeats:
-                    self._tell(trial, outcome, duplicate_of=first.number)
+            with self._together():
+                for position, outcome in group:
+                    first, *repeats = fresh[keys[position]]
+                    self.cache[keys[position]] = (first.number, outcome)
+                    self._tell(first, outcome)
+                    for trial in repeats:
+                        self._tell(trial, outcome, duplicate_of=first.number)
             if stop.is_set() or _past(deadline):
                 return
+
+    def _together(self) -> contextlib.AbstractContextManager:
+        storage = self.study._storage
+        return storage.together() if isinstance(storage, HeldJournalStorage) else contextlib.nullcontext()
 
     def run_grid(
         self, space: SearchSpace, points: list[dict], spec, size: int, stop: threading.Event, deadline: float | None
@@ -426,14 +434,13 @@ class _Loop:
         values = _objective_values(self.study, self.objectives, outcome.metrics)
         return optuna.trial.create_trial(values=values, constraints=dict(outcome.constraints), **common)
 
-    def _tell(self, trial: optuna.Trial, outcome: Outcome, duplicate_of: int | None = None) -> None:
-        trial.set_user_attr(OUTCOME_ATTR, outcome_attrs(outcome, duplicate_of))
+    def _tell(self, trial: Asked, outcome: Outcome, duplicate_of: int | None = None) -> None:
+        attrs = {OUTCOME_ATTR: outcome_attrs(outcome, duplicate_of)}
         if outcome.failed:
-            self.study.tell(trial, state=TrialState.FAIL)
+            tell(self.study, trial, attrs, {}, None)
         else:
-            for name, value in outcome.constraints.items():
-                trial.set_constraint(name, value)
-            self.study.tell(trial, _objective_values(self.study, self.objectives, outcome.metrics))
+            values = _objective_values(self.study, self.objectives, outcome.metrics)
+            tell(self.study, trial, attrs, outcome.constraints, values)
         self.finished += 1
         if self.on_trial:
             self.on_trial(trial.number, outcome)

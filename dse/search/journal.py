@@ -10,13 +10,15 @@ resumed search rewrite trials.csv without the trials only trials.csv still lists
 
 Writes are grouped by trial: what only concerns a trial still running (its creation, params,
 attributes) is held in memory and written, with one fsync, together with the entry that finishes
-it (or any other entry, or `flush`). Optuna writes and syncs every entry alone, 26 per trial of a
+it (or any other entry, or `flush`); the engine tells each group of results that comes back
+inside `together()`, so the group's trials are one write. Optuna writes and syncs every entry alone, 26 per trial of a
 20-knob study, which was a third of the search loop's time; a finished trial is on disk as soon
 as it is told, as before, and only a trial that was never told can be lost with the process.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 from collections.abc import Collection, Iterator
@@ -58,11 +60,13 @@ def journal_storage(path: Path) -> optuna.storages.JournalStorage:
 
 
 class HeldJournalStorage(optuna.storages.JournalStorage):
-    """Optuna's journal storage over `_TrialGroupedBackend`; `flush` writes what it holds."""
+    """Optuna's journal storage over `_TrialGroupedBackend`; `flush` writes what it holds, and
+    within `together()` every entry is held and written at its end in one append."""
 
     def __init__(self, backend: _TrialGroupedBackend) -> None:
         super().__init__(backend)
         self.flush = backend.flush
+        self.together = backend.together
 
 
 # Entries that only touch a trial still running: held until an entry of another kind is written.
@@ -93,6 +97,7 @@ class _TrialGroupedBackend(optuna.storages.journal.JournalFileBackend):
         self._count = 0  # entries in the journal, written or held
         self._unread: list[dict[str, Any]] = []  # appended since Optuna's last read: the last of _count
         self._held: list[dict[str, Any]] = []  # appended, not yet written
+        self._together = 0  # depth of `together()`: while above 0 every entry is held
 
     def read_logs(self, log_number_from: int) -> Iterator[dict[str, Any]]:
         first_unread = self._count - len(self._unread)
@@ -109,8 +114,20 @@ class _TrialGroupedBackend(optuna.storages.journal.JournalFileBackend):
         self._held.extend(logs)
         self._unread.extend(logs)
         self._count += len(logs)
-        if any(log["op_code"] not in _HELD_OPS for log in logs):
+        if not self._together and any(log["op_code"] not in _HELD_OPS for log in logs):
             self.flush()
+
+    @contextlib.contextmanager
+    def together(self) -> Iterator[None]:
+        """Hold every entry appended inside, and write them all (one append, one fsync) at its end,
+        even when it ends by an exception: a group of trials told together reaches the file together."""
+        self._together += 1
+        try:
+            yield
+        finally:
+            self._together -= 1
+            if not self._together:
+                self.flush()
 
     def flush(self) -> None:
         """Write the held entries (one append, one fsync)."""

@@ -9,7 +9,9 @@ from typing import Any
 
 import numpy as np
 import optuna
-from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution
+from optuna._transform import _SearchSpaceTransform
+from optuna.distributions import BaseDistribution, CategoricalDistribution, IntDistribution, _get_single_value
+from optuna.samplers._tpe.sampler import _split_trials, default_gamma, default_gamma_multiobjective
 from optuna.trial import FrozenTrial, TrialState
 
 from dse.errors import SpecError
@@ -17,6 +19,9 @@ from dse.evaluation.space import SearchSpace
 from dse.search.pareto import pareto_mask
 
 GRID_LIMIT = 100_000
+# Share of each TPE batch drawn at random (after the start-up): without it one seed of eight
+# settled on 91 % of the exact hypervolume of a 228k-plan space (benchmarks/RESULTS.md)
+EXPLORE = 0.1
 PlanKey = Callable[[Mapping[str, Any]], tuple]  # the identity of the plan a trial's params describe
 
 
@@ -50,6 +55,79 @@ def _tpe(seed: int | None) -> optuna.samplers.TPESampler:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
+
+
+class BatchRandomSampler(optuna.samplers.RandomSampler):
+    """Optuna's random sampler that also proposes a whole batch at once (`propose`), one
+    uniform draw per trial over the transformed space instead of one call per knob."""
+
+    def propose(self, study: optuna.Study, distributions: dict[str, BaseDistribution], count: int) -> list[dict]:
+        space = {k: d for k, d in distributions.items() if not d.single()}
+        fixed = {k: _get_single_value(d) for k, d in distributions.items() if d.single()}
+        if not space:
+            return [dict(fixed) for _ in range(count)]
+        transform = _SearchSpaceTransform(space)
+        draws = self._rng.rng.uniform(
+            transform.bounds[:, 0], transform.bounds[:, 1], size=(count, len(transform.bounds))
+        )
+        return [{**fixed, **transform.untransform(row)} for row in draws]
+
+
+class BatchTPESampler(optuna.samplers.TPESampler):
+    """Multivariate TPE that proposes a whole batch from one fit (`propose`).
+
+    Optuna's constant liar refits both Parzen estimators for every ask, over every trial (the
+    batch's running ones added to the worse group), which cost ~5 ms a trial at 600 trials and
+    grows with the study. Here the finished trials are split and fitted once per batch; the
+    better group's estimator draws `n_ei_candidates` candidates per trial of the batch (each
+    distinct draw ranked once), and the batch is the `count` distinct plans (identity by
+    `key`) of highest acquisition (log l(x) - log g(x), as TPE ranks its candidates); when
+    fewer are distinct, the best are repeated, as TPE repeats a plan it rates best. The last
+    `explore` share of the batch is drawn at random instead: the spread the liar gave, which
+    one fit per batch lacks. Before `n_startup_trials` trials are finished the batch is
+    random, as TPE's start-up is. `study.ask` still runs Optuna's own per-trial TPE with the
+    liar (the engine asks that way only for enqueued trials).
+    """
+
+    def __init__(self, seed: int | None = None, *, key: PlanKey | None = None, explore: float = EXPLORE) -> None:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            super().__init__(seed=seed, multivariate=True, constant_liar=True)
+        self._key = key or _plain_key
+        self._explore = explore
+        self._batch_random = BatchRandomSampler(seed=seed)
+
+    def reseed_rng(self) -> None:
+        super().reseed_rng()
+        self._batch_random.reseed_rng()
+
+    def propose(self, study: optuna.Study, distributions: dict[str, BaseDistribution], count: int) -> list[dict]:
+        trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
+        space = {k: d for k, d in distributions.items() if not d.single()}
+        if len(trials) < self._n_startup_trials or not space:
+            return self._batch_random.propose(study, distributions, count)
+        trials = [t for t in trials if space.keys() <= t.params.keys()]
+        gamma = self._gamma or (default_gamma if len(study.directions) <= 1 else default_gamma_multiobjective)
+        below, above = _split_trials(study, trials, gamma(len(trials)))
+        mpe_below = self._build_parzen_estimator(study, space, below, handle_below=True)
+        mpe_above = self._build_parzen_estimator(study, space, above, handle_below=False)
+        drawn = mpe_below.sample(self._rng.rng, self._n_ei_candidates * count)
+        # a discrete space's draws repeat (768 draws, ~150 distinct at 600 trials): rank each once
+        rows = np.stack([drawn[k] for k in space], axis=1)
+        _, first = np.unique(rows, axis=0, return_index=True)
+        samples = {k: rows[np.sort(first), j] for j, k in enumerate(space)}
+        acquisition = self._compute_acquisition_func(samples, mpe_below, mpe_above)
+        fixed = {k: _get_single_value(d) for k, d in distributions.items() if d.single()}
+        chosen: dict[tuple, dict] = {}
+        for i in np.argsort(-acquisition, kind="stable"):
+            params = {**fixed, **{k: d.to_external_repr(samples[k][i]) for k, d in space.items()}}
+            chosen.setdefault(self._key(params), params)
+            if len(chosen) == count:
+                break
+        best = list(chosen.values())
+        batch = [best[i % len(best)] for i in range(count)]
+        wild = int(self._explore * count)
+        return batch[: count - wild] + (self._batch_random.propose(study, distributions, wild) if wild else [])
 
 
 def _plain_key(params: Mapping[str, Any]) -> tuple:
@@ -180,9 +258,9 @@ def _adjacent(value: Any, distribution: BaseDistribution) -> list:
 # never asks its sampler: the engine evaluates every distinct plan in bulk (`_Loop.run_grid`,
 # `_Loop.run_exhaustive`); the random sampler it holds only answers a stray `ask`.
 SAMPLER_FACTORIES: dict[str, Callable[[int, PlanKey], optuna.samplers.BaseSampler]] = {
-    "tpe": lambda seed, key: _tpe(seed),
+    "tpe": lambda seed, key: BatchTPESampler(seed, key=key),
     "nsga2": lambda seed, key: optuna.samplers.NSGAIISampler(seed=seed),
-    "random": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
+    "random": lambda seed, key: BatchRandomSampler(seed=seed),
     "refine": lambda seed, key: RefineSampler(seed, key=key),
     "grid": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),
     "exhaustive": lambda seed, key: optuna.samplers.RandomSampler(seed=seed),

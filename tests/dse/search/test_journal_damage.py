@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from optuna.storages.journal._storage import JournalOperation
 
 from dse.cli.commands import main
 from dse.search.journal import JournalError, journal_storage
@@ -85,8 +86,9 @@ def test_a_cut_last_line_is_dropped_with_a_warning_and_the_study_reports_and_res
         (b"1" * 5000 + b"\n", "not a JSON entry (a number too long to read)"),
         (b'{"op_code": 6, "worker_id": "w"}\n', "an entry Optuna cannot replay"),  # well-formed, does not fit
         (
-            b'{"op_code": 5, "worker_id": "w", "trial_id": 0, "param_name": "x", "param_value_internal": 1, '
-            b'"distribution": "[]"}\n',
+            # a trial created with its params (as the engine writes them) whose distribution is not one
+            b'{"op_code": 4, "worker_id": "w", "study_id": 0, "datetime_start": null, "distributions": {"x": "[]"}, '
+            b'"params": {"x": 1}}\n',
             "an entry Optuna cannot replay",
         ),
     ],
@@ -106,8 +108,9 @@ def test_a_damaged_line_in_the_middle_is_one_error_naming_file_and_line(study, c
 def test_a_journal_cut_in_half_never_rewrites_trials_csv(study, capsys):
     journal, trials = study / "study.journal", study / "trials.csv"
     written = trials.read_bytes()
-    data = journal.read_bytes()
-    journal.write_bytes(data[: len(data) * 2 // 3])
+    lines = journal.read_bytes().splitlines(keepends=True)
+    told = [i for i, line in enumerate(lines) if json.loads(line)["op_code"] == JournalOperation.SET_TRIAL_STATE_VALUES]
+    journal.write_bytes(b"".join(lines[: told[len(told) // 2]]))  # half the told trials lose their outcome
     assert main(["report", str(study)]) == 2
     error = one_line_error(capsys)
     assert f"{trials} lists" in error and "the journal lost them" in error

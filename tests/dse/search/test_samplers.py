@@ -4,6 +4,7 @@ import optuna
 import pytest
 from optuna.distributions import CategoricalDistribution, IntDistribution
 
+from dse.search.asking import ask_batch, tell
 from dse.search.engine import RunSettings, run_search
 from dse.search.samplers import RefineSampler, make_sampler
 from dse.spec import load_study
@@ -144,12 +145,13 @@ def test_contract_every_registered_sampler_runs_a_two_objective_study_with_const
         study = optuna.create_study(directions=["minimize", "maximize"], sampler=sampler)
         asked = []
         for _ in range(3):
-            batch = [study.ask(DISTRIBUTIONS) for _ in range(4)]
-            for trial in batch:
+            for trial in ask_batch(study, DISTRIBUTIONS, 4):  # as the engine asks: in bulk where it can
                 assert set(trial.params) == set(DISTRIBUTIONS)
                 assert all(trial.params[k] in d.choices for k, d in DISTRIBUTIONS.items() if hasattr(d, "choices"))
+                assert DISTRIBUTIONS["y"].low <= trial.params["y"] <= DISTRIBUTIONS["y"].high
                 asked.append(tuple(sorted(trial.params.items())))
-                study.tell(trial, [trial.params["x"], trial.params["y"]])
+                tell(study, trial, {}, {"memory": trial.params["y"] - 6.0}, [trial.params["x"], trial.params["y"]])
+        assert len(study.get_trials(states=[optuna.trial.TrialState.COMPLETE])) == 12
         return asked
 
     assert proposals(3) == proposals(3)
