@@ -171,7 +171,8 @@ def test_guaranteed_no_evict_admits_what_fits_whole_and_never_pauses():
     check_served(no_evict, requests)
     per_request = -(-(prompt + output) // cost.block_tokens)
     fits = cost.kv_blocks // per_request
-    assert 1 < fits < n  # the cache, not the request cap, binds
+    # Never more running than whole requests fit, and the cache, not the request cap (256), binds.
+    assert 1 < no_evict.metrics["batch_size_mean"] <= fits < n
     assert no_evict.engine.peak_blocks[0] == fits * per_request
     assert no_evict.metrics["preemptions"] == 0
     paged, _ = run("sarathi")
