@@ -49,14 +49,6 @@ def make_sampler(name: str, seed: int, key: PlanKey | None = None) -> optuna.sam
     return factory(seed, key or _plain_key)
 
 
-def _tpe(seed: int | None) -> optuna.samplers.TPESampler:
-    """Multivariate TPE with the constant liar (batches are asked before any is told); both
-    options are marked experimental by Optuna, whose warning says nothing to a dse user."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-        return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
-
-
 class BatchRandomSampler(optuna.samplers.RandomSampler):
     """Optuna's random sampler that also proposes a whole batch at once (`propose`), one
     uniform draw per trial over the transformed space instead of one call per knob."""
@@ -90,6 +82,8 @@ class BatchTPESampler(optuna.samplers.TPESampler):
     """
 
     def __init__(self, seed: int | None = None, *, key: PlanKey | None = None, explore: float = EXPLORE) -> None:
+        # Multivariate TPE with the constant liar (`study.ask` asks before any is told); both
+        # are marked experimental by Optuna, whose warning says nothing to a dse user.
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
             super().__init__(seed=seed, multivariate=True, constant_liar=True)
@@ -160,7 +154,7 @@ class RefineSampler(optuna.samplers.BaseSampler):
         start: int = 10,
         key: PlanKey = _plain_key,
     ) -> None:
-        self._tpe = _tpe(seed)
+        self._tpe = BatchTPESampler(seed, key=key)  # its per-trial TPE: refine asks one trial at a time
         self._rng = np.random.default_rng(seed)
         self._probability, self._two_knobs, self._start, self._key = probability, two_knobs, start, key
         self._planned: dict[int, tuple[dict[str, Any], dict[str, BaseDistribution]]] = {}
