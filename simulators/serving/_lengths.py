@@ -100,9 +100,7 @@ class Zipf(LengthDist):
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
         support = np.arange(self.low, self.high + 1, dtype=np.int64)
-        cdf = np.cumsum(support.astype(np.float64) ** -float(self.theta))
-        cdf /= cdf[-1]  # cdf[-1] == 1.0 exactly, and u < 1, so the index stays in the support
-        return support[np.searchsorted(cdf, rng.random(n), side="right")]
+        return _inverse_cdf(support, support.astype(np.float64) ** -float(self.theta), n, rng)
 
 
 @dataclass(frozen=True)
@@ -142,10 +140,15 @@ class Geometric(LengthDist):
         return support, probabilities((lo + hi) / 2)
 
     def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
-        support, p = self.pmf()
-        cdf = np.cumsum(p)
-        cdf /= cdf[-1]
-        return support[np.searchsorted(cdf, rng.random(n), side="right")]
+        return _inverse_cdf(*self.pmf(), n, rng)
+
+
+def _inverse_cdf(support: np.ndarray, weights: np.ndarray, n: int, rng: np.random.Generator) -> np.ndarray:
+    """`n` draws from `support` with probabilities proportional to `weights`: one uniform each,
+    located in the normalised cumulative weights by binary search (exact for any weights)."""
+    cdf = np.cumsum(weights)
+    cdf /= cdf[-1]  # cdf[-1] == 1.0 exactly, and u < 1, so the index stays in the support
+    return support[np.searchsorted(cdf, rng.random(n), side="right")]
 
 
 @dataclass(frozen=True, eq=False)
