@@ -162,19 +162,24 @@ def _grow_queue(q):
     return q
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
-def _push(q, t, kind, a):
-    """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
-    i = q[0, 0]
-    q[0, 0] = q[i, 2]
-    q[i, 0], q[i, 1], q[i, 2] = t, (a << _KIND_BITS) + kind, -1
-    b = _bit_length(t ^ q[0, 1])
+@numba.njit(numba.void(_QUEUE, _I, _I), cache=True, error_model="numpy", inline="always")
+def _append(q, b, i):
+    """Put entry i at the end of bucket b (marking the bucket non-empty)."""
     if q[_Q_BUCKET + b, 1] < 0:
         q[_Q_BUCKET + b, 0] = i
         q[0, 2] |= np.int64(1) << b
     else:
         q[q[_Q_BUCKET + b, 1], 2] = i
     q[_Q_BUCKET + b, 1] = i
+
+
+@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
+def _push(q, t, kind, a):
+    """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
+    i = q[0, 0]
+    q[0, 0] = q[i, 2]
+    q[i, 0], q[i, 1], q[i, 2] = t, (a << _KIND_BITS) + kind, -1
+    _append(q, _bit_length(t ^ q[0, 1]), i)
     q[1, 0] += 1
 
 
@@ -195,13 +200,7 @@ def _pop(q):
         while i >= 0:
             after = q[i, 2]
             q[i, 2] = -1
-            c = _bit_length(q[i, 0] ^ last)
-            if q[_Q_BUCKET + c, 1] < 0:
-                q[_Q_BUCKET + c, 0] = i
-                q[0, 2] |= np.int64(1) << c
-            else:
-                q[q[_Q_BUCKET + c, 1], 2] = i
-            q[_Q_BUCKET + c, 1] = i
+            _append(q, _bit_length(q[i, 0] ^ last), i)
             i = after
     i = q[_Q_BUCKET, 0]
     q[_Q_BUCKET, 0] = q[i, 2]
