@@ -78,7 +78,8 @@ class Block:
     kernels_fwd: int = 0
     kernels_bwd: int = 0
     recompute_parts: tuple[tuple[str, float], ...] = ()
-    overlap: OverlapGemms | None = None  # None: MoE and latent-attention blocks, which userbuffers leave alone
+    # None: no tensor-parallel overlap, or MoE and latent-attention blocks, which userbuffers leave alone
+    overlap: OverlapGemms | None = None
 
     def rerun_s(self, plan: ParallelPlan) -> float:
         """Forward seconds selective recomputation reruns in this block under `plan`."""
@@ -205,7 +206,9 @@ def layer_blocks(
                 kernels_fwd=launches["fwd"],
                 kernels_bwd=launches["bwd"],
                 recompute_parts=_recompute_parts(model, layer_index, is_mlp, gemm_fwd, kernel_fwd, core_fwd),
-                overlap=_overlap_gemms(gpu, {g.name: g for g in mine}, OVERLAP_PAIRS.get(name), tp, precision, table),
+                overlap=_overlap_gemms(gpu, {g.name: g for g in mine}, OVERLAP_PAIRS.get(name), tp, precision, table)
+                if plan.tp_comm_overlap
+                else None,
             )
         )
     return blocks[0].slowed(compute_fraction), blocks[1].slowed(compute_fraction)
