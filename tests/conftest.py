@@ -117,3 +117,12 @@ def write_spec(tmp_path: Path):
         return path
 
     return write
+
+
+@pytest.fixture(autouse=True)
+def fresh_fidelity_runs(monkeypatch):
+    """Each test times its own fidelity runs: the runs a process shares across candidates
+    (simulators/fidelity/_contention.py) would otherwise carry one test's runs into the next."""
+    from simulators.fidelity import _contention
+
+    monkeypatch.setattr(_contention, "_RUNS", {})

@@ -16,11 +16,20 @@ The graph is the fabric less its failed switches and links (`Fabric.failures`), 
 over what survives; the analytical network has already lost their capacity, so a factor here is
 the contention that the failure's surviving paths add. A level that `spreads` models adaptive
 routing (a family with that trait) as load spread over every equal-cost path (`fabric_links`).
+
+Runs are shared by every candidate in the process: the candidates a ladder promotes mostly
+differ in knobs the fabric never sees (micro-batch, recompute, schedule), so the same collective
+on the same GPU count and fabric comes back again and again (in the README's main job 108 of the
+flow level's 144 runs and 8 of the packet level's 24). A run is keyed by everything its flows and
+graph are built from, and kept as a future, so threads that ask for one run at once time it once.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING
 
 import networkx as nx
 
@@ -30,7 +39,6 @@ from simulators.network import (
     Fabric,
     FlowArrays,
     Group,
-    Link,
     Network,
     Route,
     collective_flows,
@@ -42,39 +50,67 @@ from simulators.network import (
 )
 from simulators.workload import TrainingCandidate
 
+if TYPE_CHECKING:
+    from simulators.fidelity._level import SimulatedLevel
+
 MTU_BYTES = 4096
 
-# (links, flows, switch nodes) -> seconds until the last flow completes
-Makespan = Callable[[Sequence[Link], FlowArrays, set[int]], float]
+# (level, fabric, gpu, GPU count, network, op, ranks, stride, algorithm, bytes) -> future of
+# (alone s, together s, groups): the runs timed in this process (module docstring)
+_RUNS: dict[tuple, Future] = {}
+_RUNS_LOCK = threading.Lock()
 
 
 def congestion_factors(
-    candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int, makespan_s: Makespan, *, spread: bool
+    candidate: TrainingCandidate, fabric: Fabric, message_cap_bytes: int, level: SimulatedLevel
 ) -> list[CongestionFactor]:
     """The factor of each collective of `candidate` that crosses servers, each run timed by
-    `makespan_s` (a level's simulator); `spread`: adaptive routing spreads flows (module docstring)."""
+    `level`'s simulator (a level with its settings is part of a run's key); a level that
+    spreads adaptive routing spreads flows (module docstring)."""
     system = candidate.system
-    graph = fabric_graph(fabric, system.gpu, system.num_gpus)
-    if fabric.failures:
-        graph = surviving_graph(graph, fabric.failures)
-    links, switches, route = fabric_links(graph, spread=spread)
-    runs: dict[tuple, tuple[float, float, int]] = {}
+    network = system.fabric_network
+    spread = level.spreads_adaptive_routing
+    fabric_key = (level, fabric, system.gpu, system.num_gpus, network)
+    built: list = []  # the graph, links, switches and routes, built once for the runs this candidate times
+
+    def timed(key: tuple) -> tuple[float, float, int]:
+        if not built:
+            graph = fabric_graph(fabric, system.gpu, system.num_gpus)
+            if fabric.failures:
+                graph = surviving_graph(graph, fabric.failures)
+            built.extend((graph, *fabric_links(graph, spread=spread)))
+        graph, links, switches, route = built
+        alone, together, count = group_flows(graph, route, network, *key)
+        return level.makespan_s(links, alone, switches), level.makespan_s(links, together, switches), count
+
     out = []
     for use in plan_collectives(candidate):
         if use.ranks < 2 or use.ranks * use.stride <= fabric.gpus_per_server:
             continue  # inside one server: the fabric plays no part
-        nbytes = int(min(use.nbytes, message_cap_bytes))
-        key = (use.op, use.ranks, use.stride, use.algorithm, nbytes)
-        if key not in runs:
-            alone, together, count = group_flows(
-                graph, route, system.fabric_network, use.op, use.ranks, use.stride, nbytes, use.algorithm
-            )
-            runs[key] = (makespan_s(links, alone, switches), makespan_s(links, together, switches), count)
-        alone_s, together_s, count = runs[key]
+        key = (use.op, use.ranks, use.stride, int(min(use.nbytes, message_cap_bytes)), use.algorithm)
+        alone_s, together_s, count = _shared_run((*fabric_key, *key), lambda key=key: timed(key))
         out.append(
             CongestionFactor(use.op, use.ranks, use.stride, int(use.nbytes), count, alone_s, together_s, use.algorithm)
         )
     return out
+
+
+def _shared_run(key: tuple, run: Callable[[], tuple[float, float, int]]) -> tuple[float, float, int]:
+    """`run()`'s result, timed once per process for `key` (module docstring); a run that fails
+    is forgotten, so the next candidate to ask meets the same error itself."""
+    with _RUNS_LOCK:
+        future = _RUNS.get(key)
+        owner = future is None
+        if owner:
+            future = _RUNS[key] = Future()
+    if owner:
+        try:
+            future.set_result(run())
+        except BaseException as exc:
+            with _RUNS_LOCK:
+                del _RUNS[key]
+            future.set_exception(exc)
+    return future.result()
 
 
 def group_flows(

@@ -65,9 +65,7 @@ class SimulatedLevel(NetworkLevel):
     ) -> list[CongestionFactor]:
         from simulators.fidelity._contention import congestion_factors  # networkx loads on first use
 
-        return congestion_factors(
-            candidate, fabric, message_cap_bytes, self.makespan_s, spread=self.spreads_adaptive_routing
-        )
+        return congestion_factors(candidate, fabric, message_cap_bytes, self)
 
 
 LEVELS: Registry[NetworkLevel] = Registry("network fidelity level")

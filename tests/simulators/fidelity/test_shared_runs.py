@@ -1,0 +1,102 @@
+"""Runs shared across candidates (simulators/fidelity/_contention.py): a candidate whose
+collectives another candidate already ran on the same fabric reuses those runs, and gets the
+factors it would have got by running them itself."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+
+import pytest
+
+from simulators.fidelity import _contention
+from simulators.fidelity._flow import FlowLevel
+from simulators.hardware import get_gpu
+from simulators.models import get_model
+from simulators.network import Fabric
+from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
+
+FABRIC = Fabric(
+    family="leaf-spine", nic_gbps=400, gpus_per_server=2, nics_per_server=2, switch_radix=8, oversubscription=3.0
+)
+CAP_BYTES = 1 << 20
+
+
+@dataclasses.dataclass(frozen=True)
+class CountingFlow(FlowLevel):
+    """The flow level, recording each run it times (the record is not part of its identity)."""
+
+    runs: list = dataclasses.field(default_factory=list, compare=False, hash=False)
+    gate: threading.Event | None = dataclasses.field(default=None, compare=False, hash=False)
+
+    def makespan_s(self, links, flows, switches):
+        self.runs.append(len(flows.nbytes))
+        if self.gate is not None:
+            self.gate.wait(5)
+        return super().makespan_s(links, flows, switches)
+
+
+def candidate(micro_batch: int = 1, recompute: str = "none", fabric: Fabric = FABRIC) -> TrainingCandidate:
+    gpu = get_gpu("H100-SXM")
+    plan = ParallelPlan(tp=1, pp=2, dp=8, micro_batch=micro_batch, global_batch=32, seq_len=2048, recompute=recompute)
+    return TrainingCandidate(get_model("llama3-8b"), TrainingSystem(gpu, 16, network=fabric.network(gpu, 16)), plan)
+
+
+def test_a_candidate_differing_only_off_the_fabric_reuses_every_run_and_gets_its_own_factors():
+    level = CountingFlow()
+    first = level.congestion_factors(candidate(), FABRIC, CAP_BYTES)
+    timed = len(level.runs)
+    assert timed >= 2 and timed % 2 == 0  # each collective alone and together
+    other = candidate(micro_batch=2, recompute="full")
+    shared = level.congestion_factors(other, FABRIC, CAP_BYTES)
+    assert len(level.runs) == timed  # nothing simulated again
+    _contention._RUNS.clear()
+    assert shared == level.congestion_factors(other, FABRIC, CAP_BYTES)  # as if it had run them itself
+    assert [f.alone_s for f in shared] == [f.alone_s for f in first]
+
+
+def test_another_fabric_or_level_setting_runs_again():
+    level = CountingFlow()
+    level.congestion_factors(candidate(), FABRIC, CAP_BYTES)
+    timed = len(level.runs)
+    faster = dataclasses.replace(FABRIC, nic_gbps=800)
+    level.congestion_factors(candidate(fabric=faster), faster, CAP_BYTES)
+    assert len(level.runs) == 2 * timed
+    other_model = CountingFlow(model="max_min", runs=level.runs)
+    other_model.congestion_factors(candidate(), FABRIC, CAP_BYTES)
+    assert len(level.runs) == 3 * timed
+
+
+def test_a_failed_run_is_not_kept():
+    @dataclasses.dataclass(frozen=True)
+    class FailingOnce(CountingFlow):
+        def makespan_s(self, links, flows, switches):
+            self.runs.append(len(flows.nbytes))
+            if len(self.runs) == 1:
+                raise RuntimeError("first run fails")
+            return super().makespan_s(links, flows, switches)
+
+    level = FailingOnce()
+    with pytest.raises(RuntimeError, match="first run fails"):
+        level.congestion_factors(candidate(), FABRIC, CAP_BYTES)
+    assert level.congestion_factors(candidate(), FABRIC, CAP_BYTES)  # timed afresh, not the stored failure
+
+
+def test_threads_asking_for_one_run_at_once_time_it_once():
+    gate = threading.Event()
+    level = CountingFlow(gate=gate)
+    results = []
+    threads = [
+        threading.Thread(target=lambda: results.append(level.congestion_factors(candidate(), FABRIC, CAP_BYTES)))
+        for _ in range(3)
+    ]
+    for t in threads:
+        t.start()
+    gate.set()
+    for t in threads:
+        t.join()
+    assert len(results) == 3 and results[0] == results[1] == results[2]
+    _contention._RUNS.clear()
+    alone = CountingFlow()
+    alone.congestion_factors(candidate(), FABRIC, CAP_BYTES)
+    assert len(level.runs) == len(alone.runs)
