@@ -20,16 +20,20 @@ routing (a family with that trait) as load spread over every equal-cost path (`f
 Runs are shared by every candidate in the process: the candidates a ladder promotes mostly
 differ in knobs the fabric never sees (micro-batch, recompute, schedule), so the same collective
 on the same GPU count and fabric comes back again and again (in the README's main job 108 of the
-flow level's 144 runs and 8 of the packet level's 24). A run is keyed by everything its flows and
-graph are built from, and kept as a future, so threads that ask for one run at once time it once.
+flow level's 144 runs and 8 of the packet level's 24). A collective is keyed by everything its
+flows and graph are built from; a new one's flows are then keyed by their content, since
+different collectives can move the very same flows (a ring's reduce-scatter and all-gather: a
+third of the main job's packet runs). Each is kept as a future, so threads that ask for one at
+once time it once.
 """
 
 from __future__ import annotations
 
+import hashlib
 import threading
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -55,8 +59,9 @@ if TYPE_CHECKING:
 
 MTU_BYTES = 4096
 
-# (level, fabric, gpu, GPU count, network, op, ranks, stride, algorithm, bytes) -> future of
-# (alone s, together s, groups): the runs timed in this process (module docstring)
+# (level, fabric, gpu, GPU count, network, op, ranks, stride, bytes, algorithm) -> future of
+# (alone s, together s, groups), and (level, ..., network, digest of flows) -> future of their
+# makespan: the runs timed in this process (module docstring)
 _RUNS: dict[tuple, Future] = {}
 _RUNS_LOCK = threading.Lock()
 
@@ -81,7 +86,11 @@ def congestion_factors(
             built.extend((graph, *fabric_links(graph, spread=spread)))
         graph, links, switches, route = built
         alone, together, count = group_flows(graph, route, network, *key)
-        return level.makespan_s(links, alone, switches), level.makespan_s(links, together, switches), count
+        alone_s, together_s = (
+            _shared_run((*fabric_key, _digest(flows)), lambda flows=flows: level.makespan_s(links, flows, switches))
+            for flows in (alone, together)
+        )
+        return alone_s, together_s, count
 
     out = []
     for use in plan_collectives(candidate):
@@ -95,7 +104,7 @@ def congestion_factors(
     return out
 
 
-def _shared_run(key: tuple, run: Callable[[], tuple[float, float, int]]) -> tuple[float, float, int]:
+def _shared_run(key: tuple, run: Callable[[], Any]) -> Any:
     """`run()`'s result, timed once per process for `key` (module docstring); a run that fails
     is forgotten, so the next candidate to ask meets the same error itself."""
     with _RUNS_LOCK:
@@ -111,6 +120,15 @@ def _shared_run(key: tuple, run: Callable[[], tuple[float, float, int]]) -> tupl
                 del _RUNS[key]
             future.set_exception(exc)
     return future.result()
+
+
+def _digest(flows: FlowArrays) -> bytes:
+    """A digest of every array of `flows` (their content, not their identity)."""
+    h = hashlib.blake2b(digest_size=16)
+    for array in flows:
+        h.update(len(array).to_bytes(8, "little"))
+        h.update(array.tobytes())
+    return h.digest()
 
 
 def group_flows(

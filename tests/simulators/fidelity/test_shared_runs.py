@@ -100,3 +100,19 @@ def test_threads_asking_for_one_run_at_once_time_it_once():
     alone = CountingFlow()
     alone.congestion_factors(candidate(), FABRIC, CAP_BYTES)
     assert len(level.runs) == len(alone.runs)
+
+
+def test_collectives_that_move_the_same_flows_share_one_run():
+    """A ring's reduce-scatter and all-gather over one group send the same chunks between the
+    same ranks in the same steps (only what the receiver does with them differs), so the
+    distributed optimizer's pair is timed once."""
+    level = CountingFlow()
+    gpu = get_gpu("H100-SXM")
+    plan = ParallelPlan(tp=1, pp=2, dp=8, micro_batch=1, global_batch=32, seq_len=2048, zero_stage=1)
+    c = TrainingCandidate(get_model("llama3-8b"), TrainingSystem(gpu, 16, network=FABRIC.network(gpu, 16)), plan)
+    factors = level.congestion_factors(c, FABRIC, CAP_BYTES)
+    by_op = {f.op: f for f in factors if f.ranks == 8}
+    rs, ag = by_op["reduce_scatter"], by_op["all_gather"]
+    assert (rs.algorithm, ag.algorithm) == ("ring", "ring")
+    assert (rs.alone_s, rs.together_s) == (ag.alone_s, ag.together_s)
+    assert len(level.runs) == 2 * len(factors) - 2
