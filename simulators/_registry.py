@@ -7,10 +7,10 @@ from collections.abc import Iterator, Mapping
 from importlib import resources
 from typing import Generic, TypeVar
 
-import yaml
 from pydantic import BaseModel, ValidationError
 
 from simulators._errors import CatalogError, SpecError
+from simulators._yaml import safe_load
 
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
@@ -73,7 +73,7 @@ class Registry(Mapping[str, T], Generic[T]):
 
 def load_catalog(package: str, filename: str, entry: type[M], kind: str) -> Registry[M]:
     """A registry of the rows of a packaged YAML list, each validated as `entry` (STYLE 5)."""
-    rows = yaml.safe_load(resources.files(package).joinpath(filename).read_text())
+    rows = safe_load(resources.files(package).joinpath(filename).read_text())
     return catalog_of(rows, entry, kind, filename)
 
 

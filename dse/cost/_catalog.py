@@ -7,10 +7,10 @@ from functools import cache
 from importlib import resources
 from typing import Any
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field
 
 from dse.errors import SpecError
+from simulators._yaml import safe_load
 from simulators.hardware import GpuSpec
 
 GPU_CATALOGUE_TIER = "neocloud"  # the GPU catalogue's default rental prices
@@ -67,7 +67,7 @@ class PriceBook(BaseModel):
 @cache
 def default_price_book() -> PriceBook:
     text = resources.files("dse.cost").joinpath("prices.yaml").read_text()
-    return PriceBook.model_validate(yaml.safe_load(text))
+    return PriceBook.model_validate(safe_load(text))
 
 
 def price_book(overrides: dict[str, Any], base: PriceBook | None = None) -> PriceBook:

@@ -27,6 +27,7 @@ from dse.report.html_page import FOUR_DIGITS, Figures, page, table_html
 from dse.report.summary import best_row, objectives_text
 from dse.search.batch import BATCH_FILE
 from dse.spec.resolved import ResolvedStudy
+from simulators._yaml import safe_load
 
 STUDIES_FILE = "studies.csv"
 RUN_COLUMNS = ("simulated", "shared_hits", "wall_s", "trials_per_s", "stopped_because")
@@ -212,7 +213,7 @@ def _listing(path: Path) -> list[dict]:
     if path.stat().st_size > MAX_LISTING_BYTES:
         raise DseError(f"{bad} (over {MAX_LISTING_BYTES >> 20} MiB)")
     try:
-        listing = yaml.safe_load(path.read_text(encoding="utf-8"))
+        listing = safe_load(path.read_text(encoding="utf-8"))
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise DseError(f"{bad} ({str(exc).splitlines()[0]})") from None
     studies = listing.get("studies") if isinstance(listing, dict) else None

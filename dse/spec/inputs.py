@@ -23,6 +23,7 @@ from yaml.composer import ComposerError
 from yaml.constructor import ConstructorError
 
 from dse.errors import SpecError
+from simulators._yaml import SAFE_LOADER
 
 KIB, MIB = 1 << 10, 1 << 20
 SPEC_LIMIT = 1 * MIB  # a study spec: the shipped ones are under 2 KiB
@@ -96,12 +97,9 @@ def brief(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else f"{text[: limit - 15]}... ({len(text)} chars)"
 
 
-# libyaml scans and parses about six times faster than PyYAML's Python parser (a 0.9 MB spec:
-# 2 s instead of 11 s); resolving and constructing stay in Python either way, so the limits hold.
-_BASE = yaml.CSafeLoader if yaml.__with_libyaml__ else yaml.SafeLoader
-
-
-class _LimitedLoader(_BASE):
+# libyaml's parser (a 0.9 MB spec: 2 s instead of 11 s); resolving and constructing stay in
+# Python either way, so the limits hold.
+class _LimitedLoader(SAFE_LOADER):
     """A safe loader with the YAML 1.2 core schema and unique keys (aliases and depth are
     checked on the events first, see `_check_events`)."""
 

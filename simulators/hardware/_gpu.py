@@ -14,10 +14,10 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from simulators._registry import Registry, load_catalog
+from simulators._yaml import safe_load
 from simulators.hardware._topology import check_topology
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
@@ -172,7 +172,7 @@ def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
 
 @cache
 def _fitted() -> dict:
-    return yaml.safe_load(resources.files(__package__).joinpath("fitted.yaml").read_text())
+    return safe_load(resources.files(__package__).joinpath("fitted.yaml").read_text())
 
 
 def sustained_compute_fraction() -> float:

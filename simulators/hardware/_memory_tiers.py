@@ -15,10 +15,10 @@ from __future__ import annotations
 from functools import cache
 from importlib import resources
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from simulators._errors import CatalogError
+from simulators._yaml import safe_load
 
 GIB = 2**30
 LINKS = ("pcie-gen3-x16", "pcie-gen4-x16", "pcie-gen5-x16", "nvlink-c2c")
@@ -94,7 +94,7 @@ def transfer_s(nbytes: float, gbytes_per_s: float) -> float:
 @cache
 def host_tiers() -> tuple[HostTier, ...]:
     """Every row of memory_tiers.yaml, validated; a GPU named by two rows is an error."""
-    rows = yaml.safe_load(resources.files(__package__).joinpath("memory_tiers.yaml").read_text())
+    rows = safe_load(resources.files(__package__).joinpath("memory_tiers.yaml").read_text())
     tiers, owner = [], {}
     for row in rows:
         try:

@@ -10,11 +10,11 @@ from functools import cache
 from importlib import resources
 from typing import Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from simulators._errors import CatalogError
 from simulators._registry import validation_line
+from simulators._yaml import safe_load
 
 Per = Literal["gpu", "server", "nic", "fabric_part"]
 COMPONENTS = ("gpu", "host", "software", "nic", "fabric")
@@ -76,7 +76,7 @@ class StorageCatalog(_Row):
 
 
 def _load(filename: str, model: type[_Row]) -> _Row:
-    raw = yaml.safe_load(resources.files(__package__).joinpath(filename).read_text())
+    raw = safe_load(resources.files(__package__).joinpath(filename).read_text())
     try:
         catalog = model.model_validate(raw)
     except ValidationError as exc:
