@@ -123,8 +123,9 @@ def _shared_run(key: tuple, run: Callable[[], Any]) -> Any:
 
 
 def _digest(flows: FlowArrays) -> bytes:
-    """A digest of every array of `flows` (their content, not their identity)."""
-    h = hashlib.blake2b(digest_size=16)
+    """A digest of every array of `flows` (their content, not their identity); SHA-256, which
+    CPUs with SHA extensions hash twice as fast as BLAKE2b."""
+    h = hashlib.sha256()
     for array in flows:
         h.update(len(array).to_bytes(8, "little"))
         h.update(array.tobytes())
