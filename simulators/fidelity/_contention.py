@@ -20,11 +20,15 @@ routing (a family with that trait) as load spread over every equal-cost path (`f
 Runs are shared by every candidate in the process: the candidates a ladder promotes mostly
 differ in knobs the fabric never sees (micro-batch, recompute, schedule), so the same collective
 on the same GPU count and fabric comes back again and again (in the README's main job 108 of the
-flow level's 144 runs and 8 of the packet level's 24). A collective is keyed by everything its
-flows and graph are built from; a new one's flows are then keyed by their content, since
-different collectives can move the very same flows (a ring's reduce-scatter and all-gather: a
-third of the main job's packet runs). Each is kept as a future, so threads that ask for one at
-once time it once.
+flow level's 144 runs and 8 of the packet level's 24). ECMP numbers a candidate's connections
+in the order its collectives first use them, so a collective's paths depend on the collectives
+routed before it: a collective is keyed by everything its graph is built from and by the
+candidate's crossing collectives up to it, in order, and one that must be timed anew first
+routes those before it, as a candidate timing every run itself does. Its flows (paths included)
+are then keyed by their content, since different collectives can move the very same flows (a
+ring's reduce-scatter and all-gather: a third of the main job's packet runs). Each is kept as a
+future, so threads that ask for one at once time it once. A candidate's factors are the same
+whatever ran before it in the process.
 """
 
 from __future__ import annotations
@@ -73,35 +77,50 @@ def congestion_factors(
     `level`'s simulator (a level with its settings is part of a run's key); a level that
     spreads adaptive routing spreads flows (module docstring)."""
     system = candidate.system
-    network = system.fabric_network
-    spread = level.spreads_adaptive_routing
-    fabric_key = (level, fabric, system.gpu, system.num_gpus, network)
-    built: list = []  # the graph, links, switches and routes, built once for the runs this candidate times
+    uses = [
+        u for u in plan_collectives(candidate) if u.ranks > 1 and u.ranks * u.stride > fabric.gpus_per_server
+    ]  # a collective inside one server: the fabric plays no part
+    use_keys = [(u.op, u.ranks, u.stride, int(min(u.nbytes, message_cap_bytes)), u.algorithm) for u in uses]
+    keys = list(dict.fromkeys(use_keys))  # each distinct run, in the order a candidate first meets it
+    fabric_key = (level, fabric, system.gpu, system.num_gpus, system.fabric_network)
+    routing = _Routing(fabric, candidate, level.spreads_adaptive_routing)
 
-    def timed(key: tuple) -> tuple[float, float, int]:
-        if not built:
-            graph = fabric_graph(fabric, system.gpu, system.num_gpus)
-            if fabric.failures:
-                graph = surviving_graph(graph, fabric.failures)
-            built.extend((graph, *fabric_links(graph, spread=spread)))
-        graph, links, switches, route = built
-        alone, together, count = group_flows(graph, route, network, *key)
+    def timed(i: int) -> tuple[float, float, int]:
+        alone, together, count = routing.flows(keys, i)
         alone_s, together_s = (
-            _shared_run((*fabric_key, _digest(flows)), lambda flows=flows: level.makespan_s(links, flows, switches))
-            for flows in (alone, together)
+            _shared_run((*fabric_key, _digest(f)), lambda f=f: level.makespan_s(routing.links, f, routing.switches))
+            for f in (alone, together)
         )
         return alone_s, together_s, count
 
-    out = []
-    for use in plan_collectives(candidate):
-        if use.ranks < 2 or use.ranks * use.stride <= fabric.gpus_per_server:
-            continue  # inside one server: the fabric plays no part
-        key = (use.op, use.ranks, use.stride, int(min(use.nbytes, message_cap_bytes)), use.algorithm)
-        alone_s, together_s, count = _shared_run((*fabric_key, *key), lambda key=key: timed(key))
-        out.append(
-            CongestionFactor(use.op, use.ranks, use.stride, int(use.nbytes), count, alone_s, together_s, use.algorithm)
-        )
-    return out
+    runs = [_shared_run((*fabric_key, *keys[: i + 1]), lambda i=i: timed(i)) for i in range(len(keys))]
+    by_key = dict(zip(keys, runs))
+    return [
+        CongestionFactor(u.op, u.ranks, u.stride, int(u.nbytes), by_key[k][2], by_key[k][0], by_key[k][1], u.algorithm)
+        for u, k in zip(uses, use_keys)
+    ]
+
+
+class _Routing:
+    """One candidate's graph and ECMP routes, built on first need; `flows(keys, i)` routes the
+    collectives before the i-th first, in order, as they would have been had the candidate
+    timed each itself (module docstring)."""
+
+    def __init__(self, fabric: Fabric, candidate: TrainingCandidate, spread: bool) -> None:
+        self.fabric, self.system, self.spread = fabric, candidate.system, spread
+        self.graph: nx.Graph | None = None
+        self.routed = 0  # collectives of `keys` routed so far
+
+    def flows(self, keys: list[tuple], i: int) -> tuple[FlowArrays, FlowArrays, int]:
+        if self.graph is None:
+            graph = fabric_graph(self.fabric, self.system.gpu, self.system.num_gpus)
+            self.graph = surviving_graph(graph, self.fabric.failures) if self.fabric.failures else graph
+            self.links, self.switches, self.route = fabric_links(self.graph, spread=self.spread)
+        while True:
+            key, self.routed = keys[self.routed], self.routed + 1
+            out = group_flows(self.graph, self.route, self.system.fabric_network, *key)
+            if self.routed > i:
+                return out
 
 
 def _shared_run(key: tuple, run: Callable[[], Any]) -> Any:

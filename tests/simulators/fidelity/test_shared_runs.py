@@ -36,9 +36,20 @@ class CountingFlow(FlowLevel):
         return super().makespan_s(links, flows, switches)
 
 
-def candidate(micro_batch: int = 1, recompute: str = "none", fabric: Fabric = FABRIC) -> TrainingCandidate:
+def candidate(
+    micro_batch: int = 1, recompute: str = "none", fabric: Fabric = FABRIC, pp: int = 2, zero_stage: int = 0
+) -> TrainingCandidate:
     gpu = get_gpu("H100-SXM")
-    plan = ParallelPlan(tp=1, pp=2, dp=8, micro_batch=micro_batch, global_batch=32, seq_len=2048, recompute=recompute)
+    plan = ParallelPlan(
+        tp=1,
+        pp=pp,
+        dp=16 // pp,
+        micro_batch=micro_batch,
+        global_batch=32,
+        seq_len=2048,
+        recompute=recompute,
+        zero_stage=zero_stage,
+    )
     return TrainingCandidate(get_model("llama3-8b"), TrainingSystem(gpu, 16, network=fabric.network(gpu, 16)), plan)
 
 
@@ -53,6 +64,22 @@ def test_a_candidate_differing_only_off_the_fabric_reuses_every_run_and_gets_its
     _contention._RUNS.clear()
     assert shared == level.congestion_factors(other, FABRIC, CAP_BYTES)  # as if it had run them itself
     assert [f.alone_s for f in shared] == [f.alone_s for f in first]
+
+
+@pytest.mark.parametrize("order", [(0, 1, 2, 3), (3, 2, 1, 0), (1, 3, 0, 2)])
+def test_a_candidates_factors_do_not_depend_on_what_ran_before_it(order):
+    """ECMP numbers a candidate's connections in the order its collectives first use them, so
+    a collective met after others must be timed on the paths it would have had then: candidates
+    whose collectives overlap only in part, in any order, get what each gets alone."""
+    candidates = [candidate(zero_stage=1), candidate(), candidate(pp=4, zero_stage=1), candidate(pp=4, micro_batch=2)]
+    level = CountingFlow()
+    alone = []
+    for c in candidates:
+        _contention._RUNS.clear()
+        alone.append(level.congestion_factors(c, FABRIC, CAP_BYTES))
+    _contention._RUNS.clear()
+    shared = {i: level.congestion_factors(candidates[i], FABRIC, CAP_BYTES) for i in order}
+    assert [shared[i] for i in range(len(candidates))] == alone
 
 
 def test_another_fabric_or_level_setting_runs_again():
