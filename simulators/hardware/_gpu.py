@@ -22,10 +22,10 @@ from simulators.hardware._topology import check_topology
 
 PRECISIONS = ("fp16", "bf16", "fp8", "fp4")
 # The large-GEMM fraction of an accelerator nobody has published a measurement for (gemm_efficiency
-# null): the median of the distinct chips the catalogue has measured (V100 0.66, A100 0.87,
+# null): the median of the distinct chips the catalogue has measured (V100 0.78, A100 0.87,
 # H100 0.80, B200 0.78, GB200 0.73, MI300X 0.51), so an unmeasured chip is neither the best nor
 # the worst; tests/simulators/hardware/test_gpu.py recomputes it from the catalogue.
-UNMEASURED_GEMM_EFFICIENCY = 0.755
+UNMEASURED_GEMM_EFFICIENCY = 0.778
 # The fused-attention fraction of a chip whose stacks run a fused kernel nobody has measured
 # (fused_attention true, attention_*_efficiency null), relative to its GEMM fraction: the median
 # over the distinct chips measured of attention / GEMM (A100 0.71 / 0.56, H100 0.83 / 0.70,
