@@ -280,6 +280,16 @@ def build_plan(
         if stated or configured:
             where = "the notes quote the recipe" if stated else "the recipe's config sets it"
             assumptions.append(f"TP comm overlap {'on' if tp_comm_overlap else 'off'}, as {where}")
+    # Megatron-Core's combined 1F1B (--overlap-moe-expert-parallel-comm) and a fused grouped
+    # expert kernel, where the notes quote the recipe config saying so ("MoE all-to-all overlap",
+    # "fused grouped MLP"); otherwise the all-to-alls are exposed and Transformer Engine's
+    # GroupedLinear issues one GEMM per expert.
+    moe_a2a_overlap = "all-to-all overlap" in row["notes"] and (_int(row, "ep") or 1) > 1
+    if moe_a2a_overlap:
+        assumptions.append("MoE all-to-all overlap (combined 1F1B), as the notes quote the recipe")
+    fused_experts = "fused grouped MLP" in row["notes"]
+    if fused_experts:
+        assumptions.append("experts in one fused grouped kernel, as the notes quote the recipe")
     # `dp_overlap` (ranking files): false where the framework did not bucket the gradients, so
     # their all-reduce follows the backward pass.
     dp_overlap = BOOLS[row.get("dp_overlap", "")]
@@ -309,6 +319,8 @@ def build_plan(
         grad_reduce_in_bf16=bf16_grads,
         cuda_graphs=cuda_graphs,
         tp_comm_overlap=tp_comm_overlap,
+        moe_a2a_overlap=moe_a2a_overlap,
+        moe_grouped_gemm="fused" if fused_experts else "multi_stream",
     )
     return plan, assumptions
 

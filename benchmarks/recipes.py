@@ -198,6 +198,8 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
             "recompute_modules": list(plan.recompute_modules),
             "grad_reduce_in_bf16": plan.grad_reduce_in_bf16,
             "cuda_graphs": plan.cuda_graphs,
+            "moe_a2a_overlap": plan.moe_a2a_overlap,
+            "moe_grouped_gemm": plan.moe_grouped_gemm,
         },
         "hardware": {
             "gpu": [row["gpu"]],

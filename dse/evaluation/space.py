@@ -160,6 +160,8 @@ class SearchSpace:
             recompute_modules=tuple(settings.recompute_modules),
             grad_reduce_in_bf16=settings.grad_reduce_in_bf16,
             cuda_graphs=settings.cuda_graphs,
+            moe_a2a_overlap=settings.moe_a2a_overlap and params["ep"] > 1 and (pp == 1 or params["vpp"] > 1),
+            moe_grouped_gemm=settings.moe_grouped_gemm,
             schedule=params["schedule"],
             sequence_parallel=params["sequence_parallel"] and tp > 1,
             # absent from studies before the knob: no overlap

@@ -52,6 +52,13 @@ class TrainingSettings(Frozen):
     # The step's kernels replayed from CUDA graphs (Megatron's --cuda-graph-impl full_iteration):
     # no kernel waits for the host.
     cuda_graphs: bool = False
+    # Megatron-Core's --overlap-moe-expert-parallel-comm (combined 1F1B): the expert-parallel
+    # all-to-alls of one micro-batch under another's compute; applied to the plans Megatron allows
+    # it on (ep > 1; pp 1 or interleaved).
+    moe_a2a_overlap: bool = False
+    # How a rank issues its local experts' GEMMs: Transformer Engine's one GEMM per expert on 4
+    # streams ("multi_stream") or one fused grouped kernel ("fused").
+    moe_grouped_gemm: Literal["multi_stream", "fused"] = "multi_stream"
     # With search.offload optimizer: the gradient copy out, CPU Adam and weight copy back run
     # chunk by chunk under one another (Megatron's --overlap-cpu-optimizer-d2h-h2d), or in turn.
     overlap_cpu_optimizer: bool = True

@@ -9,6 +9,7 @@ the memory-bound kernels of the block.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections import defaultdict
 from dataclasses import dataclass
 from functools import cache
@@ -19,10 +20,18 @@ from simulators.hardware import (
     calibration_table,
     elementwise_time_s,
     gemm_time_s,
+    grouped_gemm_time_s,
     layer_memory_kernels,
 )
 from simulators.models import ModelSpec
-from simulators.workload import ParallelPlan, layer_forward_gemms, layer_kernels, logits_gemm, optimizer_local_params
+from simulators.workload import (
+    ParallelPlan,
+    busiest_rank_share,
+    layer_forward_gemms,
+    layer_kernels,
+    logits_gemm,
+    optimizer_local_params,
+)
 from simulators.workload._memory import ADAM_BYTES_PER_PARAM
 
 MLP_GEMMS = ("mlp", "router", "expert", "shared_expert")
@@ -171,17 +180,33 @@ def layer_blocks(
     moe = model.is_moe_layer(layer_index)
     kernels = layer_kernels(model, plan, layer_index)
     blocks = []
+    # The busiest expert-parallel rank receives more routed tokens than the mean and sets the pace.
+    busiest = busiest_rank_share(model, plan)
+
+    def priced(g, phase: str) -> float:
+        """One GEMM of the block in `phase` (fwd, dgrad, wgrad); routed experts at the busiest
+        rank's rows, issued as the plan's grouped GEMM (simulators/hardware/_grouped_gemm.py)."""
+        m = math.ceil(g.m * busiest) if g.name.startswith("expert_") else g.m
+        m, n, k = {"fwd": (m, g.n, g.k), "dgrad": (m, g.k, g.n), "wgrad": (g.k, g.n, m)}[phase]
+        if g.name.startswith("expert_"):
+            return grouped_gemm_time_s(gpu, m, n, k, g.batch, precision, plan.moe_grouped_gemm, calibration=table)
+        return gemm_time_s(gpu, m, n, k, g.batch, precision, calibration=table)
+
     for name, is_mlp in (("attention", False), ("moe" if moe else "mlp", True)):
         mine = [g for g in gemms if not g.causal and g.name.startswith(MLP_GEMMS) == is_mlp]
-        gemm_fwd = {g.name: gemm_time_s(gpu, g.m, g.n, g.k, g.batch, precision, calibration=table) for g in mine}
+        gemm_fwd: dict[str, float] = defaultdict(float)  # by name: the routed experts come in two row counts
+        for g in mine:
+            gemm_fwd[g.name] += priced(g, "fwd")
         forward = sum(gemm_fwd.values())
-        dgrad = sum(gemm_time_s(gpu, g.m, g.k, g.n, g.batch, precision, calibration=table) for g in mine)
-        wgrad = sum(gemm_time_s(gpu, g.k, g.n, g.m, g.batch, precision, calibration=table) for g in mine)
+        dgrad = sum(priced(g, "dgrad") for g in mine)
+        wgrad = sum(priced(g, "wgrad") for g in mine)
         memory = {"fwd": 0.0, "bwd": 0.0}
         kernel_fwd: dict[str, float] = defaultdict(float)
         # Transformer Engine's GroupedLinear issues one cuBLAS GEMM per local expert (its grouped
-        # GEMM loops over the experts on several streams), so routed experts launch per expert.
-        gemm_launches = sum(g.batch if g.name.startswith("expert_") else 1 for g in mine)
+        # GEMM loops over the experts on several streams), so routed experts launch per expert;
+        # a fused grouped kernel launches once.
+        per_expert = plan.moe_grouped_gemm == "multi_stream"
+        gemm_launches = sum(g.batch if g.name.startswith("expert_") and per_expert else 1 for g in mine)
         launches = {"fwd": gemm_launches, "bwd": 2 * gemm_launches}
         for kernel in kernels:
             if kernel.name.startswith(MLP_KERNELS) == is_mlp:

@@ -21,6 +21,7 @@ from simulators.workload import (
     Collective,
     ParallelPlan,
     TrainingCandidate,
+    busiest_rank_share,
     layer_activation_bytes,
     layer_collectives,
     optimizer_local_params,
@@ -143,16 +144,17 @@ def _layer_costs_of(
     tp_fwd, tp_bwd = spent["fwd", "tp"], spent["bwd_input", "tp"]
     if plan.tp_comm_overlap:
         tp_fwd, tp_bwd = _tp_overlapped(blocks, tp_spent, plan.tp)
+    ep_fwd, ep_bwd = _ep_exposed(model, plan, spent, fwd, input_grad + weight_grad, EP_COMM_SMS / gpu.sm_count)
     fwd_comm = {
         "tp": tp_fwd,
         "cp": _ring_exposed(spent["fwd", "cp"], attention_fwd, plan.cp),
-        "ep": spent["fwd", "ep"] + spent["fwd", "etp"],
+        "ep": ep_fwd,
         "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
     }
     bwd_comm = {
         "tp": tp_bwd,
         "cp": _ring_exposed(spent["bwd_input", "cp"], attention_bwd, plan.cp),
-        "ep": spent["bwd_input", "ep"] + spent["bwd_input", "etp"],
+        "ep": ep_bwd,
         "dp": _exposed_together(
             (
                 (spent["bwd_input", "dp"], plan.overlap_param_gather),
@@ -183,6 +185,41 @@ def _layer_costs_of(
         gemm_s=gemm + (gemm_fwd if full else 0.0),
         comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
     )
+
+
+# SMs an expert-parallel all-to-all occupies while it runs under compute: "only 20 SMs are
+# sufficient to fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3 technical report,
+# arXiv:2412.19437, section 3.2.2, on H800); DeepEP's normal kernels, which Megatron's flex
+# dispatcher (DeepEP, HybridEP) runs, are built for that budget.
+EP_COMM_SMS = 20
+
+
+def _ep_exposed(
+    model: ModelSpec,
+    plan: ParallelPlan,
+    spent: Mapping[tuple[str, str], float],
+    forward_s: float,
+    backward_s: float,
+    sm_share: float,
+) -> tuple[float, float]:
+    """Exposed expert-parallel seconds of one layer's forward and backward.
+
+    The all-to-all waits for the busiest rank of the group, which receives `busiest_rank_share`
+    times the mean (simulators/workload/_routing.py). Without overlap the dispatch and combine sit
+    between the GEMMs that need them: exposed. With Megatron-Core's combined 1F1B
+    (ParallelPlan.moe_a2a_overlap) the forward of one micro-batch runs beside the backward of the
+    previous one, layer by layer, so the forward's all-to-alls run under that layer's backward
+    compute and the backward's under its forward compute. While an all-to-all of A seconds runs,
+    it holds `sm_share` of the SMs (EP_COMM_SMS), so compute of C seconds beside it takes
+    max(A, C + sm_share * A): the all-to-all adds max(A - C, sm_share * A). The first forward and
+    the last backward of a step have no partner; their share (one micro-batch in the step's
+    count) is not charged."""
+    busiest = busiest_rank_share(model, plan)
+    fwd = spent["fwd", "ep"] * busiest + spent["fwd", "etp"]
+    bwd = spent["bwd_input", "ep"] * busiest + spent["bwd_input", "etp"]
+    if plan.moe_a2a_overlap and plan.ep > 1:
+        return max(fwd - backward_s, sm_share * fwd), max(bwd - forward_s, sm_share * bwd)
+    return fwd, bwd
 
 
 def _ring_exposed(ring_s: float, attention_s: float, cp: int) -> float:

@@ -9,6 +9,7 @@ from simulators.hardware._gpu import (
     host_launch_s,
     sustained_compute_fraction,
 )
+from simulators.hardware._grouped_gemm import GROUPED_KERNELS, TE_COMPUTE_STREAMS, grouped_gemm_time_s
 from simulators.hardware._memory_kernels import LOW_PRECISION_BYTES, MemoryKernel, layer_memory_kernels
 from simulators.hardware._memory_tiers import (
     HostTier,
@@ -21,6 +22,9 @@ from simulators.hardware._memory_tiers import (
 from simulators.hardware.calibration import CalibrationTable, calibration_table, load_calibration, parse_calibration
 
 __all__ = [
+    "GROUPED_KERNELS",
+    "TE_COMPUTE_STREAMS",
+    "grouped_gemm_time_s",
     "LOW_PRECISION_BYTES",
     "PRECISIONS",
     "CalibrationTable",

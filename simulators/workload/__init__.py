@@ -22,6 +22,7 @@ from simulators.workload._messages import (
 )
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops, recomputed_flops
 from simulators.workload._plan import (
+    GROUPED_GEMMS,
     OFFLOAD_MODES,
     PIPELINE_SPLITS,
     RECOMPUTE_MODES,
@@ -39,6 +40,7 @@ from simulators.workload._plan import (
     tp_problem,
     virtual_stage_sizes,
 )
+from simulators.workload._routing import busiest_rank_share, expected_max_standard_normal
 from simulators.workload._simai import (
     SimAIComm,
     SimAIHeader,
@@ -65,6 +67,7 @@ __all__ = [
     "read_chakra_trace",
     "write_chakra_trace",
     "OFFLOAD_MODES",
+    "GROUPED_GEMMS",
     "offload_problem",
     "Collective",
     "layer_collectives",
@@ -75,6 +78,8 @@ __all__ = [
     "pipeline_send_bytes",
     "tp_activation_bytes",
     "Operation",
+    "busiest_rank_share",
+    "expected_max_standard_normal",
     "step_operations",
     "layer_kernels",
     "GIB",

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 
 from simulators._errors import PlanError
-from simulators.hardware import GpuSpec, HostTier, gpus_with_host_tier
+from simulators.hardware import GROUPED_KERNELS, GpuSpec, HostTier, gpus_with_host_tier
 from simulators.hardware import host_launch_s as fitted_host_launch_s
 from simulators.models import ModelSpec
 from simulators.network import Network
@@ -38,6 +38,11 @@ PIPELINE_SPLITS = ("even", "embedding", "loss", "embedding+loss")
 # the optimizer and of the ZeRO-3 parameter shards (offload_optimizer + offload_param), or of the
 # optimizer state to the host's NVMe drives (offload_optimizer device nvme).
 OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations", "optimizer+weights", "optimizer-nvme")
+# How a rank runs its local experts' GEMMs (simulators/hardware/_grouped_gemm.py): Transformer
+# Engine's GroupedLinear, one cuBLAS GEMM per expert on its compute streams ("multi_stream", what
+# Megatron-Core's --moe-grouped-gemm runs by default), or one kernel for every expert ("fused": a
+# CUTLASS/CuTe-DSL grouped kernel, as Megatron-Bridge 26.06's fused grouped MLP).
+GROUPED_GEMMS = GROUPED_KERNELS
 
 
 def divisors(n: int) -> list[int]:
@@ -249,6 +254,12 @@ class ParallelPlan:
     # and reduce-scatter of a dense block runs in chunks under the GEMM that consumes or produces
     # it. Needs sequence parallelism (Megatron asserts it); nothing to overlap at tp 1.
     tp_comm_overlap: bool = False
+    # Megatron-Core's --overlap-moe-expert-parallel-comm ("combined 1F1B"): the expert-parallel
+    # dispatch and combine all-to-alls of one micro-batch run under the computation of an adjacent
+    # micro-batch (docs.nvidia.com/megatron-core, "Combined 1F1B: Expert-Parallel All-to-All
+    # Overlap"). Megatron-Bridge asserts interleaving (vpp > 1) when pp > 1; nothing to hide at ep 1.
+    moe_a2a_overlap: bool = False
+    moe_grouped_gemm: str = "multi_stream"  # GROUPED_GEMMS
     # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
     pipeline_split: str = "even"
     first_stage_layers: int | None = None
@@ -277,6 +288,7 @@ class ParallelPlan:
             ("zero_stage", ZERO_STAGES),
             ("pipeline_split", PIPELINE_SPLITS),
             ("offload", OFFLOAD_MODES),
+            ("moe_grouped_gemm", GROUPED_GEMMS),
         ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")
@@ -295,6 +307,11 @@ class ParallelPlan:
             raise PlanError(
                 "tp_comm_overlap needs sequence_parallel (Megatron asserts it: the overlap splits the "
                 "sequence-parallel all-gathers and reduce-scatters); allowed without it: tp_comm_overlap false"
+            )
+        if self.moe_a2a_overlap and self.pp > 1 and self.vpp == 1:
+            raise PlanError(
+                "moe_a2a_overlap with pp > 1 needs interleaving (Megatron-Bridge asserts a virtual pipeline "
+                f"size); pp={self.pp}, vpp=1; allowed: vpp > 1, pp 1, or moe_a2a_overlap false"
             )
         if self.global_batch % (self.dp * self.micro_batch):
             raise PlanError(
