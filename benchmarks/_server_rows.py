@@ -98,14 +98,15 @@ def server_metrics(run: ServerRun, seconds: float = SERVER_SECONDS, seed: int = 
         max_batch_requests=run.max_batch_requests,
         max_batch_tokens=run.max_batch_tokens,
     )
+    gpu = get_gpu(run.gpu)
     deployment = Deployment(
         get_model(run.model),
-        get_gpu(run.gpu),
+        gpu,
         pool,
         router=ROUTER,
         precision=run.precision,
         kv_precision="fp8" if run.precision == "fp8" else "bf16",
-        compute_fraction=sustained_compute_fraction(),
+        compute_fraction=sustained_compute_fraction(gpu),
     )
     prompt, output = get_dataset(run.dataset).lengths()
     n = max(1, round(run.qps * seconds))

@@ -30,13 +30,14 @@ def arxiv_requests(qps: float, n: int = REQUESTS, seed: int = 0):
 
 def deployment(scheduler: str, tp: int, pp: int, replicas: int, budget: int, router: str = "round_robin"):
     pool = Pool(scheduler, tp=tp, pp=pp, count=replicas, max_batch_requests=128, max_batch_tokens=budget)
+    gpu = get_gpu("A100-80GB")
     return Deployment(
         get_model("llama2-70b"),
-        get_gpu("A100-80GB"),
+        gpu,
         pool,
         router=router,
         precision="fp16",
-        compute_fraction=sustained_compute_fraction(),
+        compute_fraction=sustained_compute_fraction(gpu),
     )
 
 

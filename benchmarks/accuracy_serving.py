@@ -133,7 +133,7 @@ def predict(
         pool,
         precision=precision,
         kv_precision=kv,
-        compute_fraction=sustained_compute_fraction(),
+        compute_fraction=sustained_compute_fraction(gpu),
     )
     requests = Requests(np.zeros(n), np.full(n, prompt), np.full(n, output))
     return simulate_deployment(deployment, requests).metrics["throughput_tok_s"]

@@ -420,7 +420,7 @@ def evaluate(
     key = (gpu.name, row["gpus_per_node"], row["nic_gbps_per_gpu"])
     if key not in _NETWORKS:
         _NETWORKS[key] = row_network(row, gpu)
-    fraction = sustained_compute_fraction() if compute_fraction is None else compute_fraction
+    fraction = sustained_compute_fraction(gpu) if compute_fraction is None else compute_fraction
     system = TrainingSystem(
         gpu,
         num_gpus,

@@ -1,17 +1,18 @@
 """Fit the training model's constants (simulators/hardware/fitted.yaml) to the published runs.
 
 Why: the component model prices kernels at their best published speed and the host as free;
-real stacks sustain less, and small kernels wait for the host that launches them. Two kinds of
-constant are fitted, each over every row that informs it, never to one row:
-- `sustained_compute_fraction`, one value for every GPU type, over all public rows of
-  training.csv;
-- `host_launch_s` per GPU type, over that GPU type's rows of training.csv and of the ranking
-  file (only small models and micro-batches move it; a GPU type whose rows do not move it keeps
-  the default, the median of the fitted ones).
-The objective is the mean over sources of each source's median |log(predicted / measured)|, so
-a source with 1,440 rows weighs as much as one with 10. Golden-section search, one constant at
-a time (fraction first, at the default host time; then each host time). Then leave one source
-out: the constants refitted without it, and the error on it, the honest out-of-sample figure.
+real stacks sustain less, and small kernels wait for the host that launches them. One set of
+constants per software stack (a GPU type, or the type its gpus.yaml `calibrated_like` names),
+each fitted over every row of that stack, never to one row:
+- `sustained_compute_fraction`, over the stack's public rows of training.csv (its ranking-file
+  rows where it has no public ones);
+- `host_launch_s`, over the stack's rows of training.csv and of the ranking file (only small
+  models and micro-batches move it; a stack whose rows do not move it keeps the default).
+The defaults, for GPU types without measurements, are the medians of the fitted values. The
+objective is the mean over sources of each source's median |log(predicted / measured)|, so a
+source with 1,440 rows weighs as much as one with 10. Golden-section search, one constant at a
+time (fraction at no host time, then host time, then both once more). Then leave one source out:
+the constants refitted without it, and the error on it, the honest out-of-sample figure.
 
     python benchmarks/fit_compute_fraction.py [--data PATH ...]
 """
@@ -29,8 +30,10 @@ from pathlib import Path
 from accuracy_training import DEFAULT_CSV, RANKING_CSV, Skip, evaluate, is_ranking_file
 
 from simulators import DseError
+from simulators.hardware import get_gpu
 
 Row = dict[str, str]
+Constants = dict[str, float]  # by software stack, with "default" for the others
 
 
 def rows_predicted(path: Path) -> tuple[list[Row], dict[str, Row], bool]:
@@ -47,16 +50,28 @@ def rows_predicted(path: Path) -> tuple[list[Row], dict[str, Row], bool]:
     return usable, by_id, is_ranking_file(rows)
 
 
-def log_errors(rows: list[Row], by_id: dict[str, Row], fraction: float, host: dict[str, float]) -> dict[str, list]:
+def stack_of(row: Row) -> str:
+    """The software stack whose constants the row's GPU takes (gpus.yaml `calibrated_like`)."""
+    gpu = get_gpu(row["gpu"])
+    return gpu.calibrated_like or gpu.name
+
+
+def predicted(row: Row, by_id: dict[str, Row], fraction: Constants, host: Constants):
+    stack = stack_of(row)
+    return evaluate(row, fraction.get(stack, fraction["default"]), host.get(stack, host["default"]), by_id)
+
+
+def log_errors(rows: list[Row], by_id: dict[str, Row], fraction: Constants, host: Constants) -> dict[str, list]:
     """|log(predicted / measured)| per source."""
     errors = defaultdict(list)
     for row in rows:
-        predicted = evaluate(row, fraction, host.get(row["gpu"], host["default"]), by_id).predicted
-        errors[row["source"]].append(abs(math.log(predicted / float(row["value"]))))
+        errors[row["source"]].append(
+            abs(math.log(predicted(row, by_id, fraction, host).predicted / float(row["value"])))
+        )
     return errors
 
 
-def objective(rows: list[Row], by_id: dict[str, Row], fraction: float, host: dict[str, float]) -> float:
+def objective(rows: list[Row], by_id: dict[str, Row], fraction: Constants, host: Constants) -> float:
     errors = log_errors(rows, by_id, fraction, host)
     return statistics.mean(statistics.median(e) for e in errors.values()) if errors else 0.0
 
@@ -74,40 +89,53 @@ def golden(f: Callable[[float], float], low: float, high: float, steps: int = 18
 
 
 HOST_RANGE_S = (0.0, 150e-6)
+UNFITTED = {"default": 1.0}
 
 
-def fit(
-    public: list[Row], ranking: list[Row], by_id: dict[str, Row], steps: int = 18
-) -> tuple[float, dict[str, float]]:
-    """The fraction over the public rows, then each GPU type's host time over its rows. A GPU
-    type whose rows the host time does not move (objective within 1 % over the whole range)
-    does not identify it and gets the default, the median of the identified ones (0 where the
-    best value sits at 0: those rows do not wait for the host)."""
-    host = {"default": 0.0}
-    fraction = golden(lambda x: objective(public, by_id, x, host), 0.4, 1.0, steps)
-    rows = public + ranking
-    for gpu in sorted({row["gpu"] for row in rows}):
-        mine = [row for row in rows if row["gpu"] == gpu]
-        ends = [objective(mine, by_id, fraction, {**host, gpu: x}) for x in HOST_RANGE_S]
-        best = golden(
-            lambda x, mine=mine, gpu=gpu: objective(mine, by_id, fraction, {**host, gpu: x}), *HOST_RANGE_S, steps
-        )
-        if objective(mine, by_id, fraction, {**host, gpu: best}) < 0.99 * max(ends):
-            host[gpu] = best
-    fitted = [v for k, v in host.items() if k != "default"]
-    host["default"] = statistics.median(fitted) if fitted else 0.0
+def fit(public: list[Row], ranking: list[Row], by_id: dict[str, Row], steps: int = 18) -> tuple[Constants, Constants]:
+    """Each stack's fraction and host time over its own rows (module docstring); then the
+    defaults, the medians of the fitted values."""
+    fraction, host = {}, {}
+    for stack in sorted({stack_of(row) for row in public + ranking}):
+        mine = [row for row in public + ranking if stack_of(row) == stack]
+        for_fraction = [row for row in public if stack_of(row) == stack] or mine
+        fraction[stack], host_s = fit_stack(for_fraction, mine, by_id, steps)
+        if host_s is not None:
+            host[stack] = host_s
+    fraction["default"] = statistics.median(fraction.values())
+    host["default"] = statistics.median(host.values()) if host else 0.0
+    for stack in fraction:
+        host.setdefault(stack, host["default"])
     return fraction, host
 
 
-def mape(rows: list[Row], by_id: dict[str, Row], fraction: float, host: dict[str, float]) -> float:
-    return statistics.mean(
-        abs(evaluate(r, fraction, host.get(r["gpu"], host["default"]), by_id).error_pct) for r in rows
-    )
+def fit_stack(
+    for_fraction: list[Row], rows: list[Row], by_id: dict[str, Row], steps: int
+) -> tuple[float, float | None]:
+    """One stack's fraction (over `for_fraction`) and host time (over `rows`), each at the other's
+    value, twice over. The host time is None where the rows do not identify it (the objective
+    within 1 % over the whole range): 0 is best or it hardly matters; the stack takes the default."""
+    host_s: float | None = None
+    for _ in range(2):
+        at_host = {"default": host_s or 0.0}
+        fraction = golden(
+            lambda x, at_host=at_host: objective(for_fraction, by_id, {"default": x}, at_host), 0.4, 1.0, steps
+        )
+
+        def with_host(x: float, fraction: float = fraction) -> float:
+            return objective(rows, by_id, {"default": fraction}, {"default": x})
+
+        best = golden(with_host, *HOST_RANGE_S, steps)
+        host_s = best if with_host(best) < 0.99 * max(with_host(x) for x in HOST_RANGE_S) else None
+    return fraction, host_s
 
 
-def describe(fraction: float, host: dict[str, float]) -> str:
-    times = ", ".join(f"{gpu} {value * 1e6:.1f} us" for gpu, value in host.items())
-    return f"fraction {fraction:.3f}; host_launch_s {times}"
+def mape(rows: list[Row], by_id: dict[str, Row], fraction: Constants, host: Constants) -> float:
+    return statistics.mean(abs(predicted(r, by_id, fraction, host).error_pct) for r in rows)
+
+
+def describe(fraction: Constants, host: Constants) -> str:
+    return "; ".join(f"{stack} {fraction[stack]:.3f}, {host[stack] * 1e6:.1f} us" for stack in fraction)
 
 
 def main() -> None:
@@ -120,13 +148,14 @@ def main() -> None:
         (ranking if is_ranking else public).extend(rows)
         by_id.update(ids)
     fraction, host = fit(public, ranking, by_id)
-    print(f"fitted over {len(public)} public and {len(ranking)} ranking rows: {describe(fraction, host)}")
+    print(f"fitted over {len(public)} public and {len(ranking)} ranking rows (fraction, host_launch_s by stack):")
+    print(f"  {describe(fraction, host)}")
     every = public + ranking
     print(
         f"  in-sample MAPE {mape(public, by_id, fraction, host):.1f}% (public), "
         f"{mape(ranking, by_id, fraction, host):.1f}% (ranking) "
-        f"(unfitted, fraction 1.0 and no host time: {mape(public, by_id, 1.0, {'default': 0.0}):.1f}%, "
-        f"{mape(ranking, by_id, 1.0, {'default': 0.0}):.1f}%)"
+        f"(unfitted, fraction 1.0 and no host time: {mape(public, by_id, UNFITTED, {'default': 0.0}):.1f}%, "
+        f"{mape(ranking, by_id, UNFITTED, {'default': 0.0}):.1f}%)"
     )
     print("leave one source out (fit on the others, error on the source):")
     for source in sorted({row["source"] for row in every}):

@@ -51,11 +51,12 @@ def main() -> None:
         f"Sarathi 512, TP4 x 2, {REQUESTS} arXiv requests at 1.5 QPS: {cpu_s:.2f} CPU-s = "
         f"{REQUESTS / cpu_s:,.0f} requests per CPU-second"
     )
+    h100 = get_gpu("H100-SXM")
     moe = Deployment(
         get_model("mixtral-8x7b"),
-        get_gpu("H100-SXM"),
+        h100,
         Pool("sarathi", tp=4, count=2, max_batch_requests=128, max_batch_tokens=512, moe_parallel="dp_ep"),
-        compute_fraction=sustained_compute_fraction(),
+        compute_fraction=sustained_compute_fraction(h100),
         prefix_hit=0.25,
     )
     simulate_deployment(moe, arxiv_requests(3.0, n=200))  # warm: its cost tables

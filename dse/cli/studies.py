@@ -240,7 +240,7 @@ def _header(resolved, settings) -> Text:
         + (f" or {study.budget.timeout_s:g} s" if study.budget.timeout_s else "")
         + f", sampler {_mode(study.sampler, space, study.budget.trials)}, seed {study.seed}; "
         f"output {settings.out_dir}\n"
-        f"{resolved.kind.slowed_kernels} at {resolved.compute_fraction:.3g} of the modelled speed"
+        f"{resolved.kind.slowed_kernels} at {_fractions(resolved.compute_fraction)} of the modelled speed"
         + (
             " (hardware.compute_fraction)"
             if study.hardware.compute_fraction
@@ -251,6 +251,13 @@ def _header(resolved, settings) -> Text:
         + _failures_line(study)
         + _algorithms_line(study),
     )
+
+
+def _fractions(by_gpu: dict[str, float]) -> str:
+    """One share where every GPU of the study has it, else each GPU's."""
+    if len(set(by_gpu.values())) == 1:
+        return f"{next(iter(by_gpu.values())):.3g}"
+    return ", ".join(f"{value:.3g} ({short(gpu)})" for gpu, value in by_gpu.items())
 
 
 def _failures_line(study) -> str:

@@ -68,7 +68,7 @@ def deployment_of(resolved: ResolvedStudy, params: Mapping[str, Any]) -> Deploym
         precision=settings.precision,
         block_tokens=settings.block_tokens,
         memory_fraction=settings.memory_fraction,
-        compute_fraction=resolved.compute_fraction,
+        compute_fraction=resolved.compute_fraction[gpu.name],
         expert_imbalance=settings.expert_imbalance,
         prefix_hit=settings.prefix_share if params["prefix_caching"] else 0.0,
         speculation=_speculation(settings.draft_model, params["speculative_tokens"], params["speculative_acceptance"]),

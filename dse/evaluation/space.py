@@ -185,7 +185,7 @@ class SearchSpace:
             n,
             hardware.memory_reserve_gib,
             hardware.calibration,
-            self.resolved.compute_fraction,
+            self.resolved.compute_fraction[gpu.name],
             network or self.network(gpu, n, params["fabric"], params["nic_gbps"]),
             host=self.host_tier(gpu),
         )

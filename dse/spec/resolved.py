@@ -27,7 +27,7 @@ class ResolvedStudy:
     objectives: tuple[str, ...]  # canonical metric names
     directions: tuple[str, ...]  # "minimize" / "maximize", one per objective
     constraints: tuple[Constraint, ...]  # with canonical metric names
-    compute_fraction: float  # share of modelled kernel speed assumed sustained
+    compute_fraction: dict[str, float]  # by GPU name: share of modelled kernel speed assumed sustained
     nic_efficiency: float | None = None  # measured by `dse validate --calibrate`; None: the fabric's own
     # Collective times by size measured with nccl-tests (`dse calibrate nccl-tests`); None: the model's.
     collective_calibration: CollectiveCalibration | None = None

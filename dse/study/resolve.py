@@ -48,9 +48,7 @@ def resolve_study(study: Study) -> ResolvedStudy:
     nic_gbps = tuple(int(v) if float(v).is_integer() else float(v) for v in speeds)
     _check_ownership(study, gpus, book, nic_gbps, (*objectives, *(c.metric for c in constraints)))
     # Measured kernel times already include what the fitted fraction stands for.
-    fraction = study.hardware.compute_fraction
-    if fraction is None:
-        fraction = 1.0 if study.hardware.calibration else sustained_compute_fraction()
+    fraction = {gpu.name: _compute_fraction(study, gpu) for gpu in gpus}
     return ResolvedStudy(
         study,
         kind,
@@ -66,6 +64,14 @@ def resolve_study(study: Study) -> ResolvedStudy:
         nic_efficiency,
         collectives,
     )
+
+
+def _compute_fraction(study: Study, gpu: GpuSpec) -> float:
+    """The share of modelled kernel speed `gpu`'s stack sustains: the spec's, 1 where kernel times
+    are measured (they include it), else the one fitted for its software stack."""
+    if study.hardware.compute_fraction is not None:
+        return study.hardware.compute_fraction
+    return 1.0 if study.hardware.calibration else sustained_compute_fraction(gpu)
 
 
 def _rental_prices(

@@ -98,7 +98,10 @@ class GpuSpec(BaseModel):
         problem = check_topology(self.scaleup_topology, self.scaleup_torus_dims or (), self.scaleup_domain_gpus)
         if problem:
             raise ValueError(f"scaleup_topology: {problem}")
-        fitted = _fitted()["host_launch_s"]["per_gpu"]
+        constants = _fitted()
+        fitted = sorted(
+            constants["host_launch_s"]["per_gpu"].keys() & constants["sustained_compute_fraction"]["per_gpu"]
+        )
         if self.calibrated_like is not None and self.calibrated_like not in fitted:
             raise ValueError(
                 f"calibrated_like: {self.calibrated_like!r} has no fitted constants; allowed: {', '.join(fitted)}, "
@@ -175,15 +178,22 @@ def _fitted() -> dict:
     return safe_load(resources.files(__package__).joinpath("fitted.yaml").read_text())
 
 
-def sustained_compute_fraction() -> float:
-    """The fitted share of modelled kernel speed real stacks sustain (fitted.yaml, with provenance)."""
-    return float(_fitted()["sustained_compute_fraction"]["value"])
+def sustained_compute_fraction(gpu: GpuSpec | None) -> float:
+    """The fitted share of modelled kernel speed the software stack of `gpu` sustains (fitted.yaml
+    `sustained_compute_fraction`, with provenance); None: the value for GPU types without
+    measurements."""
+    return _fitted_for("sustained_compute_fraction", gpu)
 
 
 def host_launch_s(gpu: GpuSpec) -> float:
     """Fitted host time a training framework spends per kernel it launches on `gpu` (fitted.yaml
-    `host_launch_s`): the value of the GPU type its `calibrated_like` names (the catalogue says
-    why each GPU takes whose), or with None the value for GPU types without measurements."""
-    entry = _fitted()["host_launch_s"]
-    value = entry["value"] if gpu.calibrated_like is None else entry["per_gpu"][gpu.calibrated_like]
-    return float(value)
+    `host_launch_s`)."""
+    return _fitted_for("host_launch_s", gpu)
+
+
+def _fitted_for(name: str, gpu: GpuSpec | None) -> float:
+    """Fitted constant `name` of the GPU type `gpu.calibrated_like` names (the catalogue says why
+    each GPU takes whose), or, where it names none, the value for GPU types without measurements."""
+    entry = _fitted()[name]
+    like = None if gpu is None else gpu.calibrated_like
+    return float(entry["value"] if like is None else entry["per_gpu"][like])

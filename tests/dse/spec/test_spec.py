@@ -188,12 +188,13 @@ def test_a_calibration_table_is_checked_before_any_trial_and_changes_the_answer(
 
 
 def test_compute_fraction_defaults_to_the_fitted_value_and_can_be_set(write_spec):
-    from simulators.hardware import sustained_compute_fraction
+    from simulators.hardware import get_gpu, sustained_compute_fraction
 
-    assert resolve_study(load_study(write_spec())).compute_fraction == sustained_compute_fraction()
-    assert 0.5 < sustained_compute_fraction() <= 1.0
+    h100 = get_gpu("H100-SXM")
+    assert resolve_study(load_study(write_spec())).compute_fraction == {h100.name: sustained_compute_fraction(h100)}
+    assert 0.5 < sustained_compute_fraction(h100) <= 1.0
     spec = write_spec(TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  compute_fraction: 0.9"))
-    assert resolve_study(load_study(spec)).compute_fraction == 0.9
+    assert resolve_study(load_study(spec)).compute_fraction == {h100.name: 0.9}
     message = error_of(
         write_spec, TINY_SPEC.replace("  num_gpus: [8, 16]", "  num_gpus: [8, 16]\n  compute_fraction: 1.5")
     )

@@ -8,11 +8,10 @@ from simulators.models import get_model
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem
 
 
-def run(model="llama3-8b", gpu="H100-SXM", num_gpus=8, reserve=0.0, **plan):
+def run(model="llama3-8b", gpu="H100-SXM", num_gpus=8, reserve=0.0, host_launch_s=None, **plan):
     base = dict(tp=1, pp=1, dp=num_gpus, micro_batch=1, global_batch=num_gpus, seq_len=4096)
-    candidate = TrainingCandidate(
-        get_model(model), TrainingSystem(get_gpu(gpu), num_gpus, reserve), ParallelPlan(**{**base, **plan})
-    )
+    system = TrainingSystem(get_gpu(gpu), num_gpus, reserve, host_launch_s=host_launch_s)
+    candidate = TrainingCandidate(get_model(model), system, ParallelPlan(**{**base, **plan}))
     return simulate_training(candidate)
 
 
@@ -260,7 +259,9 @@ def test_selective_recomputation_reruns_the_named_modules_forward():
 
 
 def test_moe_recomputation_reruns_the_all_to_alls_too():
-    kw = dict(model="qwen3-30b-a3b", num_gpus=8, global_batch=16, ep=8, recompute="selective")
+    # Without the host-launch floor: at one sequence per micro-batch the fitted H100 host time per
+    # launch bounds every layer of this step and would hide the rerun.
+    kw = dict(model="qwen3-30b-a3b", num_gpus=8, global_batch=16, ep=8, recompute="selective", host_launch_s=0.0)
     moe = run(**kw, recompute_modules=("moe",))
     act = run(**kw, recompute_modules=("moe_act",))
     none = run(**{**kw, "recompute": "none"})
