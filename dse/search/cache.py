@@ -83,11 +83,13 @@ def evaluation_context(resolved: ResolvedStudy) -> EvaluationContext:
         "model": resolved.model.model_dump(mode="json"),
         "hardware": study.hardware.model_dump(mode="json", exclude=_KNOB_LISTS),
         **resolved.kind.work(study),  # its settings ("work") and the seed where it draws a stream
-        "compute_fraction": resolved.compute_fraction,
         "files": {".".join(f): _file_digest(getattr(getattr(study, f[0]), f[1])) for f in _FILE_FIELDS},
         "code": code_fingerprint(),
     }
-    gpus = {gpu.name: _digest(gpu.model_dump(mode="json")) for gpu in resolved.gpus}
+    # Each GPU's entry with the share of modelled speed its stack sustains in this study.
+    gpus = {
+        gpu.name: _digest([gpu.model_dump(mode="json"), resolved.compute_fraction[gpu.name]]) for gpu in resolved.gpus
+    }
     return EvaluationContext(_digest(parts), gpus, resolved.kind)
 
 
