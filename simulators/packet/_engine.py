@@ -173,7 +173,7 @@ def _append(q, b, i):
     q[_Q_BUCKET + b, 1] = i
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
+@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy", inline="always")
 def _push(q, t, kind, a):
     """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
     i = q[0, 0]
@@ -183,7 +183,7 @@ def _push(q, t, kind, a):
     q[1, 0] += 1
 
 
-@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy")
+@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy", inline="always")
 def _pop(q):
     """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
     if q[_Q_BUCKET, 0] < 0:  # bucket 0 empty: spread the lowest non-empty bucket around its minimum
@@ -215,14 +215,22 @@ def _pop(q):
 
 @numba.njit(cache=True, error_model="numpy")
 def _grow_pool(pkt, pkt_int):
-    """The packet pool at twice its rows, the new slots chained free; returns it, the telemetry
-    rows likewise, and the first new slot (the new free-list head)."""
-    old = len(pkt)
-    pkt = np.concatenate((pkt, np.zeros((old, pkt.shape[1]), np.int64)))
-    for i in range(old, 2 * old):
-        pkt[i, _P_NEXT] = i + 1
-    pkt[2 * old - 1, _P_NEXT] = -1
-    return pkt, np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))), old
+    """The packet pool and the telemetry rows at twice their rows, the old ones copied: rows are
+    handed out from the free list, else the first never used (np.empty: pages untouched until
+    then cost nothing)."""
+    bigger = np.empty((2 * len(pkt), pkt.shape[1]), np.int64)
+    bigger_int = np.empty((2 * len(pkt), pkt_int.shape[1]), np.int64)
+    _copy_rows(pkt, bigger)
+    _copy_rows(pkt_int, bigger_int)
+    return bigger, bigger_int
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _copy_rows(a, b):
+    """b's first rows = a (flat: a 2-D slice assignment compiles for seconds)."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    for i in range(len(a)):
+        b[i] = a[i]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -234,15 +242,15 @@ def _uniform(rng_state):
     return ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0, rng_state
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu):
-    """Bytes flow f has sent and not had acknowledged: counted per ACK without recovery; with
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _in_flight(recovery, in_flight, next_seq, highest_sent, acked, mtu):
+    """Bytes a flow has sent and not had acknowledged: counted per ACK without recovery; with
     it, the packets from the cumulative ACK to the next to send (go-back-N resends all of them)
-    or to the highest sent (selective repeat)."""
+    or to the highest sent (selective repeat). Its flow's values, not arrays: an array argument
+    costs a reference count up and down a call."""
     if recovery == NO_RECOVERY:
-        return in_flight[f]
-    ahead = next_seq[f] if recovery == GO_BACK_N else highest_sent[f]
-    return (ahead - acked[f]) * flow_mtu[f]
+        return in_flight
+    return ((next_seq if recovery == GO_BACK_N else highest_sent) - acked) * mtu
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -320,9 +328,10 @@ class Fabric(NamedTuple):
 def _simulate(
     links, flows, fabric, cc_params, cc_columns, on_start, on_timer, on_marked, on_cnp, on_ack
 ):  # pragma: no cover - compiled
-    link_rate_bps, link_delay_ps, link_to = links.rate_bps, links.delay_ps, links.to
-    flow_bytes, flow_mtu, path_start, path_links = flows.nbytes, flows.mtu, flows.path_start, flows.path_links
-    reverse_start, reverse_links = flows.reverse_start, flows.reverse_links
+    # every array out of its tuple once, before the loop
+    link_rate_bps, link_delay_ps, link_to, xoff_bytes, xon_bytes, loss_rate, down_from_ps, down_until_ps = links
+    flow_bytes, flow_mtu, start_ps, gap_ps, path_start, path_links, dep_count = flows[:7]
+    dependents_start, dependents, reverse_start, reverse_links, route_start, route_list, route_from_ps = flows[7:]
     pfc_on, ecn_on, acks_on, int_on = fabric.pfc, fabric.ecn, fabric.acks, fabric.telemetry
     kmin_bytes, kmax_bytes = fabric.kmin_bytes, fabric.kmax_bytes
     n_links = len(link_rate_bps)
@@ -331,13 +340,16 @@ def _simulate(
     # ---- events
     queue = _queue(1024 + 4 * n_flows + 4 * n_links)
     # ---- packets (a pool; free slots chained)
+    # Room for every packet of the run at once (as deep NIC queues hold), up to 2^20 rows, then
+    # doubling: np.empty, so pages never reached cost nothing; growing costs a copy.
     pcap = 1024
-    pkt = np.zeros((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
-    pkt_int = np.zeros((pcap, INT_WIDTH if int_on else 0), np.int64)
-    free_head = 0
-    for i in range(pcap):
-        pkt[i, _P_NEXT] = i + 1
-    pkt[pcap - 1, _P_NEXT] = -1
+    for f in range(n_flows):
+        pcap += (flow_bytes[f] + flow_mtu[f] - 1) // flow_mtu[f]
+    pcap = min(pcap, 1 << 20)
+    pkt = np.empty((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
+    pkt_int = np.empty((pcap, INT_WIDTH if int_on else 0), np.int64)
+    free_head = -1  # freed rows, chained
+    fresh = 0  # rows from here on have never been used
     # ---- links
     q_head = np.full(n_links, -1, np.int64)
     q_tail = np.full(n_links, -1, np.int64)
@@ -355,7 +367,7 @@ def _simulate(
     shared_used = np.zeros(fabric.n_nodes, np.int64)
     drops = np.zeros(n_links, np.int64)
     lost = np.zeros(n_links, np.int64)  # frames lost on the wire (random loss, a link down)
-    faulty = (links.loss_rate > 0.0) | (links.down_from_ps < links.down_until_ps)
+    faulty = (loss_rate > 0.0) | (down_from_ps < down_until_ps)
     # ---- flows
     n_packets = np.zeros(n_flows, np.int64)
     recovery = fabric.recovery
@@ -383,7 +395,7 @@ def _simulate(
     window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
     begin_ps = np.full(n_flows, -1, np.int64)
-    deps_left = flows.dep_count.copy()
+    deps_left = dep_count.copy()
     state = np.zeros((n_flows, OWN + cc_columns))  # congestion control: a row per flow
     cnps = np.zeros(n_flows, np.int64)
     marked = np.zeros(n_flows, np.int64)
@@ -402,7 +414,7 @@ def _simulate(
         reverse_ps[f] = back
         state[f, BASE_RTT_PS] = there + back
         if deps_left[f] == 0:
-            _push(queue, flows.start_ps[f], _START, f)
+            _push(queue, start_ps[f], _START, f)
     got_start = np.zeros(n_flows + 1, np.int64)
     if recovery == SELECTIVE_REPEAT:
         for f in range(n_flows):  # a loop, not a slice assignment: its shape check compiles for seconds
@@ -412,367 +424,384 @@ def _simulate(
     done = 0
     now = np.int64(0)
     events = 0
+    # Room for what one event schedules: a few events, or a START per flow waiting on the one
+    # that completes.
+    fanout = 0
+    for f in range(n_flows):
+        fanout = max(fanout, dependents_start[f + 1] - dependents_start[f])
+    per_event = 8 + fanout
     while queue[1, 0] > 0:
-        if queue[1, 0] + 8 >= len(queue) - _Q_ENTRY:
+        # The queue and the pool grow here, out of the loop of events: an array reassigned in
+        # that loop costs a reference count up and down every event.
+        while len(queue) - _Q_ENTRY - queue[1, 0] < 64 * per_event:
             queue = _grow_queue(queue)
-        now, kind, a = _pop(queue)
-        events += 1
-        kick = -1  # the link that may start its next transmission once the event is handled
-        resend = False  # a sender's next packet, scheduled after that transmission
-        deliver = -1  # a data packet that reached its receiver at `arrival`
-        arrival = now
-        if kind == _START:
-            f = a
-            begin_ps[f] = now
-            progress_ps[f] = now
-            sending[f] = True
-            on_start(state, cc_params, f, now)
-            pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
-            _push(queue, now + pace, _SEND, f)
-        elif kind == _SEND and failed[a]:
-            sending[a] = False
-        elif kind == _SEND:
-            f = a
-            if now >= state[f, TIMER]:
-                on_timer(state, cc_params, f, now)
-            if (
-                resend_seq[f] < 0
-                and _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu) >= (state[f, WINDOW])
-            ):  # at its window (a resend goes regardless): an ACK resumes it
-                blocked[f] = True
-                sending[f] = False
-                continue
-            # the packet
-            if free_head < 0:  # grow the pool
-                pkt, pkt_int, free_head = _grow_pool(pkt, pkt_int)
-            p = free_head
-            free_head = pkt[p, _P_NEXT]
-            s = next_seq[f]
-            if resend_seq[f] >= 0:
-                s = resend_seq[f]
-                resend_seq[f] = -1
-            else:
-                next_seq[f] += 1
-            nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            pkt[p, _P_FLOW] = f
-            pkt[p, _P_BYTES] = nbytes
-            r = f  # its own route, unless a reroute has taken effect
-            for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
-                if flows.route_from_ps[flows.route_list[k]] > now:
-                    break
-                r = flows.route_list[k]
-            pkt[p, _P_ROUTE] = r
-            pkt[p, _P_HOP] = path_start[r]
-            pkt[p, _P_ECN] = False
-            pkt[p, _P_LAST] = s == n_packets[f] - 1
-            pkt[p, _P_KIND] = _DATA
-            pkt[p, _P_SEQ] = s
-            pkt[p, _P_NEXT] = -1
-            if recovery != NO_RECOVERY:
-                if s < highest_sent[f]:
-                    retransmits[f] += 1
+        if free_head < 0 and fresh == len(pkt):
+            pkt, pkt_int = _grow_pool(pkt, pkt_int)
+        budget = (len(queue) - _Q_ENTRY - queue[1, 0]) // per_event
+        while budget > 0 and (free_head >= 0 or fresh < len(pkt)) and queue[1, 0] > 0:  # a SEND takes a row
+            budget -= 1
+            now, kind, a = _pop(queue)
+            events += 1
+            kick = -1  # the link that may start its next transmission once the event is handled
+            resend = False  # a sender's next packet, scheduled after that transmission
+            deliver = -1  # a data packet that reached its receiver at `arrival`
+            arrival = now
+            if kind == _START:
+                f = a
+                begin_ps[f] = now
+                progress_ps[f] = now
+                sending[f] = True
+                on_start(state, cc_params, f, now)
+                pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
+                _push(queue, now + pace, _SEND, f)
+            elif kind == _SEND and failed[a]:
+                sending[a] = False
+            elif kind == _SEND:
+                f = a
+                if now >= state[f, TIMER]:
+                    on_timer(state, cc_params, f, now)
+                if (
+                    resend_seq[f] < 0
+                    and _in_flight(recovery, in_flight[f], next_seq[f], highest_sent[f], acked[f], flow_mtu[f])
+                    >= (state[f, WINDOW])
+                ):  # at its window (a resend goes regardless): an ACK resumes it
+                    blocked[f] = True
+                    sending[f] = False
+                    continue
+                # the packet (the loop above keeps one free)
+                if free_head >= 0:
+                    p = free_head
+                    free_head = pkt[p, _P_NEXT]
                 else:
-                    highest_sent[f] = s + 1
-                if not rto_due[f]:
-                    rto_due[f] = True
-                    _push(queue, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
-            else:
-                in_flight[f] += nbytes
-            link = path_links[path_start[r]]
-            # enqueue at the host's NIC (hosts do not drop or pause their senders)
-            if q_tail[link] < 0:
-                q_head[link] = p
-            else:
-                pkt[q_tail[link], _P_NEXT] = p
-            q_tail[link] = p
-            q_bytes[link] += nbytes
-            q_max[link] = max(q_max[link], q_bytes[link])
-            kick = link
-            resend = next_seq[f] < n_packets[f] or resend_seq[f] >= 0
-            sending[f] = resend
-        elif kind == _TX_DONE and tx_control[a]:  # a control frame left: on to the next hop
-            link = a
-            tx_control[link] = False
-            p = c_head[link]
-            c_head[link] = pkt[p, _P_NEXT]
-            if c_head[link] < 0:
-                c_tail[link] = -1
-            link_bytes[link] += pkt[p, _P_BYTES]
-            if faulty[link] and links.down_from_ps[link] <= now < links.down_until_ps[link]:
-                lost[link] += 1
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-            else:
-                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
-            busy[link] = False
-            kick = link
-        elif kind == _TX_DONE:
-            link = a
-            p = q_head[link]
-            q_head[link] = pkt[p, _P_NEXT]
-            if q_head[link] < 0:
-                q_tail[link] = -1
-            q_bytes[link] -= pkt[p, _P_BYTES]
-            link_bytes[link] += pkt[p, _P_BYTES]
-            r = pkt[p, _P_ROUTE]
-            if pkt[p, _P_HOP] > path_start[r]:  # it left a switch: free its buffer
-                inbound = path_links[pkt[p, _P_HOP] - 1]
-                shared_used[link_to[inbound]] -= pkt[p, _P_BYTES]
-                in_switch[inbound] -= pkt[p, _P_BYTES]
-                if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
-                    pause_sent[inbound] = False
-                    _push(queue, now + link_delay_ps[inbound], _RESUME, inbound)
-            else:  # it left its sender's NIC, which stamps when it began sending it
-                pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
-            f = pkt[p, _P_FLOW]
-            gone = False
-            if faulty[link]:
-                gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
-                if not gone and links.loss_rate[link] > 0.0:
-                    u, rng_state = _uniform(rng_state)
-                    gone = u < links.loss_rate[link]
-            if gone:
-                lost[link] += 1
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-            elif pkt[p, _P_HOP] == path_start[r + 1] - 1 and not pkt[p, _P_LAST]:
-                # Reaching the receiver changes nothing but its count until the flow's last
-                # packet (which does get an event: completion starts dependants).
-                deliver = p
-                arrival = now + link_delay_ps[link]
-            else:
-                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
-            busy[link] = False
-            kick = link
-        elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
-            p = a
-            f = pkt[p, _P_FLOW]
-            if pkt[p, _P_HOP] == reverse_start[pkt[p, _P_ROUTE] + 1] - 1:  # at the sender: the data packet's echo
+                    p = fresh
+                    fresh += 1
+                s = next_seq[f]
+                if resend_seq[f] >= 0:
+                    s = resend_seq[f]
+                    resend_seq[f] = -1
+                else:
+                    next_seq[f] += 1
+                nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                pkt[p, _P_FLOW] = f
+                pkt[p, _P_BYTES] = nbytes
+                r = f  # its own route, unless a reroute has taken effect
+                for k in range(route_start[f] + 1, route_start[f + 1]):
+                    if route_from_ps[route_list[k]] > now:
+                        break
+                    r = route_list[k]
+                pkt[p, _P_ROUTE] = r
+                pkt[p, _P_HOP] = path_start[r]
+                pkt[p, _P_ECN] = False
+                pkt[p, _P_LAST] = s == n_packets[f] - 1
+                pkt[p, _P_KIND] = _DATA
+                pkt[p, _P_SEQ] = s
+                pkt[p, _P_NEXT] = -1
                 if recovery != NO_RECOVERY:
-                    if pkt[p, _P_SEQ] > acked[f]:
-                        acked[f] = pkt[p, _P_SEQ]
+                    if s < highest_sent[f]:
+                        retransmits[f] += 1
+                    else:
+                        highest_sent[f] = s + 1
+                    if not rto_due[f]:
+                        rto_due[f] = True
+                        _push(queue, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
+                else:
+                    in_flight[f] += nbytes
+                link = path_links[path_start[r]]
+                # enqueue at the host's NIC (hosts do not drop or pause their senders)
+                if q_tail[link] < 0:
+                    q_head[link] = p
+                else:
+                    pkt[q_tail[link], _P_NEXT] = p
+                q_tail[link] = p
+                q_bytes[link] += nbytes
+                q_max[link] = max(q_max[link], q_bytes[link])
+                kick = link
+                resend = next_seq[f] < n_packets[f] or resend_seq[f] >= 0
+                sending[f] = resend
+            elif kind == _TX_DONE and tx_control[a]:  # a control frame left: on to the next hop
+                link = a
+                tx_control[link] = False
+                p = c_head[link]
+                c_head[link] = pkt[p, _P_NEXT]
+                if c_head[link] < 0:
+                    c_tail[link] = -1
+                link_bytes[link] += pkt[p, _P_BYTES]
+                if faulty[link] and down_from_ps[link] <= now < down_until_ps[link]:
+                    lost[link] += 1
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                else:
+                    _push(queue, now + link_delay_ps[link], _ARRIVE, p)
+                busy[link] = False
+                kick = link
+            elif kind == _TX_DONE:
+                link = a
+                p = q_head[link]
+                q_head[link] = pkt[p, _P_NEXT]
+                if q_head[link] < 0:
+                    q_tail[link] = -1
+                q_bytes[link] -= pkt[p, _P_BYTES]
+                link_bytes[link] += pkt[p, _P_BYTES]
+                r = pkt[p, _P_ROUTE]
+                if pkt[p, _P_HOP] > path_start[r]:  # it left a switch: free its buffer
+                    inbound = path_links[pkt[p, _P_HOP] - 1]
+                    shared_used[link_to[inbound]] -= pkt[p, _P_BYTES]
+                    in_switch[inbound] -= pkt[p, _P_BYTES]
+                    if pfc_on and pause_sent[inbound] and in_switch[inbound] <= xon_bytes[inbound]:
+                        pause_sent[inbound] = False
+                        _push(queue, now + link_delay_ps[inbound], _RESUME, inbound)
+                else:  # it left its sender's NIC, which stamps when it began sending it
+                    pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
+                f = pkt[p, _P_FLOW]
+                gone = False
+                if faulty[link]:
+                    gone = down_from_ps[link] <= now < down_until_ps[link]
+                    if not gone and loss_rate[link] > 0.0:
+                        u, rng_state = _uniform(rng_state)
+                        gone = u < loss_rate[link]
+                if gone:
+                    lost[link] += 1
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                elif pkt[p, _P_HOP] == path_start[r + 1] - 1 and not pkt[p, _P_LAST]:
+                    # Reaching the receiver changes nothing but its count until the flow's last
+                    # packet (which does get an event: completion starts dependants).
+                    deliver = p
+                    arrival = now + link_delay_ps[link]
+                else:
+                    _push(queue, now + link_delay_ps[link], _ARRIVE, p)
+                busy[link] = False
+                kick = link
+            elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
+                p = a
+                f = pkt[p, _P_FLOW]
+                if pkt[p, _P_HOP] == reverse_start[pkt[p, _P_ROUTE] + 1] - 1:  # at the sender: the data packet's echo
+                    if recovery != NO_RECOVERY:
+                        if pkt[p, _P_SEQ] > acked[f]:
+                            acked[f] = pkt[p, _P_SEQ]
+                            progress_ps[f] = now
+                            stalls[f] = 0
+                        if pkt[p, _P_KIND] & _NAK:  # resend from the first packet the receiver lacks
+                            _go_back(recovery, f, pkt[p, _P_SEQ], next_seq, resend_seq)
+                            if not sending[f]:
+                                sending[f] = True
+                                blocked[f] = False
+                                _push(queue, now, _SEND, f)
+                    else:
+                        last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                        in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
+                    state[f, RTT_PS] = now - pkt[p, _P_SENT_PS]
+                    if int_on:
+                        r = pkt[p, _P_ROUTE]
+                        hops = path_start[r + 1] - path_start[r] - 1
+                        state[f, INT_HOPS] = hops
+                        for i in range(hops):
+                            state[f, INT + 4 * i + INT_QLEN] = pkt_int[p, 3 * i]
+                            state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
+                            state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
+                            state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
+                    if pkt[p, _P_KIND] & _CNP_ACK:
+                        _push(queue, now, _CNP, f)
+                    else:
+                        on_ack(state, cc_params, f, now)
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                    if (
+                        blocked[f]
+                        and not sending[f]
+                        and _in_flight(recovery, in_flight[f], next_seq[f], highest_sent[f], acked[f], flow_mtu[f])
+                        < state[f, WINDOW]
+                    ):  # the window opened: send now
+                        blocked[f] = False
+                        sending[f] = True
+                        _push(queue, now, _SEND, f)
+                    continue
+                pkt[p, _P_HOP] += 1
+                link = reverse_links[pkt[p, _P_HOP]]
+                pkt[p, _P_NEXT] = -1
+                if c_tail[link] < 0:
+                    c_head[link] = p
+                else:
+                    pkt[c_tail[link], _P_NEXT] = p
+                c_tail[link] = p
+                kick = link
+            elif kind == _ARRIVE and pkt[a, _P_HOP] == path_start[pkt[a, _P_ROUTE] + 1] - 1:  # at the receiver
+                deliver = a
+            elif kind == _ARRIVE:  # at a switch
+                p = a
+                f = pkt[p, _P_FLOW]
+                if fabric.adaptive and route_start[f + 1] - route_start[f] > 1:
+                    # adaptive routing: of the flow's routes through this switch so far, the one
+                    # whose next link has the fewest bytes queued (the current one on a tie); a link
+                    # that is down counts as full, as a switch skips a dead port
+                    r = pkt[p, _P_ROUTE]
+                    h = pkt[p, _P_HOP] - path_start[r]
+                    nl = path_links[pkt[p, _P_HOP] + 1]
+                    dead = faulty[nl] and down_from_ps[nl] <= now < down_until_ps[nl]
+                    best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
+                    for k in range(route_start[f], route_start[f + 1]):
+                        rk = route_list[k]
+                        if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
+                            continue
+                        same = True
+                        for i in range(h + 1):
+                            if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
+                                same = False
+                                break
+                        nl = path_links[path_start[rk] + h + 1]
+                        if (
+                            same
+                            and q_bytes[nl] < best_q
+                            and not (faulty[nl] and down_from_ps[nl] <= now < down_until_ps[nl])
+                        ):
+                            best, best_q = rk, q_bytes[nl]
+                    pkt[p, _P_ROUTE] = best
+                    pkt[p, _P_HOP] = path_start[best] + h
+                inbound = path_links[pkt[p, _P_HOP]]
+                node = link_to[inbound]
+                out = path_links[pkt[p, _P_HOP] + 1]
+                nbytes = pkt[p, _P_BYTES]
+                if shared_used[node] + nbytes > fabric.buffer_bytes:
+                    drops[out] += 1
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                    continue
+                if ecn_on and not pkt[p, _P_ECN] and q_bytes[out] > kmin_bytes:
+                    if q_bytes[out] >= kmax_bytes:
+                        pkt[p, _P_ECN] = True
+                    else:
+                        u, rng_state = _uniform(rng_state)
+                        if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
+                            pkt[p, _P_ECN] = True
+                shared_used[node] += nbytes
+                in_switch[inbound] += nbytes
+                if pfc_on and not pause_sent[inbound] and in_switch[inbound] > xoff_bytes[inbound]:
+                    pause_sent[inbound] = True
+                    pauses[inbound] += 1
+                    _push(queue, now + link_delay_ps[inbound], _PAUSE, inbound)
+                pkt[p, _P_HOP] += 1
+                pkt[p, _P_NEXT] = -1
+                if q_tail[out] < 0:
+                    q_head[out] = p
+                else:
+                    pkt[q_tail[out], _P_NEXT] = p
+                q_tail[out] = p
+                q_bytes[out] += nbytes
+                q_max[out] = max(q_max[out], q_bytes[out])
+                kick = out
+            elif kind == _PAUSE:
+                paused[a] = True
+            elif kind == _RESUME:
+                link = a
+                paused[link] = False
+                kick = link
+            elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
+                p = a
+                link = reverse_links[reverse_start[pkt[p, _P_ROUTE]]]
+                if c_tail[link] < 0:
+                    c_head[link] = p
+                else:
+                    pkt[c_tail[link], _P_NEXT] = p
+                c_tail[link] = p
+                kick = link
+            elif kind == _CNP:
+                cnps[a] += 1
+                on_cnp(state, cc_params, a, now)
+            elif kind == _RTO:  # no cumulative ACK progress for a timeout: resend from the first unacked
+                f = a
+                rto_due[f] = False
+                if acked[f] < n_packets[f] and not failed[f]:
+                    due = progress_ps[f] + fabric.rto_ps
+                    if now >= due and stalls[f] == fabric.retries:
+                        failed[f] = True
+                        continue
+                    if now >= due:
+                        timeouts[f] += 1
+                        stalls[f] += 1
                         progress_ps[f] = now
-                        stalls[f] = 0
-                    if pkt[p, _P_KIND] & _NAK:  # resend from the first packet the receiver lacks
-                        _go_back(recovery, f, pkt[p, _P_SEQ], next_seq, resend_seq)
+                        _go_back(recovery, f, acked[f], next_seq, resend_seq)
                         if not sending[f]:
                             sending[f] = True
                             blocked[f] = False
                             _push(queue, now, _SEND, f)
+                        due = now + fabric.rto_ps
+                    rto_due[f] = True
+                    _push(queue, due, _RTO, f)
+            # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
+            # flow's last byte completes it and starts the flows waiting for it.
+            if deliver >= 0:
+                p = deliver
+                f = pkt[p, _P_FLOW]
+                # Go-back-N keeps only the next packet in order; selective repeat every packet it
+                # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
+                s = pkt[p, _P_SEQ]
+                accept = True
+                gap = False
+                if recovery == GO_BACK_N:
+                    accept = s == expected[f]
+                    gap = s >= expected[f] + fabric.reorder_packets
+                    expected[f] += accept
+                elif recovery == SELECTIVE_REPEAT:
+                    accept = not got[got_start[f] + s]
+                    got[got_start[f] + s] = True
+                    highest[f] = max(highest[f], s)
+                    while expected[f] < n_packets[f] and got[got_start[f] + expected[f]]:
+                        expected[f] += 1
+                    gap = highest[f] >= expected[f] + fabric.reorder_packets
+                nak = gap and nak_for[f] != expected[f]
+                if nak:
+                    nak_for[f] = expected[f]
+                if accept:
+                    received_bytes[f] += pkt[p, _P_BYTES]
+                    if fabric.window_start_ps <= arrival < fabric.window_end_ps:
+                        window_bytes[f] += pkt[p, _P_BYTES]
+                cnp = False
+                if pkt[p, _P_ECN]:
+                    marked[f] += 1
+                    if on_marked(state, cc_params, f, arrival):
+                        cnp = True
+                        if not acks_on:  # the CNP alone, in the reverse path's latency
+                            _push(queue, arrival + reverse_ps[f], _CNP, f)
+                if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
+                    pkt[p, _P_FLOW] = f
+                    pkt[p, _P_BYTES] = CNP_BYTES
+                    pkt[p, _P_HOP] = reverse_start[pkt[p, _P_ROUTE]]
+                    pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
+                    pkt[p, _P_SEQ] = expected[f]
+                    pkt[p, _P_NEXT] = -1
+                    _push(queue, arrival, _ACK, p)
                 else:
-                    last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-                    in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
-                state[f, RTT_PS] = now - pkt[p, _P_SENT_PS]
-                if int_on:
-                    r = pkt[p, _P_ROUTE]
-                    hops = path_start[r + 1] - path_start[r] - 1
-                    state[f, INT_HOPS] = hops
-                    for i in range(hops):
-                        state[f, INT + 4 * i + INT_QLEN] = pkt_int[p, 3 * i]
-                        state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
-                        state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
-                        state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
-                if pkt[p, _P_KIND] & _CNP_ACK:
-                    _push(queue, now, _CNP, f)
-                else:
-                    on_ack(state, cc_params, f, now)
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-                if (
-                    blocked[f]
-                    and not sending[f]
-                    and _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu) < state[f, WINDOW]
-                ):  # the window opened: send now
-                    blocked[f] = False
-                    sending[f] = True
-                    _push(queue, now, _SEND, f)
-                continue
-            pkt[p, _P_HOP] += 1
-            link = reverse_links[pkt[p, _P_HOP]]
-            pkt[p, _P_NEXT] = -1
-            if c_tail[link] < 0:
-                c_head[link] = p
-            else:
-                pkt[c_tail[link], _P_NEXT] = p
-            c_tail[link] = p
-            kick = link
-        elif kind == _ARRIVE and pkt[a, _P_HOP] == path_start[pkt[a, _P_ROUTE] + 1] - 1:  # at the receiver
-            deliver = a
-        elif kind == _ARRIVE:  # at a switch
-            p = a
-            f = pkt[p, _P_FLOW]
-            if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
-                # adaptive routing: of the flow's routes through this switch so far, the one
-                # whose next link has the fewest bytes queued (the current one on a tie); a link
-                # that is down counts as full, as a switch skips a dead port
-                r = pkt[p, _P_ROUTE]
-                h = pkt[p, _P_HOP] - path_start[r]
-                nl = path_links[pkt[p, _P_HOP] + 1]
-                dead = faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl]
-                best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
-                for k in range(flows.route_start[f], flows.route_start[f + 1]):
-                    rk = flows.route_list[k]
-                    if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
-                        continue
-                    same = True
-                    for i in range(h + 1):
-                        if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
-                            same = False
-                            break
-                    nl = path_links[path_start[rk] + h + 1]
-                    if (
-                        same
-                        and q_bytes[nl] < best_q
-                        and not (faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl])
-                    ):
-                        best, best_q = rk, q_bytes[nl]
-                pkt[p, _P_ROUTE] = best
-                pkt[p, _P_HOP] = path_start[best] + h
-            inbound = path_links[pkt[p, _P_HOP]]
-            node = link_to[inbound]
-            out = path_links[pkt[p, _P_HOP] + 1]
-            nbytes = pkt[p, _P_BYTES]
-            if shared_used[node] + nbytes > fabric.buffer_bytes:
-                drops[out] += 1
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-                continue
-            if ecn_on and not pkt[p, _P_ECN] and q_bytes[out] > kmin_bytes:
-                if q_bytes[out] >= kmax_bytes:
-                    pkt[p, _P_ECN] = True
-                else:
-                    u, rng_state = _uniform(rng_state)
-                    if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
-                        pkt[p, _P_ECN] = True
-            shared_used[node] += nbytes
-            in_switch[inbound] += nbytes
-            if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
-                pause_sent[inbound] = True
-                pauses[inbound] += 1
-                _push(queue, now + link_delay_ps[inbound], _PAUSE, inbound)
-            pkt[p, _P_HOP] += 1
-            pkt[p, _P_NEXT] = -1
-            if q_tail[out] < 0:
-                q_head[out] = p
-            else:
-                pkt[q_tail[out], _P_NEXT] = p
-            q_tail[out] = p
-            q_bytes[out] += nbytes
-            q_max[out] = max(q_max[out], q_bytes[out])
-            kick = out
-        elif kind == _PAUSE:
-            paused[a] = True
-        elif kind == _RESUME:
-            link = a
-            paused[link] = False
-            kick = link
-        elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
-            p = a
-            link = reverse_links[reverse_start[pkt[p, _P_ROUTE]]]
-            if c_tail[link] < 0:
-                c_head[link] = p
-            else:
-                pkt[c_tail[link], _P_NEXT] = p
-            c_tail[link] = p
-            kick = link
-        elif kind == _CNP:
-            cnps[a] += 1
-            on_cnp(state, cc_params, a, now)
-        elif kind == _RTO:  # no cumulative ACK progress for a timeout: resend from the first unacked
-            f = a
-            rto_due[f] = False
-            if acked[f] < n_packets[f] and not failed[f]:
-                due = progress_ps[f] + fabric.rto_ps
-                if now >= due and stalls[f] == fabric.retries:
-                    failed[f] = True
-                    continue
-                if now >= due:
-                    timeouts[f] += 1
-                    stalls[f] += 1
-                    progress_ps[f] = now
-                    _go_back(recovery, f, acked[f], next_seq, resend_seq)
-                    if not sending[f]:
-                        sending[f] = True
-                        blocked[f] = False
-                        _push(queue, now, _SEND, f)
-                    due = now + fabric.rto_ps
-                rto_due[f] = True
-                _push(queue, due, _RTO, f)
-        # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
-        # flow's last byte completes it and starts the flows waiting for it.
-        if deliver >= 0:
-            p = deliver
-            f = pkt[p, _P_FLOW]
-            # Go-back-N keeps only the next packet in order; selective repeat every packet it
-            # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
-            s = pkt[p, _P_SEQ]
-            accept = True
-            gap = False
-            if recovery == GO_BACK_N:
-                accept = s == expected[f]
-                gap = s >= expected[f] + fabric.reorder_packets
-                expected[f] += accept
-            elif recovery == SELECTIVE_REPEAT:
-                accept = not got[got_start[f] + s]
-                got[got_start[f] + s] = True
-                highest[f] = max(highest[f], s)
-                while expected[f] < n_packets[f] and got[got_start[f] + expected[f]]:
-                    expected[f] += 1
-                gap = highest[f] >= expected[f] + fabric.reorder_packets
-            nak = gap and nak_for[f] != expected[f]
-            if nak:
-                nak_for[f] = expected[f]
-            if accept:
-                received_bytes[f] += pkt[p, _P_BYTES]
-                if fabric.window_start_ps <= arrival < fabric.window_end_ps:
-                    window_bytes[f] += pkt[p, _P_BYTES]
-            cnp = False
-            if pkt[p, _P_ECN]:
-                marked[f] += 1
-                if on_marked(state, cc_params, f, arrival):
-                    cnp = True
-                    if not acks_on:  # the CNP alone, in the reverse path's latency
-                        _push(queue, arrival + reverse_ps[f], _CNP, f)
-            if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
-                pkt[p, _P_FLOW] = f
-                pkt[p, _P_BYTES] = CNP_BYTES
-                pkt[p, _P_HOP] = reverse_start[pkt[p, _P_ROUTE]]
-                pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
-                pkt[p, _P_SEQ] = expected[f]
-                pkt[p, _P_NEXT] = -1
-                _push(queue, arrival, _ACK, p)
-            else:
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-            if accept and received_bytes[f] == flow_bytes[f]:
-                finish_ps[f] = arrival
-                done += 1
-                for k in range(flows.dependents_start[f], flows.dependents_start[f + 1]):
-                    d = flows.dependents[k]
-                    deps_left[d] -= 1
-                    if deps_left[d] == 0:
-                        at = max(flows.start_ps[d], arrival + flows.gap_ps[d])
-                        _push(queue, at, _START, d)
-        # One place for every event that queued a frame or freed a link: start the link's next
-        # transmission, control frames first (strict priority, never paused), then data.
-        if kick >= 0 and not busy[kick]:
-            nxt = c_head[kick] if c_head[kick] >= 0 else (q_head[kick] if not paused[kick] else -1)
-            if nxt >= 0:
-                busy[kick] = True
-                tx_control[kick] = c_head[kick] >= 0
-                if int_on and not tx_control[kick] and pkt[nxt, _P_HOP] > path_start[pkt[nxt, _P_ROUTE]]:
-                    # a switch's egress dequeues it: the bytes left behind it, the link's bytes
-                    # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
-                    i = 3 * (pkt[nxt, _P_HOP] - path_start[pkt[nxt, _P_ROUTE]] - 1)
-                    pkt_int[nxt, i] = q_bytes[kick] - pkt[nxt, _P_BYTES]
-                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
-                    pkt_int[nxt, i + 2] = now
-                done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
-                _push(queue, done_ps, _TX_DONE, kick)
-        if resend:
-            s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
-            nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            _push(queue, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                if accept and received_bytes[f] == flow_bytes[f]:
+                    finish_ps[f] = arrival
+                    done += 1
+                    for k in range(dependents_start[f], dependents_start[f + 1]):
+                        d = dependents[k]
+                        deps_left[d] -= 1
+                        if deps_left[d] == 0:
+                            at = max(start_ps[d], arrival + gap_ps[d])
+                            _push(queue, at, _START, d)
+            # One place for every event that queued a frame or freed a link: start the link's next
+            # transmission, control frames first (strict priority, never paused), then data.
+            if kick >= 0 and not busy[kick]:
+                nxt = c_head[kick] if c_head[kick] >= 0 else (q_head[kick] if not paused[kick] else -1)
+                if nxt >= 0:
+                    busy[kick] = True
+                    tx_control[kick] = c_head[kick] >= 0
+                    if int_on and not tx_control[kick] and pkt[nxt, _P_HOP] > path_start[pkt[nxt, _P_ROUTE]]:
+                        # a switch's egress dequeues it: the bytes left behind it, the link's bytes
+                        # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
+                        i = 3 * (pkt[nxt, _P_HOP] - path_start[pkt[nxt, _P_ROUTE]] - 1)
+                        pkt_int[nxt, i] = q_bytes[kick] - pkt[nxt, _P_BYTES]
+                        pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
+                        pkt_int[nxt, i + 2] = now
+                    done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
+                    _push(queue, done_ps, _TX_DONE, kick)
+            if resend:
+                s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
+                nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                _push(queue, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
     return (
         begin_ps,
         finish_ps,
