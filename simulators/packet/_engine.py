@@ -105,18 +105,30 @@ _P_WIDTH = 10
 # The queue's and the serialisation's signatures, given: called with constants (an event kind),
 # numba would otherwise compile a copy per literal value (15 of _push).
 _I, _QUEUE = numba.int64, numba.int64[:, ::1]
-# The event queue is a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, J. ACM 1990) on integer
-# picoseconds, each bucket a FIFO list: an event at time t waits in bucket bit_length(t ^ last),
-# `last` the time of the last event taken out; when bucket 0 (events at `last`) is empty, the
-# lowest non-empty bucket is emptied into the lower ones around its earliest time. Events at
-# equal times always share a bucket and keep their order, so they run in the order they were
-# scheduled, as in a binary heap on (time, sequence), at a few cheap steps per event instead of
-# a branch per level. It needs every event at or after `last`: an engine never schedules into
-# the past. One int64 array of rows: row 0 holds (free-list head, last, bucket mask), row 1 the
-# number of events, rows _Q_BUCKET + b (head, tail) of bucket b, and rows from _Q_ENTRY the
-# entries (time, payload, next).
+# The event queue orders events by (time, order of scheduling), as a binary heap on (time,
+# sequence) would, exactly. Near events (within _Q_SLOTS slots of 2^_Q_SHIFT ps of the last one
+# taken out: ~4 us, every serialisation and link delay of a fabric) wait on a timing wheel: a
+# slot holds the events of its nanosecond in a list kept in order (nearly always by appending: a
+# new event has the highest sequence), a bitmap of non-empty slots with a summary word finds the
+# next one. Far events (starts after a gap, timeouts) wait in a radix heap (Ahuja, Mehlhorn,
+# Orlin and Tarjan, J. ACM 1990) whose buckets are FIFO lists: an event at time t in bucket
+# bit_length(t ^ last), `last` the time of the last far event taken out; when bucket 0 is empty
+# the lowest non-empty bucket is spread around its earliest time, only when that time is the
+# next event's (so `last` never passes the present). A lower bound on the far events' earliest
+# time spares the heap on almost every event. The radix heap alone moved each event ~3 times
+# between buckets, a third of the all-to-all's time. Every event must be at or after the last
+# one taken out: an engine never schedules into the past. One int64 array of rows: row 0 holds
+# (free-list head, last, bucket mask, summary of the bitmap words), row 1 (events, the next
+# sequence number, the far events' lower bound, the slot of the last event taken out), then the
+# buckets' and the slots' (head, tail), the bitmap words, and from _Q_ENTRY the entries (time,
+# payload, next, sequence).
+_Q_SHIFT = 10
+_Q_SLOTS = 4096  # 64 bitmap words: the summary is one int64
 _Q_BUCKET = 2
-_Q_ENTRY = _Q_BUCKET + 64
+_Q_BITS = _Q_BUCKET + 64
+_Q_SLOT = _Q_BITS + _Q_SLOTS // 64
+_Q_ENTRY = _Q_SLOT + _Q_SLOTS
+_NO_TIME = np.iinfo(np.int64).max
 
 
 @numba.extending.intrinsic
@@ -143,10 +155,13 @@ def _lowest_bit(typingctx, x):
 @numba.njit(_QUEUE(_I), cache=True, error_model="numpy")
 def _queue(capacity):
     """An empty queue with room for `capacity` events."""
-    q = np.full((_Q_ENTRY + capacity, 3), -1, np.int64)
+    q = np.full((_Q_ENTRY + capacity, 4), -1, np.int64)
     for i in range(_Q_ENTRY, _Q_ENTRY + capacity - 1):
         q[i, 2] = i + 1
-    q[0, 0], q[0, 1], q[0, 2], q[1, 0] = _Q_ENTRY, 0, 0, 0
+    for w in range(_Q_SLOTS // 64):
+        q[_Q_BITS + w, 0] = 0
+    q[0, 0], q[0, 1], q[0, 2], q[0, 3] = _Q_ENTRY, 0, 0, 0
+    q[1, 0], q[1, 1], q[1, 2], q[1, 3] = 0, 0, _NO_TIME, 0
     return q
 
 
@@ -154,7 +169,7 @@ def _queue(capacity):
 def _grow_queue(q):
     """The queue with twice the room, its events in place."""
     old = len(q)
-    q = np.concatenate((q, np.full((old - _Q_ENTRY, 3), -1, np.int64)))
+    q = np.concatenate((q, np.full((old - _Q_ENTRY, 4), -1, np.int64)))
     for i in range(old, len(q) - 1):
         q[i, 2] = i + 1
     q[len(q) - 1, 2] = q[0, 0]
@@ -178,39 +193,87 @@ def _push(q, t, kind, a):
     """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
     i = q[0, 0]
     q[0, 0] = q[i, 2]
-    q[i, 0], q[i, 1], q[i, 2] = t, (a << _KIND_BITS) + kind, -1
-    _append(q, _bit_length(t ^ q[0, 1]), i)
+    q[i, 0], q[i, 1], q[i, 2], q[i, 3] = t, (a << _KIND_BITS) + kind, -1, q[1, 1]
+    q[1, 1] += 1
     q[1, 0] += 1
+    if (t >> _Q_SHIFT) - q[1, 3] >= _Q_SLOTS:  # far
+        _append(q, _bit_length(t ^ q[0, 1]), i)
+        q[1, 2] = min(q[1, 2], t)
+        return
+    s = (t >> _Q_SHIFT) & (_Q_SLOTS - 1)
+    tail = q[_Q_SLOT + s, 1]
+    if tail < 0:
+        q[_Q_SLOT + s, 0], q[_Q_SLOT + s, 1] = i, i
+        q[_Q_BITS + (s >> 6), 0] |= np.int64(1) << (s & 63)
+        q[0, 3] |= np.int64(1) << (s >> 6)
+    elif q[tail, 0] <= t:
+        q[tail, 2] = i
+        q[_Q_SLOT + s, 1] = i
+    else:  # before the first event of the slot later than t
+        before, j = -1, q[_Q_SLOT + s, 0]
+        while q[j, 0] <= t:
+            before, j = j, q[j, 2]
+        q[i, 2] = j
+        if before < 0:
+            q[_Q_SLOT + s, 0] = i
+        else:
+            q[before, 2] = i
 
 
 @numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy", inline="always")
 def _pop(q):
     """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
-    if q[_Q_BUCKET, 0] < 0:  # bucket 0 empty: spread the lowest non-empty bucket around its minimum
-        b = _lowest_bit(q[0, 2])
-        i = q[_Q_BUCKET + b, 0]
-        last = q[i, 0]
-        while i >= 0:
-            last = min(last, q[i, 0])
-            i = q[i, 2]
-        q[0, 1] = last
-        i = q[_Q_BUCKET + b, 0]
-        q[_Q_BUCKET + b, 0], q[_Q_BUCKET + b, 1] = -1, -1
-        q[0, 2] &= ~(np.int64(1) << b)
-        while i >= 0:
-            after = q[i, 2]
-            q[i, 2] = -1
-            _append(q, _bit_length(q[i, 0] ^ last), i)
-            i = after
-    i = q[_Q_BUCKET, 0]
-    q[_Q_BUCKET, 0] = q[i, 2]
-    if q[i, 2] < 0:
-        q[_Q_BUCKET, 1] = -1
-        q[0, 2] &= ~np.int64(1)
-    q[i, 2] = q[0, 0]
-    q[0, 0] = i
+    s, j, t = -1, -1, _NO_TIME
+    if q[0, 3] != 0:  # the wheel's first: the first non-empty slot from the last event's, round
+        c = q[1, 3] & (_Q_SLOTS - 1)
+        w = c >> 6
+        bits = q[_Q_BITS + w, 0] & (np.int64(-1) << (c & 63))
+        if bits == 0:
+            later = q[0, 3] & (np.int64(-2) << w)
+            w = _lowest_bit(later if later != 0 else q[0, 3])
+            bits = q[_Q_BITS + w, 0]
+        s = (w << 6) + _lowest_bit(bits)
+        j = q[_Q_SLOT + s, 0]
+        t = q[j, 0]
+    if q[1, 2] <= t:  # a far event may come first: find the earliest
+        if q[_Q_BUCKET, 0] < 0:
+            b = _lowest_bit(q[0, 2])
+            i = q[_Q_BUCKET + b, 0]
+            first = q[i, 0]
+            while i >= 0:
+                first = min(first, q[i, 0])
+                i = q[i, 2]
+            q[1, 2] = first
+            if first <= t:  # it does (or ties): spread its bucket around it
+                q[0, 1] = first
+                i = q[_Q_BUCKET + b, 0]
+                q[_Q_BUCKET + b, 0], q[_Q_BUCKET + b, 1] = -1, -1
+                q[0, 2] &= ~(np.int64(1) << b)
+                while i >= 0:
+                    after = q[i, 2]
+                    q[i, 2] = -1
+                    _append(q, _bit_length(q[i, 0] ^ first), i)
+                    i = after
+        i = q[_Q_BUCKET, 0]
+        if i >= 0 and (q[i, 0] < t or (q[i, 0] == t and q[i, 3] < q[j, 3])):
+            q[_Q_BUCKET, 0] = q[i, 2]
+            if q[i, 2] < 0:
+                q[_Q_BUCKET, 1] = -1
+                q[0, 2] &= ~np.int64(1)
+                q[1, 2] = q[0, 1] + 1 if q[0, 2] != 0 else _NO_TIME  # a bound: later ones are later
+            s, j = -1, i
+    if s >= 0:  # the wheel's
+        q[_Q_SLOT + s, 0] = q[j, 2]
+        if q[j, 2] < 0:
+            q[_Q_SLOT + s, 1] = -1
+            q[_Q_BITS + (s >> 6), 0] &= ~(np.int64(1) << (s & 63))
+            if q[_Q_BITS + (s >> 6), 0] == 0:
+                q[0, 3] &= ~(np.int64(1) << (s >> 6))
+    q[1, 3] = q[j, 0] >> _Q_SHIFT
+    q[j, 2] = q[0, 0]
+    q[0, 0] = j
     q[1, 0] -= 1
-    return q[i, 0], q[i, 1] & ((1 << _KIND_BITS) - 1), q[i, 1] >> _KIND_BITS
+    return q[j, 0], q[j, 1] & ((1 << _KIND_BITS) - 1), q[j, 1] >> _KIND_BITS
 
 
 @numba.njit(cache=True, error_model="numpy")
