@@ -885,6 +885,7 @@ def _simulate(
     )
 
 
+@functools.cache
 def _signature():
     """Argument types of the one compiled engine: the hooks are first-class function values."""
     ints, floats = numba.int64[::1], numba.float64[::1]
@@ -897,10 +898,13 @@ def _signature():
 
 @functools.cache
 def _engine():
-    """The engine, compiled (or loaded from the on-disk cache) for the one signature."""
+    """The engine's compiled entry point (compiled, or loaded from the on-disk cache, for the one
+    signature). Called directly, not through the dispatcher, which works out every argument's
+    numba type on each call (60 of a small run's 200 us); the entry point converts arrays
+    checking only their item size, so simulate_packets checks their types."""
     _simulate.compile(_signature())
     _simulate.disable_compile()
-    return _simulate
+    return _simulate.overloads[_signature()].entry_point
 
 
 @functools.cache
@@ -910,8 +914,37 @@ def _compiled_hook(hook, kind):
     return CompileResultWAP(hook.get_compile_result(kind.signature))
 
 
+# What the entry point converts each field from (it checks arrays only by item size): numba type,
+# and the Python values accepted.
+_ACCEPTED = {
+    numba.int64[::1]: (np.ndarray, np.int64),
+    numba.float64[::1]: (np.ndarray, np.float64),
+    numba.int64: ((int, np.integer), None),
+    numba.float64: ((float, np.floating), None),
+    numba.boolean: ((bool, np.bool_), None),
+}
+
+
+def _check(values: tuple, kinds) -> None:
+    """A one-line TypeError naming the first field of `values` that is not what the engine reads
+    (an array: C-contiguous, 1-D, of its dtype)."""
+    for name, value, kind in zip(values._fields, values, kinds):
+        accepted, dtype = _ACCEPTED[kind]
+        if not isinstance(value, accepted) or (
+            dtype is not None and (value.dtype != dtype or value.ndim != 1 or not value.flags.c_contiguous)
+        ):
+            given = type(value).__name__
+            if isinstance(value, np.ndarray):
+                given = f"{value.dtype} {value.ndim}-D array{'' if value.flags.c_contiguous else ', not contiguous'}"
+            raise TypeError(f"{type(values).__name__}.{name}: {given} given; the engine reads {kind}")
+
+
 def simulate_packets(links: Links, flows: Flows, fabric: Fabric, cc_params: np.ndarray, cc_columns: int, hooks):
     """Run the engine; `hooks` (on_start, on_timer, on_marked, on_cnp, on_ack) and the state
     row of `cc_columns` own columns as _congestion.py describes."""
+    kinds = _signature()
+    for values, kind in zip((links, flows, fabric), kinds):
+        _check(values, kind.types)
     hooks = [_compiled_hook(hook, kind) for hook, kind in zip(hooks, (HOOK, HOOK, MARK, HOOK, HOOK))]
-    return _engine()(links, flows, fabric, cc_params, np.int64(cc_columns), *hooks)
+    params = np.ascontiguousarray(cc_params, np.float64)
+    return _engine()(links, flows, fabric, params, int(cc_columns), *hooks)
