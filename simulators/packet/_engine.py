@@ -917,19 +917,24 @@ def _compiled_hook(hook, kind):
 # What the entry point converts each field from (it checks arrays only by item size): numba type,
 # and the Python values accepted.
 _ACCEPTED = {
-    numba.int64[::1]: (np.ndarray, np.int64),
-    numba.float64[::1]: (np.ndarray, np.float64),
+    numba.int64[::1]: (np.ndarray, np.dtype(np.int64)),
+    numba.float64[::1]: (np.ndarray, np.dtype(np.float64)),
     numba.int64: ((int, np.integer), None),
     numba.float64: ((float, np.floating), None),
     numba.boolean: ((bool, np.bool_), None),
 }
 
 
-def _check(values: tuple, kinds) -> None:
+@functools.cache
+def _expected():
+    """For Links, Flows and Fabric, (what is accepted, dtype, numba type) for each field."""
+    return [[(*_ACCEPTED[kind], kind) for kind in tuple_type.types] for tuple_type in _signature()[:3]]
+
+
+def _check(values: tuple, expected) -> None:
     """A one-line TypeError naming the first field of `values` that is not what the engine reads
     (an array: C-contiguous, 1-D, of its dtype)."""
-    for name, value, kind in zip(values._fields, values, kinds):
-        accepted, dtype = _ACCEPTED[kind]
+    for value, (accepted, dtype, kind), name in zip(values, expected, values._fields):
         if not isinstance(value, accepted) or (
             dtype is not None and (value.dtype != dtype or value.ndim != 1 or not value.flags.c_contiguous)
         ):
@@ -942,9 +947,8 @@ def _check(values: tuple, kinds) -> None:
 def simulate_packets(links: Links, flows: Flows, fabric: Fabric, cc_params: np.ndarray, cc_columns: int, hooks):
     """Run the engine; `hooks` (on_start, on_timer, on_marked, on_cnp, on_ack) and the state
     row of `cc_columns` own columns as _congestion.py describes."""
-    kinds = _signature()
-    for values, kind in zip((links, flows, fabric), kinds):
-        _check(values, kind.types)
+    for values, expected in zip((links, flows, fabric), _expected()):
+        _check(values, expected)
     hooks = [_compiled_hook(hook, kind) for hook, kind in zip(hooks, (HOOK, HOOK, MARK, HOOK, HOOK))]
     params = np.ascontiguousarray(cc_params, np.float64)
     return _engine()(links, flows, fabric, params, int(cc_columns), *hooks)
