@@ -104,12 +104,12 @@ _P_FLOW, _P_BYTES, _P_HOP, _P_ECN, _P_LAST, _P_KIND, _P_SEQ, _P_ROUTE, _P_NEXT, 
 _P_WIDTH = 10
 # The queue's and the serialisation's signatures, given: called with constants (an event kind),
 # numba would otherwise compile a copy per literal value (15 of _push).
-_I, _QUEUE = numba.int64, numba.int64[:, ::1]
+_I, _QUEUE = numba.int64, numba.int64[::1]
 # The event queue orders events by (time, order of scheduling), as a binary heap on (time,
 # sequence) would, exactly. Near events (within _Q_SLOTS slots of 2^_Q_SHIFT ps of the last one
 # taken out: ~4 us, every serialisation and link delay of a fabric) wait on a timing wheel: a
-# slot holds the events of its 4 ns in a list kept in order (nearly always by appending: a
-# new event has the highest sequence), a bitmap of non-empty slots with a summary word finds the
+# slot holds the events of its 4 ns in a list kept in order (nearly always by appending: a new
+# event has the highest sequence), a bitmap of non-empty slots with a summary word finds the
 # next one. Far events (starts after a gap, timeouts) wait in a radix heap (Ahuja, Mehlhorn,
 # Orlin and Tarjan, J. ACM 1990) whose buckets are FIFO lists: an event at time t in bucket
 # bit_length(t ^ last), `last` the time of the last far event taken out; when bucket 0 is empty
@@ -117,17 +117,25 @@ _I, _QUEUE = numba.int64, numba.int64[:, ::1]
 # next event's (so `last` never passes the present). A lower bound on the far events' earliest
 # time spares the heap on almost every event. The radix heap alone moved each event ~3 times
 # between buckets, a third of the all-to-all's time. Every event must be at or after the last
-# one taken out: an engine never schedules into the past. One int64 array of rows: row 0 holds
-# (free-list head, last, bucket mask, summary of the bitmap words), row 1 (events, the next
-# sequence number, the far events' lower bound, the slot of the last event taken out), then the
-# buckets' (head, tail), the bitmap words, the slots' (head, tail, last put in its middle), and
-# from _Q_ENTRY the entries (time, payload, next, sequence).
+# one taken out: an engine never schedules into the past. One flat int64 array of rows of
+# _Q_WIDTH (flat: a row is then a shift away, where a 2-D array's runtime row length cost a
+# multiply on every step of every list walk, 10-15 % of the engine): rows 0-1 the cells below,
+# then the buckets' (head, tail), the bitmap words, the slots' (head, tail, the last event put
+# in its middle), and from _Q_ENTRY the entries (time, payload, next, sequence).
 _Q_SHIFT = 12
 _Q_SLOTS = 1024  # 16 bitmap words (at most 64: the summary is one int64); 1024 ran as fast as 4096 of 1 ns
-_Q_BUCKET = 2
+_Q_WIDTH = 4
+_Q_BUCKET = 2  # rows 0 and 1 hold the 8 cells below
 _Q_BITS = _Q_BUCKET + 64
 _Q_SLOT = _Q_BITS + _Q_SLOTS // 64
 _Q_ENTRY = _Q_SLOT + _Q_SLOTS
+# the free-list head, the radix heap's `last` and bucket mask, the bitmap's summary, the
+# number of events, the next sequence number, the far events' lower bound, the slot of the last
+# event taken out
+_FREE, _LAST, _BUCKETS, _SUMMARY, _COUNT, _NEXT_SEQ, _FAR_BOUND, _CURSOR = range(8)
+# an entry's cells, and a bucket's or a slot's
+_TIME, _PAYLOAD, _NEXT, _SEQ = range(4)
+_HEAD, _TAIL, _HINT = range(3)
 _NO_TIME = np.iinfo(np.int64).max
 
 
@@ -155,132 +163,146 @@ def _lowest_bit(typingctx, x):
 @numba.njit(_QUEUE(_I), cache=True, error_model="numpy")
 def _queue(capacity):
     """An empty queue with room for `capacity` events."""
-    q = np.full((_Q_ENTRY + capacity, 4), -1, np.int64)
+    q = np.full(_Q_WIDTH * (_Q_ENTRY + capacity), -1, np.int64)
     for i in range(_Q_ENTRY, _Q_ENTRY + capacity - 1):
-        q[i, 2] = i + 1
+        q[_Q_WIDTH * i + _NEXT] = i + 1
     for w in range(_Q_SLOTS // 64):
-        q[_Q_BITS + w, 0] = 0
-    q[0, 0], q[0, 1], q[0, 2], q[0, 3] = _Q_ENTRY, 0, 0, 0
-    q[1, 0], q[1, 1], q[1, 2], q[1, 3] = 0, 0, _NO_TIME, 0
+        q[_Q_WIDTH * (_Q_BITS + w)] = 0
+    q[_FREE], q[_LAST], q[_BUCKETS], q[_SUMMARY] = _Q_ENTRY, 0, 0, 0
+    q[_COUNT], q[_NEXT_SEQ], q[_FAR_BOUND], q[_CURSOR] = 0, 0, _NO_TIME, 0
     return q
+
+
+@numba.njit(_I(_QUEUE), cache=True, error_model="numpy", inline="always")
+def _room(q):
+    """Events the queue can take before it must grow."""
+    return len(q) // _Q_WIDTH - _Q_ENTRY - q[_COUNT]
 
 
 @numba.njit(_QUEUE(_QUEUE), cache=True, error_model="numpy")
 def _grow_queue(q):
     """The queue with twice the room, its events in place."""
-    old = len(q)
-    q = np.concatenate((q, np.full((old - _Q_ENTRY, 4), -1, np.int64)))
-    for i in range(old, len(q) - 1):
-        q[i, 2] = i + 1
-    q[len(q) - 1, 2] = q[0, 0]
-    q[0, 0] = old
+    old = len(q) // _Q_WIDTH
+    q = np.concatenate((q, np.full(_Q_WIDTH * (old - _Q_ENTRY), -1, np.int64)))
+    new = len(q) // _Q_WIDTH
+    for i in range(old, new - 1):
+        q[_Q_WIDTH * i + _NEXT] = i + 1
+    q[_Q_WIDTH * (new - 1) + _NEXT] = q[_FREE]
+    q[_FREE] = old
     return q
 
 
 @numba.njit(numba.void(_QUEUE, _I, _I), cache=True, error_model="numpy", inline="always")
 def _append(q, b, i):
     """Put entry i at the end of bucket b (marking the bucket non-empty)."""
-    if q[_Q_BUCKET + b, 1] < 0:
-        q[_Q_BUCKET + b, 0] = i
-        q[0, 2] |= np.int64(1) << b
+    bucket = _Q_WIDTH * (_Q_BUCKET + b)
+    if q[bucket + _TAIL] < 0:
+        q[bucket + _HEAD] = i
+        q[_BUCKETS] |= np.int64(1) << b
     else:
-        q[q[_Q_BUCKET + b, 1], 2] = i
-    q[_Q_BUCKET + b, 1] = i
+        q[_Q_WIDTH * q[bucket + _TAIL] + _NEXT] = i
+    q[bucket + _TAIL] = i
 
 
 @numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy", inline="always")
 def _push(q, t, kind, a):
     """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
-    i = q[0, 0]
-    q[0, 0] = q[i, 2]
-    q[i, 0], q[i, 1], q[i, 2], q[i, 3] = t, (a << _KIND_BITS) + kind, -1, q[1, 1]
-    q[1, 1] += 1
-    q[1, 0] += 1
-    if (t >> _Q_SHIFT) - q[1, 3] >= _Q_SLOTS:  # far
-        _append(q, _bit_length(t ^ q[0, 1]), i)
-        q[1, 2] = min(q[1, 2], t)
+    i = q[_FREE]
+    e = _Q_WIDTH * i
+    q[_FREE] = q[e + _NEXT]
+    q[e + _TIME], q[e + _PAYLOAD], q[e + _NEXT], q[e + _SEQ] = t, (a << _KIND_BITS) + kind, -1, q[_NEXT_SEQ]
+    q[_NEXT_SEQ] += 1
+    q[_COUNT] += 1
+    if (t >> _Q_SHIFT) - q[_CURSOR] >= _Q_SLOTS:  # far
+        _append(q, _bit_length(t ^ q[_LAST]), i)
+        q[_FAR_BOUND] = min(q[_FAR_BOUND], t)
         return
     s = (t >> _Q_SHIFT) & (_Q_SLOTS - 1)
-    tail = q[_Q_SLOT + s, 1]
+    slot = _Q_WIDTH * (_Q_SLOT + s)
+    tail = q[slot + _TAIL]
     if tail < 0:
-        q[_Q_SLOT + s, 0], q[_Q_SLOT + s, 1] = i, i
-        q[_Q_BITS + (s >> 6), 0] |= np.int64(1) << (s & 63)
-        q[0, 3] |= np.int64(1) << (s >> 6)
-    elif q[tail, 0] <= t:
-        q[tail, 2] = i
-        q[_Q_SLOT + s, 1] = i
+        q[slot + _HEAD], q[slot + _TAIL] = i, i
+        q[_Q_WIDTH * (_Q_BITS + (s >> 6))] |= np.int64(1) << (s & 63)
+        q[_SUMMARY] |= np.int64(1) << (s >> 6)
+    elif q[_Q_WIDTH * tail + _TIME] <= t:
+        q[_Q_WIDTH * tail + _NEXT] = i
+        q[slot + _TAIL] = i
     else:  # before the first event of the slot later than t, looked for from the last put here so
         # (events at one time come in runs: a walk from the head crossed each run once per event)
-        before, j = -1, q[_Q_SLOT + s, 0]
-        hint = q[_Q_SLOT + s, 2]
-        if hint >= 0 and q[hint, 0] <= t:
-            before, j = hint, q[hint, 2]
-        while q[j, 0] <= t:
-            before, j = j, q[j, 2]
-        q[i, 2] = j
-        q[_Q_SLOT + s, 2] = i
+        before, j = -1, q[slot + _HEAD]
+        hint = q[slot + _HINT]
+        if hint >= 0 and q[_Q_WIDTH * hint + _TIME] <= t:
+            before, j = hint, q[_Q_WIDTH * hint + _NEXT]
+        while q[_Q_WIDTH * j + _TIME] <= t:
+            before, j = j, q[_Q_WIDTH * j + _NEXT]
+        q[e + _NEXT] = j
+        q[slot + _HINT] = i
         if before < 0:
-            q[_Q_SLOT + s, 0] = i
+            q[slot + _HEAD] = i
         else:
-            q[before, 2] = i
+            q[_Q_WIDTH * before + _NEXT] = i
 
 
 @numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy", inline="always")
 def _pop(q):
     """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
-    s, j, t = -1, -1, _NO_TIME
-    if q[0, 3] != 0:  # the wheel's first: the first non-empty slot from the last event's, round
-        c = q[1, 3] & (_Q_SLOTS - 1)
+    slot, j, t = -1, -1, _NO_TIME
+    if q[_SUMMARY] != 0:  # the wheel's first: the first non-empty slot from the last event's, round
+        c = q[_CURSOR] & (_Q_SLOTS - 1)
         w = c >> 6
-        bits = q[_Q_BITS + w, 0] & (np.int64(-1) << (c & 63))
+        bits = q[_Q_WIDTH * (_Q_BITS + w)] & (np.int64(-1) << (c & 63))
         if bits == 0:
-            later = q[0, 3] & (np.int64(-2) << w)
-            w = _lowest_bit(later if later != 0 else q[0, 3])
-            bits = q[_Q_BITS + w, 0]
-        s = (w << 6) + _lowest_bit(bits)
-        j = q[_Q_SLOT + s, 0]
-        t = q[j, 0]
-    if q[1, 2] <= t:  # a far event may come first: find the earliest
-        if q[_Q_BUCKET, 0] < 0:
-            b = _lowest_bit(q[0, 2])
-            i = q[_Q_BUCKET + b, 0]
-            first = q[i, 0]
+            later = q[_SUMMARY] & (np.int64(-2) << w)
+            w = _lowest_bit(later if later != 0 else q[_SUMMARY])
+            bits = q[_Q_WIDTH * (_Q_BITS + w)]
+        slot = _Q_WIDTH * (_Q_SLOT + (w << 6) + _lowest_bit(bits))
+        j = q[slot + _HEAD]
+        t = q[_Q_WIDTH * j + _TIME]
+    if q[_FAR_BOUND] <= t:  # a far event may come first: find the earliest
+        if q[_Q_WIDTH * _Q_BUCKET + _HEAD] < 0:
+            b = _lowest_bit(q[_BUCKETS])
+            bucket = _Q_WIDTH * (_Q_BUCKET + b)
+            i = q[bucket + _HEAD]
+            first = q[_Q_WIDTH * i + _TIME]
             while i >= 0:
-                first = min(first, q[i, 0])
-                i = q[i, 2]
-            q[1, 2] = first
+                first = min(first, q[_Q_WIDTH * i + _TIME])
+                i = q[_Q_WIDTH * i + _NEXT]
+            q[_FAR_BOUND] = first
             if first <= t:  # it does (or ties): spread its bucket around it
-                q[0, 1] = first
-                i = q[_Q_BUCKET + b, 0]
-                q[_Q_BUCKET + b, 0], q[_Q_BUCKET + b, 1] = -1, -1
-                q[0, 2] &= ~(np.int64(1) << b)
+                q[_LAST] = first
+                i = q[bucket + _HEAD]
+                q[bucket + _HEAD], q[bucket + _TAIL] = -1, -1
+                q[_BUCKETS] &= ~(np.int64(1) << b)
                 while i >= 0:
-                    after = q[i, 2]
-                    q[i, 2] = -1
-                    _append(q, _bit_length(q[i, 0] ^ first), i)
+                    after = q[_Q_WIDTH * i + _NEXT]
+                    q[_Q_WIDTH * i + _NEXT] = -1
+                    _append(q, _bit_length(q[_Q_WIDTH * i + _TIME] ^ first), i)
                     i = after
-        i = q[_Q_BUCKET, 0]
-        if i >= 0 and (q[i, 0] < t or (q[i, 0] == t and q[i, 3] < q[j, 3])):
-            q[_Q_BUCKET, 0] = q[i, 2]
-            if q[i, 2] < 0:
-                q[_Q_BUCKET, 1] = -1
-                q[0, 2] &= ~np.int64(1)
-                q[1, 2] = q[0, 1] + 1 if q[0, 2] != 0 else _NO_TIME  # a bound: later ones are later
-            s, j = -1, i
-    if s >= 0:  # the wheel's
-        q[_Q_SLOT + s, 0] = q[j, 2]
-        if q[_Q_SLOT + s, 2] == j:
-            q[_Q_SLOT + s, 2] = -1
-        if q[j, 2] < 0:
-            q[_Q_SLOT + s, 1] = -1
-            q[_Q_BITS + (s >> 6), 0] &= ~(np.int64(1) << (s & 63))
-            if q[_Q_BITS + (s >> 6), 0] == 0:
-                q[0, 3] &= ~(np.int64(1) << (s >> 6))
-    q[1, 3] = q[j, 0] >> _Q_SHIFT
-    q[j, 2] = q[0, 0]
-    q[0, 0] = j
-    q[1, 0] -= 1
-    return q[j, 0], q[j, 1] & ((1 << _KIND_BITS) - 1), q[j, 1] >> _KIND_BITS
+        i = q[_Q_WIDTH * _Q_BUCKET + _HEAD]
+        e = _Q_WIDTH * i
+        if i >= 0 and (q[e + _TIME] < t or (q[e + _TIME] == t and q[e + _SEQ] < q[_Q_WIDTH * j + _SEQ])):
+            q[_Q_WIDTH * _Q_BUCKET + _HEAD] = q[e + _NEXT]
+            if q[e + _NEXT] < 0:
+                q[_Q_WIDTH * _Q_BUCKET + _TAIL] = -1
+                q[_BUCKETS] &= ~np.int64(1)
+                q[_FAR_BOUND] = q[_LAST] + 1 if q[_BUCKETS] != 0 else _NO_TIME  # a bound: later ones are later
+            slot, j = -1, i
+    e = _Q_WIDTH * j
+    if slot >= 0:  # the wheel's
+        q[slot + _HEAD] = q[e + _NEXT]
+        if q[slot + _HINT] == j:
+            q[slot + _HINT] = -1
+        if q[e + _NEXT] < 0:
+            q[slot + _TAIL] = -1
+            s = slot // _Q_WIDTH - _Q_SLOT
+            q[_Q_WIDTH * (_Q_BITS + (s >> 6))] &= ~(np.int64(1) << (s & 63))
+            if q[_Q_WIDTH * (_Q_BITS + (s >> 6))] == 0:
+                q[_SUMMARY] &= ~(np.int64(1) << (s >> 6))
+    q[_CURSOR] = q[e + _TIME] >> _Q_SHIFT
+    q[e + _NEXT] = q[_FREE]
+    q[_FREE] = j
+    q[_COUNT] -= 1
+    return q[e + _TIME], q[e + _PAYLOAD] & ((1 << _KIND_BITS) - 1), q[e + _PAYLOAD] >> _KIND_BITS
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -500,15 +522,15 @@ def _simulate(
     for f in range(n_flows):
         fanout = max(fanout, dependents_start[f + 1] - dependents_start[f])
     per_event = 8 + fanout
-    while queue[1, 0] > 0:
+    while queue[_COUNT] > 0:
         # The queue and the pool grow here, out of the loop of events: an array reassigned in
         # that loop costs a reference count up and down every event.
-        while len(queue) - _Q_ENTRY - queue[1, 0] < 64 * per_event:
+        while _room(queue) < 64 * per_event:
             queue = _grow_queue(queue)
         if free_head < 0 and fresh == len(pkt):
             pkt, pkt_int = _grow_pool(pkt, pkt_int)
-        budget = (len(queue) - _Q_ENTRY - queue[1, 0]) // per_event
-        while budget > 0 and (free_head >= 0 or fresh < len(pkt)) and queue[1, 0] > 0:  # a SEND takes a row
+        budget = _room(queue) // per_event
+        while budget > 0 and (free_head >= 0 or fresh < len(pkt)) and queue[_COUNT] > 0:  # a SEND takes a row
             budget -= 1
             now, kind, a = _pop(queue)
             events += 1

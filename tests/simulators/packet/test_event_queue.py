@@ -5,7 +5,7 @@ and the engine promise for events at equal times."""
 import numpy as np
 import pytest
 
-from simulators.packet._engine import _Q_ENTRY, _Q_SHIFT, _Q_SLOTS, _grow_queue, _pop, _push, _queue
+from simulators.packet._engine import _COUNT, _Q_SHIFT, _Q_SLOTS, _grow_queue, _pop, _push, _queue, _room
 
 HORIZON = _Q_SLOTS << _Q_SHIFT  # the wheel's reach: beyond it an event waits in the radix heap
 
@@ -24,8 +24,8 @@ def test_events_come_out_by_time_then_order_of_scheduling(seed):
         _push(queue, t, a % 9, a)
         scheduled.append((t, len(scheduled), a))
     taken = []
-    while queue[1, 0] > 0:
-        if queue[1, 0] + 8 >= len(queue) - _Q_ENTRY:  # room for what one event schedules, as the engine keeps
+    while queue[_COUNT] > 0:
+        if _room(queue) <= 8:  # room for what one event schedules, as the engine keeps
             queue = _grow_queue(queue)
         t, kind, a = _pop(queue)
         assert t >= now
@@ -46,7 +46,7 @@ def test_the_kind_and_argument_come_back():
     queue = _queue(4)
     _push(queue, 7, 8, 123_456_789)
     assert _pop(queue) == (7, 8, 123_456_789)
-    assert queue[1, 0] == 0
+    assert queue[_COUNT] == 0
 
 
 def test_a_far_event_goes_before_a_near_one_at_its_time_scheduled_after_it():
@@ -59,4 +59,4 @@ def test_a_far_event_goes_before_a_near_one_at_its_time_scheduled_after_it():
     _push(queue, 2 * HORIZON, 3, 30)  # now within reach: on the wheel
     _push(queue, 2 * HORIZON - 1, 4, 40)
     assert [_pop(queue) for _ in range(3)] == [(2 * HORIZON - 1, 4, 40), (2 * HORIZON, 1, 10), (2 * HORIZON, 3, 30)]
-    assert queue[1, 0] == 0
+    assert queue[_COUNT] == 0
