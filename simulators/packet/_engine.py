@@ -43,7 +43,10 @@ transmission one block at the end of the loop starts, before a sender's next pac
 (`deliver`): the order of scheduling, and so the run, is that of handling each case in place.
 Not a function, nor a function per event: a compiled call with array arguments costs more than
 the event (the engine ran 25 % slower with it factored into one; with only the switch case
-factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
+factored out, 1.7 times slower, and 1.5 times with numba's inline="always"). Numba counts an
+array's references up and down, atomically, on every such call and on every reassignment of an
+array in a loop: the event loop passes helpers scalars, and the queue and the pool are
+reassigned (grown) only in the loop around it.
 
 Numba's on-disk cache keys a kernel on its own file, so the event queue, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
