@@ -43,7 +43,10 @@ transmission one block at the end of the loop starts, before a sender's next pac
 (`deliver`): the order of scheduling, and so the run, is that of handling each case in place.
 Not a function, nor a function per event: a compiled call with array arguments costs more than
 the event (the engine ran 25 % slower with it factored into one; with only the switch case
-factored out, 1.7 times slower, and 1.5 times with numba's inline="always").
+factored out, 1.7 times slower, and 1.5 times with numba's inline="always"). Numba counts an
+array's references up and down, atomically, on every such call and on every reassignment of an
+array in a loop: the event loop passes helpers scalars, and the queue and the pool are
+reassigned (grown) only in the loop around it.
 
 Numba's on-disk cache keys a kernel on its own file, so the event queue, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
@@ -104,19 +107,39 @@ _P_FLOW, _P_BYTES, _P_HOP, _P_ECN, _P_LAST, _P_KIND, _P_SEQ, _P_ROUTE, _P_NEXT, 
 _P_WIDTH = 10
 # The queue's and the serialisation's signatures, given: called with constants (an event kind),
 # numba would otherwise compile a copy per literal value (15 of _push).
-_I, _QUEUE = numba.int64, numba.int64[:, ::1]
-# The event queue is a radix heap (Ahuja, Mehlhorn, Orlin and Tarjan, J. ACM 1990) on integer
-# picoseconds, each bucket a FIFO list: an event at time t waits in bucket bit_length(t ^ last),
-# `last` the time of the last event taken out; when bucket 0 (events at `last`) is empty, the
-# lowest non-empty bucket is emptied into the lower ones around its earliest time. Events at
-# equal times always share a bucket and keep their order, so they run in the order they were
-# scheduled, as in a binary heap on (time, sequence), at a few cheap steps per event instead of
-# a branch per level. It needs every event at or after `last`: an engine never schedules into
-# the past. One int64 array of rows: row 0 holds (free-list head, last, bucket mask), row 1 the
-# number of events, rows _Q_BUCKET + b (head, tail) of bucket b, and rows from _Q_ENTRY the
-# entries (time, payload, next).
-_Q_BUCKET = 2
-_Q_ENTRY = _Q_BUCKET + 64
+_I, _QUEUE = numba.int64, numba.int64[::1]
+# The event queue orders events by (time, order of scheduling), as a binary heap on (time,
+# sequence) would, exactly. Near events (within _Q_SLOTS slots of 2^_Q_SHIFT ps of the last one
+# taken out: ~4 us, every serialisation and link delay of a fabric) wait on a timing wheel: a
+# slot holds the events of its 4 ns in a list kept in order (nearly always by appending: a new
+# event has the highest sequence), a bitmap of non-empty slots with a summary word finds the
+# next one. Far events (starts after a gap, timeouts) wait in a radix heap (Ahuja, Mehlhorn,
+# Orlin and Tarjan, J. ACM 1990) whose buckets are FIFO lists: an event at time t in bucket
+# bit_length(t ^ last), `last` the time of the last far event taken out; when bucket 0 is empty
+# the lowest non-empty bucket is spread around its earliest time, only when that time is the
+# next event's (so `last` never passes the present). A lower bound on the far events' earliest
+# time spares the heap on almost every event. The radix heap alone moved each event ~3 times
+# between buckets, a third of the all-to-all's time. Every event must be at or after the last
+# one taken out: an engine never schedules into the past. One flat int64 array of rows of
+# _Q_WIDTH (flat: a row is then a shift away, where a 2-D array's runtime row length cost a
+# multiply on every step of every list walk, 10-15 % of the engine): rows 0-1 the cells below,
+# then the buckets' (head, tail), the bitmap words, the slots' (head, tail, the last event put
+# in its middle), and from _Q_ENTRY the entries (time, payload, next, sequence).
+_Q_SHIFT = 12
+_Q_SLOTS = 1024  # 16 bitmap words (at most 64: the summary is one int64); 1024 ran as fast as 4096 of 1 ns
+_Q_WIDTH = 4
+_Q_BUCKET = 2  # rows 0 and 1 hold the 8 cells below
+_Q_BITS = _Q_BUCKET + 64
+_Q_SLOT = _Q_BITS + _Q_SLOTS // 64
+_Q_ENTRY = _Q_SLOT + _Q_SLOTS
+# the free-list head, the radix heap's `last` and bucket mask, the bitmap's summary, the
+# number of events, the next sequence number, the far events' lower bound, the slot of the last
+# event taken out
+_FREE, _LAST, _BUCKETS, _SUMMARY, _COUNT, _NEXT_SEQ, _FAR_BOUND, _CURSOR = range(8)
+# an entry's cells, and a bucket's or a slot's
+_TIME, _PAYLOAD, _NEXT, _SEQ = range(4)
+_HEAD, _TAIL, _HINT = range(3)
+_NO_TIME = np.iinfo(np.int64).max
 
 
 @numba.extending.intrinsic
@@ -143,86 +166,166 @@ def _lowest_bit(typingctx, x):
 @numba.njit(_QUEUE(_I), cache=True, error_model="numpy")
 def _queue(capacity):
     """An empty queue with room for `capacity` events."""
-    q = np.full((_Q_ENTRY + capacity, 3), -1, np.int64)
+    q = np.full(_Q_WIDTH * (_Q_ENTRY + capacity), -1, np.int64)
     for i in range(_Q_ENTRY, _Q_ENTRY + capacity - 1):
-        q[i, 2] = i + 1
-    q[0, 0], q[0, 1], q[0, 2], q[1, 0] = _Q_ENTRY, 0, 0, 0
+        q[_Q_WIDTH * i + _NEXT] = i + 1
+    for w in range(_Q_SLOTS // 64):
+        q[_Q_WIDTH * (_Q_BITS + w)] = 0
+    q[_FREE], q[_LAST], q[_BUCKETS], q[_SUMMARY] = _Q_ENTRY, 0, 0, 0
+    q[_COUNT], q[_NEXT_SEQ], q[_FAR_BOUND], q[_CURSOR] = 0, 0, _NO_TIME, 0
     return q
+
+
+@numba.njit(_I(_QUEUE), cache=True, error_model="numpy", inline="always")
+def _room(q):
+    """Events the queue can take before it must grow."""
+    return len(q) // _Q_WIDTH - _Q_ENTRY - q[_COUNT]
 
 
 @numba.njit(_QUEUE(_QUEUE), cache=True, error_model="numpy")
 def _grow_queue(q):
     """The queue with twice the room, its events in place."""
-    old = len(q)
-    q = np.concatenate((q, np.full((old - _Q_ENTRY, 3), -1, np.int64)))
-    for i in range(old, len(q) - 1):
-        q[i, 2] = i + 1
-    q[len(q) - 1, 2] = q[0, 0]
-    q[0, 0] = old
+    old = len(q) // _Q_WIDTH
+    q = np.concatenate((q, np.full(_Q_WIDTH * (old - _Q_ENTRY), -1, np.int64)))
+    new = len(q) // _Q_WIDTH
+    for i in range(old, new - 1):
+        q[_Q_WIDTH * i + _NEXT] = i + 1
+    q[_Q_WIDTH * (new - 1) + _NEXT] = q[_FREE]
+    q[_FREE] = old
     return q
 
 
 @numba.njit(numba.void(_QUEUE, _I, _I), cache=True, error_model="numpy", inline="always")
 def _append(q, b, i):
     """Put entry i at the end of bucket b (marking the bucket non-empty)."""
-    if q[_Q_BUCKET + b, 1] < 0:
-        q[_Q_BUCKET + b, 0] = i
-        q[0, 2] |= np.int64(1) << b
+    bucket = _Q_WIDTH * (_Q_BUCKET + b)
+    if q[bucket + _TAIL] < 0:
+        q[bucket + _HEAD] = i
+        q[_BUCKETS] |= np.int64(1) << b
     else:
-        q[q[_Q_BUCKET + b, 1], 2] = i
-    q[_Q_BUCKET + b, 1] = i
+        q[_Q_WIDTH * q[bucket + _TAIL] + _NEXT] = i
+    q[bucket + _TAIL] = i
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
+@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy", inline="always")
 def _push(q, t, kind, a):
     """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
-    i = q[0, 0]
-    q[0, 0] = q[i, 2]
-    q[i, 0], q[i, 1], q[i, 2] = t, (a << _KIND_BITS) + kind, -1
-    _append(q, _bit_length(t ^ q[0, 1]), i)
-    q[1, 0] += 1
+    i = q[_FREE]
+    e = _Q_WIDTH * i
+    q[_FREE] = q[e + _NEXT]
+    q[e + _TIME], q[e + _PAYLOAD], q[e + _NEXT], q[e + _SEQ] = t, (a << _KIND_BITS) + kind, -1, q[_NEXT_SEQ]
+    q[_NEXT_SEQ] += 1
+    q[_COUNT] += 1
+    if (t >> _Q_SHIFT) - q[_CURSOR] >= _Q_SLOTS:  # far
+        _append(q, _bit_length(t ^ q[_LAST]), i)
+        q[_FAR_BOUND] = min(q[_FAR_BOUND], t)
+        return
+    s = (t >> _Q_SHIFT) & (_Q_SLOTS - 1)
+    slot = _Q_WIDTH * (_Q_SLOT + s)
+    tail = q[slot + _TAIL]
+    if tail < 0:
+        q[slot + _HEAD], q[slot + _TAIL] = i, i
+        q[_Q_WIDTH * (_Q_BITS + (s >> 6))] |= np.int64(1) << (s & 63)
+        q[_SUMMARY] |= np.int64(1) << (s >> 6)
+    elif q[_Q_WIDTH * tail + _TIME] <= t:
+        q[_Q_WIDTH * tail + _NEXT] = i
+        q[slot + _TAIL] = i
+    else:  # before the first event of the slot later than t, looked for from the last put here so
+        # (events at one time come in runs: a walk from the head crossed each run once per event)
+        before, j = -1, q[slot + _HEAD]
+        hint = q[slot + _HINT]
+        if hint >= 0 and q[_Q_WIDTH * hint + _TIME] <= t:
+            before, j = hint, q[_Q_WIDTH * hint + _NEXT]
+        while q[_Q_WIDTH * j + _TIME] <= t:
+            before, j = j, q[_Q_WIDTH * j + _NEXT]
+        q[e + _NEXT] = j
+        q[slot + _HINT] = i
+        if before < 0:
+            q[slot + _HEAD] = i
+        else:
+            q[_Q_WIDTH * before + _NEXT] = i
 
 
-@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy")
+@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy", inline="always")
 def _pop(q):
     """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
-    if q[_Q_BUCKET, 0] < 0:  # bucket 0 empty: spread the lowest non-empty bucket around its minimum
-        b = _lowest_bit(q[0, 2])
-        i = q[_Q_BUCKET + b, 0]
-        last = q[i, 0]
-        while i >= 0:
-            last = min(last, q[i, 0])
-            i = q[i, 2]
-        q[0, 1] = last
-        i = q[_Q_BUCKET + b, 0]
-        q[_Q_BUCKET + b, 0], q[_Q_BUCKET + b, 1] = -1, -1
-        q[0, 2] &= ~(np.int64(1) << b)
-        while i >= 0:
-            after = q[i, 2]
-            q[i, 2] = -1
-            _append(q, _bit_length(q[i, 0] ^ last), i)
-            i = after
-    i = q[_Q_BUCKET, 0]
-    q[_Q_BUCKET, 0] = q[i, 2]
-    if q[i, 2] < 0:
-        q[_Q_BUCKET, 1] = -1
-        q[0, 2] &= ~np.int64(1)
-    q[i, 2] = q[0, 0]
-    q[0, 0] = i
-    q[1, 0] -= 1
-    return q[i, 0], q[i, 1] & ((1 << _KIND_BITS) - 1), q[i, 1] >> _KIND_BITS
+    slot, j, t = -1, -1, _NO_TIME
+    if q[_SUMMARY] != 0:  # the wheel's first: the first non-empty slot from the last event's, round
+        c = q[_CURSOR] & (_Q_SLOTS - 1)
+        w = c >> 6
+        bits = q[_Q_WIDTH * (_Q_BITS + w)] & (np.int64(-1) << (c & 63))
+        if bits == 0:
+            later = q[_SUMMARY] & (np.int64(-2) << w)
+            w = _lowest_bit(later if later != 0 else q[_SUMMARY])
+            bits = q[_Q_WIDTH * (_Q_BITS + w)]
+        slot = _Q_WIDTH * (_Q_SLOT + (w << 6) + _lowest_bit(bits))
+        j = q[slot + _HEAD]
+        t = q[_Q_WIDTH * j + _TIME]
+    if q[_FAR_BOUND] <= t:  # a far event may come first: find the earliest
+        if q[_Q_WIDTH * _Q_BUCKET + _HEAD] < 0:
+            b = _lowest_bit(q[_BUCKETS])
+            bucket = _Q_WIDTH * (_Q_BUCKET + b)
+            i = q[bucket + _HEAD]
+            first = q[_Q_WIDTH * i + _TIME]
+            while i >= 0:
+                first = min(first, q[_Q_WIDTH * i + _TIME])
+                i = q[_Q_WIDTH * i + _NEXT]
+            q[_FAR_BOUND] = first
+            if first <= t:  # it does (or ties): spread its bucket around it
+                q[_LAST] = first
+                i = q[bucket + _HEAD]
+                q[bucket + _HEAD], q[bucket + _TAIL] = -1, -1
+                q[_BUCKETS] &= ~(np.int64(1) << b)
+                while i >= 0:
+                    after = q[_Q_WIDTH * i + _NEXT]
+                    q[_Q_WIDTH * i + _NEXT] = -1
+                    _append(q, _bit_length(q[_Q_WIDTH * i + _TIME] ^ first), i)
+                    i = after
+        i = q[_Q_WIDTH * _Q_BUCKET + _HEAD]
+        e = _Q_WIDTH * i
+        if i >= 0 and (q[e + _TIME] < t or (q[e + _TIME] == t and q[e + _SEQ] < q[_Q_WIDTH * j + _SEQ])):
+            q[_Q_WIDTH * _Q_BUCKET + _HEAD] = q[e + _NEXT]
+            if q[e + _NEXT] < 0:
+                q[_Q_WIDTH * _Q_BUCKET + _TAIL] = -1
+                q[_BUCKETS] &= ~np.int64(1)
+                q[_FAR_BOUND] = q[_LAST] + 1 if q[_BUCKETS] != 0 else _NO_TIME  # a bound: later ones are later
+            slot, j = -1, i
+    e = _Q_WIDTH * j
+    if slot >= 0:  # the wheel's
+        q[slot + _HEAD] = q[e + _NEXT]
+        if q[slot + _HINT] == j:
+            q[slot + _HINT] = -1
+        if q[e + _NEXT] < 0:
+            q[slot + _TAIL] = -1
+            s = slot // _Q_WIDTH - _Q_SLOT
+            q[_Q_WIDTH * (_Q_BITS + (s >> 6))] &= ~(np.int64(1) << (s & 63))
+            if q[_Q_WIDTH * (_Q_BITS + (s >> 6))] == 0:
+                q[_SUMMARY] &= ~(np.int64(1) << (s >> 6))
+    q[_CURSOR] = q[e + _TIME] >> _Q_SHIFT
+    q[e + _NEXT] = q[_FREE]
+    q[_FREE] = j
+    q[_COUNT] -= 1
+    return q[e + _TIME], q[e + _PAYLOAD] & ((1 << _KIND_BITS) - 1), q[e + _PAYLOAD] >> _KIND_BITS
 
 
 @numba.njit(cache=True, error_model="numpy")
 def _grow_pool(pkt, pkt_int):
-    """The packet pool at twice its rows, the new slots chained free; returns it, the telemetry
-    rows likewise, and the first new slot (the new free-list head)."""
-    old = len(pkt)
-    pkt = np.concatenate((pkt, np.zeros((old, pkt.shape[1]), np.int64)))
-    for i in range(old, 2 * old):
-        pkt[i, _P_NEXT] = i + 1
-    pkt[2 * old - 1, _P_NEXT] = -1
-    return pkt, np.concatenate((pkt_int, np.zeros((old, pkt_int.shape[1]), np.int64))), old
+    """The packet pool and the telemetry rows at twice their rows, the old ones copied: rows are
+    handed out from the free list, else the first never used (np.empty: pages untouched until
+    then cost nothing)."""
+    bigger = np.empty((2 * len(pkt), pkt.shape[1]), np.int64)
+    bigger_int = np.empty((2 * len(pkt), pkt_int.shape[1]), np.int64)
+    _copy_rows(pkt, bigger)
+    _copy_rows(pkt_int, bigger_int)
+    return bigger, bigger_int
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _copy_rows(a, b):
+    """b's first rows = a (flat: a 2-D slice assignment compiles for seconds)."""
+    a, b = a.reshape(-1), b.reshape(-1)
+    for i in range(len(a)):
+        b[i] = a[i]
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -234,15 +337,15 @@ def _uniform(rng_state):
     return ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0, rng_state
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu):
-    """Bytes flow f has sent and not had acknowledged: counted per ACK without recovery; with
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _in_flight(recovery, in_flight, next_seq, highest_sent, acked, mtu):
+    """Bytes a flow has sent and not had acknowledged: counted per ACK without recovery; with
     it, the packets from the cumulative ACK to the next to send (go-back-N resends all of them)
-    or to the highest sent (selective repeat)."""
+    or to the highest sent (selective repeat). Its flow's values, not arrays: an array argument
+    costs a reference count up and down a call."""
     if recovery == NO_RECOVERY:
-        return in_flight[f]
-    ahead = next_seq[f] if recovery == GO_BACK_N else highest_sent[f]
-    return (ahead - acked[f]) * flow_mtu[f]
+        return in_flight
+    return ((next_seq if recovery == GO_BACK_N else highest_sent) - acked) * mtu
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -320,9 +423,10 @@ class Fabric(NamedTuple):
 def _simulate(
     links, flows, fabric, cc_params, cc_columns, on_start, on_timer, on_marked, on_cnp, on_ack
 ):  # pragma: no cover - compiled
-    link_rate_bps, link_delay_ps, link_to = links.rate_bps, links.delay_ps, links.to
-    flow_bytes, flow_mtu, path_start, path_links = flows.nbytes, flows.mtu, flows.path_start, flows.path_links
-    reverse_start, reverse_links = flows.reverse_start, flows.reverse_links
+    # every array out of its tuple once, before the loop
+    link_rate_bps, link_delay_ps, link_to, xoff_bytes, xon_bytes, loss_rate, down_from_ps, down_until_ps = links
+    flow_bytes, flow_mtu, start_ps, gap_ps, path_start, path_links, dep_count = flows[:7]
+    dependents_start, dependents, reverse_start, reverse_links, route_start, route_list, route_from_ps = flows[7:]
     pfc_on, ecn_on, acks_on, int_on = fabric.pfc, fabric.ecn, fabric.acks, fabric.telemetry
     kmin_bytes, kmax_bytes = fabric.kmin_bytes, fabric.kmax_bytes
     n_links = len(link_rate_bps)
@@ -331,13 +435,16 @@ def _simulate(
     # ---- events
     queue = _queue(1024 + 4 * n_flows + 4 * n_links)
     # ---- packets (a pool; free slots chained)
+    # Room for every packet of the run at once (as deep NIC queues hold), up to 2^20 rows, then
+    # doubling: np.empty, so pages never reached cost nothing; growing costs a copy.
     pcap = 1024
-    pkt = np.zeros((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
-    pkt_int = np.zeros((pcap, INT_WIDTH if int_on else 0), np.int64)
-    free_head = 0
-    for i in range(pcap):
-        pkt[i, _P_NEXT] = i + 1
-    pkt[pcap - 1, _P_NEXT] = -1
+    for f in range(n_flows):
+        pcap += (flow_bytes[f] + flow_mtu[f] - 1) // flow_mtu[f]
+    pcap = min(pcap, 1 << 20)
+    pkt = np.empty((pcap, _P_WIDTH), np.int64)  # a row per packet (the _P_ columns)
+    pkt_int = np.empty((pcap, INT_WIDTH if int_on else 0), np.int64)
+    free_head = -1  # freed rows, chained
+    fresh = 0  # rows from here on have never been used
     # ---- links
     q_head = np.full(n_links, -1, np.int64)
     q_tail = np.full(n_links, -1, np.int64)
@@ -355,7 +462,7 @@ def _simulate(
     shared_used = np.zeros(fabric.n_nodes, np.int64)
     drops = np.zeros(n_links, np.int64)
     lost = np.zeros(n_links, np.int64)  # frames lost on the wire (random loss, a link down)
-    faulty = (links.loss_rate > 0.0) | (links.down_from_ps < links.down_until_ps)
+    faulty = (loss_rate > 0.0) | (down_from_ps < down_until_ps)
     # ---- flows
     n_packets = np.zeros(n_flows, np.int64)
     recovery = fabric.recovery
@@ -383,7 +490,7 @@ def _simulate(
     window_bytes = np.zeros(n_flows, np.int64)  # delivered within [window_start_ps, window_end_ps)
     finish_ps = np.full(n_flows, -1, np.int64)
     begin_ps = np.full(n_flows, -1, np.int64)
-    deps_left = flows.dep_count.copy()
+    deps_left = dep_count.copy()
     state = np.zeros((n_flows, OWN + cc_columns))  # congestion control: a row per flow
     cnps = np.zeros(n_flows, np.int64)
     marked = np.zeros(n_flows, np.int64)
@@ -402,7 +509,7 @@ def _simulate(
         reverse_ps[f] = back
         state[f, BASE_RTT_PS] = there + back
         if deps_left[f] == 0:
-            _push(queue, flows.start_ps[f], _START, f)
+            _push(queue, start_ps[f], _START, f)
     got_start = np.zeros(n_flows + 1, np.int64)
     if recovery == SELECTIVE_REPEAT:
         for f in range(n_flows):  # a loop, not a slice assignment: its shape check compiles for seconds
@@ -412,367 +519,384 @@ def _simulate(
     done = 0
     now = np.int64(0)
     events = 0
-    while queue[1, 0] > 0:
-        if queue[1, 0] + 8 >= len(queue) - _Q_ENTRY:
+    # Room for what one event schedules: a few events, or a START per flow waiting on the one
+    # that completes.
+    fanout = 0
+    for f in range(n_flows):
+        fanout = max(fanout, dependents_start[f + 1] - dependents_start[f])
+    per_event = 8 + fanout
+    while queue[_COUNT] > 0:
+        # The queue and the pool grow here, out of the loop of events: an array reassigned in
+        # that loop costs a reference count up and down every event.
+        while _room(queue) < 64 * per_event:
             queue = _grow_queue(queue)
-        now, kind, a = _pop(queue)
-        events += 1
-        kick = -1  # the link that may start its next transmission once the event is handled
-        resend = False  # a sender's next packet, scheduled after that transmission
-        deliver = -1  # a data packet that reached its receiver at `arrival`
-        arrival = now
-        if kind == _START:
-            f = a
-            begin_ps[f] = now
-            progress_ps[f] = now
-            sending[f] = True
-            on_start(state, cc_params, f, now)
-            pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
-            _push(queue, now + pace, _SEND, f)
-        elif kind == _SEND and failed[a]:
-            sending[a] = False
-        elif kind == _SEND:
-            f = a
-            if now >= state[f, TIMER]:
-                on_timer(state, cc_params, f, now)
-            if (
-                resend_seq[f] < 0
-                and _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu) >= (state[f, WINDOW])
-            ):  # at its window (a resend goes regardless): an ACK resumes it
-                blocked[f] = True
-                sending[f] = False
-                continue
-            # the packet
-            if free_head < 0:  # grow the pool
-                pkt, pkt_int, free_head = _grow_pool(pkt, pkt_int)
-            p = free_head
-            free_head = pkt[p, _P_NEXT]
-            s = next_seq[f]
-            if resend_seq[f] >= 0:
-                s = resend_seq[f]
-                resend_seq[f] = -1
-            else:
-                next_seq[f] += 1
-            nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            pkt[p, _P_FLOW] = f
-            pkt[p, _P_BYTES] = nbytes
-            r = f  # its own route, unless a reroute has taken effect
-            for k in range(flows.route_start[f] + 1, flows.route_start[f + 1]):
-                if flows.route_from_ps[flows.route_list[k]] > now:
-                    break
-                r = flows.route_list[k]
-            pkt[p, _P_ROUTE] = r
-            pkt[p, _P_HOP] = path_start[r]
-            pkt[p, _P_ECN] = False
-            pkt[p, _P_LAST] = s == n_packets[f] - 1
-            pkt[p, _P_KIND] = _DATA
-            pkt[p, _P_SEQ] = s
-            pkt[p, _P_NEXT] = -1
-            if recovery != NO_RECOVERY:
-                if s < highest_sent[f]:
-                    retransmits[f] += 1
+        if free_head < 0 and fresh == len(pkt):
+            pkt, pkt_int = _grow_pool(pkt, pkt_int)
+        budget = _room(queue) // per_event
+        while budget > 0 and (free_head >= 0 or fresh < len(pkt)) and queue[_COUNT] > 0:  # a SEND takes a row
+            budget -= 1
+            now, kind, a = _pop(queue)
+            events += 1
+            kick = -1  # the link that may start its next transmission once the event is handled
+            resend = False  # a sender's next packet, scheduled after that transmission
+            deliver = -1  # a data packet that reached its receiver at `arrival`
+            arrival = now
+            if kind == _START:
+                f = a
+                begin_ps[f] = now
+                progress_ps[f] = now
+                sending[f] = True
+                on_start(state, cc_params, f, now)
+                pace = _ser_ps(min(flow_mtu[f], flow_bytes[f]), state[f, RATE])
+                _push(queue, now + pace, _SEND, f)
+            elif kind == _SEND and failed[a]:
+                sending[a] = False
+            elif kind == _SEND:
+                f = a
+                if now >= state[f, TIMER]:
+                    on_timer(state, cc_params, f, now)
+                if (
+                    resend_seq[f] < 0
+                    and _in_flight(recovery, in_flight[f], next_seq[f], highest_sent[f], acked[f], flow_mtu[f])
+                    >= (state[f, WINDOW])
+                ):  # at its window (a resend goes regardless): an ACK resumes it
+                    blocked[f] = True
+                    sending[f] = False
+                    continue
+                # the packet (the loop above keeps one free)
+                if free_head >= 0:
+                    p = free_head
+                    free_head = pkt[p, _P_NEXT]
                 else:
-                    highest_sent[f] = s + 1
-                if not rto_due[f]:
-                    rto_due[f] = True
-                    _push(queue, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
-            else:
-                in_flight[f] += nbytes
-            link = path_links[path_start[r]]
-            # enqueue at the host's NIC (hosts do not drop or pause their senders)
-            if q_tail[link] < 0:
-                q_head[link] = p
-            else:
-                pkt[q_tail[link], _P_NEXT] = p
-            q_tail[link] = p
-            q_bytes[link] += nbytes
-            q_max[link] = max(q_max[link], q_bytes[link])
-            kick = link
-            resend = next_seq[f] < n_packets[f] or resend_seq[f] >= 0
-            sending[f] = resend
-        elif kind == _TX_DONE and tx_control[a]:  # a control frame left: on to the next hop
-            link = a
-            tx_control[link] = False
-            p = c_head[link]
-            c_head[link] = pkt[p, _P_NEXT]
-            if c_head[link] < 0:
-                c_tail[link] = -1
-            link_bytes[link] += pkt[p, _P_BYTES]
-            if faulty[link] and links.down_from_ps[link] <= now < links.down_until_ps[link]:
-                lost[link] += 1
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-            else:
-                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
-            busy[link] = False
-            kick = link
-        elif kind == _TX_DONE:
-            link = a
-            p = q_head[link]
-            q_head[link] = pkt[p, _P_NEXT]
-            if q_head[link] < 0:
-                q_tail[link] = -1
-            q_bytes[link] -= pkt[p, _P_BYTES]
-            link_bytes[link] += pkt[p, _P_BYTES]
-            r = pkt[p, _P_ROUTE]
-            if pkt[p, _P_HOP] > path_start[r]:  # it left a switch: free its buffer
-                inbound = path_links[pkt[p, _P_HOP] - 1]
-                shared_used[link_to[inbound]] -= pkt[p, _P_BYTES]
-                in_switch[inbound] -= pkt[p, _P_BYTES]
-                if pfc_on and pause_sent[inbound] and in_switch[inbound] <= links.xon_bytes[inbound]:
-                    pause_sent[inbound] = False
-                    _push(queue, now + link_delay_ps[inbound], _RESUME, inbound)
-            else:  # it left its sender's NIC, which stamps when it began sending it
-                pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
-            f = pkt[p, _P_FLOW]
-            gone = False
-            if faulty[link]:
-                gone = links.down_from_ps[link] <= now < links.down_until_ps[link]
-                if not gone and links.loss_rate[link] > 0.0:
-                    u, rng_state = _uniform(rng_state)
-                    gone = u < links.loss_rate[link]
-            if gone:
-                lost[link] += 1
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-            elif pkt[p, _P_HOP] == path_start[r + 1] - 1 and not pkt[p, _P_LAST]:
-                # Reaching the receiver changes nothing but its count until the flow's last
-                # packet (which does get an event: completion starts dependants).
-                deliver = p
-                arrival = now + link_delay_ps[link]
-            else:
-                _push(queue, now + link_delay_ps[link], _ARRIVE, p)
-            busy[link] = False
-            kick = link
-        elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
-            p = a
-            f = pkt[p, _P_FLOW]
-            if pkt[p, _P_HOP] == reverse_start[pkt[p, _P_ROUTE] + 1] - 1:  # at the sender: the data packet's echo
+                    p = fresh
+                    fresh += 1
+                s = next_seq[f]
+                if resend_seq[f] >= 0:
+                    s = resend_seq[f]
+                    resend_seq[f] = -1
+                else:
+                    next_seq[f] += 1
+                nbytes = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                pkt[p, _P_FLOW] = f
+                pkt[p, _P_BYTES] = nbytes
+                r = f  # its own route, unless a reroute has taken effect
+                for k in range(route_start[f] + 1, route_start[f + 1]):
+                    if route_from_ps[route_list[k]] > now:
+                        break
+                    r = route_list[k]
+                pkt[p, _P_ROUTE] = r
+                pkt[p, _P_HOP] = path_start[r]
+                pkt[p, _P_ECN] = False
+                pkt[p, _P_LAST] = s == n_packets[f] - 1
+                pkt[p, _P_KIND] = _DATA
+                pkt[p, _P_SEQ] = s
+                pkt[p, _P_NEXT] = -1
                 if recovery != NO_RECOVERY:
-                    if pkt[p, _P_SEQ] > acked[f]:
-                        acked[f] = pkt[p, _P_SEQ]
+                    if s < highest_sent[f]:
+                        retransmits[f] += 1
+                    else:
+                        highest_sent[f] = s + 1
+                    if not rto_due[f]:
+                        rto_due[f] = True
+                        _push(queue, max(now, progress_ps[f] + fabric.rto_ps), _RTO, f)
+                else:
+                    in_flight[f] += nbytes
+                link = path_links[path_start[r]]
+                # enqueue at the host's NIC (hosts do not drop or pause their senders)
+                if q_tail[link] < 0:
+                    q_head[link] = p
+                else:
+                    pkt[q_tail[link], _P_NEXT] = p
+                q_tail[link] = p
+                q_bytes[link] += nbytes
+                q_max[link] = max(q_max[link], q_bytes[link])
+                kick = link
+                resend = next_seq[f] < n_packets[f] or resend_seq[f] >= 0
+                sending[f] = resend
+            elif kind == _TX_DONE and tx_control[a]:  # a control frame left: on to the next hop
+                link = a
+                tx_control[link] = False
+                p = c_head[link]
+                c_head[link] = pkt[p, _P_NEXT]
+                if c_head[link] < 0:
+                    c_tail[link] = -1
+                link_bytes[link] += pkt[p, _P_BYTES]
+                if faulty[link] and down_from_ps[link] <= now < down_until_ps[link]:
+                    lost[link] += 1
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                else:
+                    _push(queue, now + link_delay_ps[link], _ARRIVE, p)
+                busy[link] = False
+                kick = link
+            elif kind == _TX_DONE:
+                link = a
+                p = q_head[link]
+                q_head[link] = pkt[p, _P_NEXT]
+                if q_head[link] < 0:
+                    q_tail[link] = -1
+                q_bytes[link] -= pkt[p, _P_BYTES]
+                link_bytes[link] += pkt[p, _P_BYTES]
+                r = pkt[p, _P_ROUTE]
+                if pkt[p, _P_HOP] > path_start[r]:  # it left a switch: free its buffer
+                    inbound = path_links[pkt[p, _P_HOP] - 1]
+                    shared_used[link_to[inbound]] -= pkt[p, _P_BYTES]
+                    in_switch[inbound] -= pkt[p, _P_BYTES]
+                    if pfc_on and pause_sent[inbound] and in_switch[inbound] <= xon_bytes[inbound]:
+                        pause_sent[inbound] = False
+                        _push(queue, now + link_delay_ps[inbound], _RESUME, inbound)
+                else:  # it left its sender's NIC, which stamps when it began sending it
+                    pkt[p, _P_SENT_PS] = now - np.int64(round(pkt[p, _P_BYTES] * ps_per_byte[link]))
+                f = pkt[p, _P_FLOW]
+                gone = False
+                if faulty[link]:
+                    gone = down_from_ps[link] <= now < down_until_ps[link]
+                    if not gone and loss_rate[link] > 0.0:
+                        u, rng_state = _uniform(rng_state)
+                        gone = u < loss_rate[link]
+                if gone:
+                    lost[link] += 1
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                elif pkt[p, _P_HOP] == path_start[r + 1] - 1 and not pkt[p, _P_LAST]:
+                    # Reaching the receiver changes nothing but its count until the flow's last
+                    # packet (which does get an event: completion starts dependants).
+                    deliver = p
+                    arrival = now + link_delay_ps[link]
+                else:
+                    _push(queue, now + link_delay_ps[link], _ARRIVE, p)
+                busy[link] = False
+                kick = link
+            elif kind == _ARRIVE and pkt[a, _P_KIND] != _DATA:  # a control frame on its way back
+                p = a
+                f = pkt[p, _P_FLOW]
+                if pkt[p, _P_HOP] == reverse_start[pkt[p, _P_ROUTE] + 1] - 1:  # at the sender: the data packet's echo
+                    if recovery != NO_RECOVERY:
+                        if pkt[p, _P_SEQ] > acked[f]:
+                            acked[f] = pkt[p, _P_SEQ]
+                            progress_ps[f] = now
+                            stalls[f] = 0
+                        if pkt[p, _P_KIND] & _NAK:  # resend from the first packet the receiver lacks
+                            _go_back(recovery, f, pkt[p, _P_SEQ], next_seq, resend_seq)
+                            if not sending[f]:
+                                sending[f] = True
+                                blocked[f] = False
+                                _push(queue, now, _SEND, f)
+                    else:
+                        last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                        in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
+                    state[f, RTT_PS] = now - pkt[p, _P_SENT_PS]
+                    if int_on:
+                        r = pkt[p, _P_ROUTE]
+                        hops = path_start[r + 1] - path_start[r] - 1
+                        state[f, INT_HOPS] = hops
+                        for i in range(hops):
+                            state[f, INT + 4 * i + INT_QLEN] = pkt_int[p, 3 * i]
+                            state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
+                            state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
+                            state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
+                    if pkt[p, _P_KIND] & _CNP_ACK:
+                        _push(queue, now, _CNP, f)
+                    else:
+                        on_ack(state, cc_params, f, now)
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                    if (
+                        blocked[f]
+                        and not sending[f]
+                        and _in_flight(recovery, in_flight[f], next_seq[f], highest_sent[f], acked[f], flow_mtu[f])
+                        < state[f, WINDOW]
+                    ):  # the window opened: send now
+                        blocked[f] = False
+                        sending[f] = True
+                        _push(queue, now, _SEND, f)
+                    continue
+                pkt[p, _P_HOP] += 1
+                link = reverse_links[pkt[p, _P_HOP]]
+                pkt[p, _P_NEXT] = -1
+                if c_tail[link] < 0:
+                    c_head[link] = p
+                else:
+                    pkt[c_tail[link], _P_NEXT] = p
+                c_tail[link] = p
+                kick = link
+            elif kind == _ARRIVE and pkt[a, _P_HOP] == path_start[pkt[a, _P_ROUTE] + 1] - 1:  # at the receiver
+                deliver = a
+            elif kind == _ARRIVE:  # at a switch
+                p = a
+                f = pkt[p, _P_FLOW]
+                if fabric.adaptive and route_start[f + 1] - route_start[f] > 1:
+                    # adaptive routing: of the flow's routes through this switch so far, the one
+                    # whose next link has the fewest bytes queued (the current one on a tie); a link
+                    # that is down counts as full, as a switch skips a dead port
+                    r = pkt[p, _P_ROUTE]
+                    h = pkt[p, _P_HOP] - path_start[r]
+                    nl = path_links[pkt[p, _P_HOP] + 1]
+                    dead = faulty[nl] and down_from_ps[nl] <= now < down_until_ps[nl]
+                    best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
+                    for k in range(route_start[f], route_start[f + 1]):
+                        rk = route_list[k]
+                        if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
+                            continue
+                        same = True
+                        for i in range(h + 1):
+                            if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
+                                same = False
+                                break
+                        nl = path_links[path_start[rk] + h + 1]
+                        if (
+                            same
+                            and q_bytes[nl] < best_q
+                            and not (faulty[nl] and down_from_ps[nl] <= now < down_until_ps[nl])
+                        ):
+                            best, best_q = rk, q_bytes[nl]
+                    pkt[p, _P_ROUTE] = best
+                    pkt[p, _P_HOP] = path_start[best] + h
+                inbound = path_links[pkt[p, _P_HOP]]
+                node = link_to[inbound]
+                out = path_links[pkt[p, _P_HOP] + 1]
+                nbytes = pkt[p, _P_BYTES]
+                if shared_used[node] + nbytes > fabric.buffer_bytes:
+                    drops[out] += 1
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                    continue
+                if ecn_on and not pkt[p, _P_ECN] and q_bytes[out] > kmin_bytes:
+                    if q_bytes[out] >= kmax_bytes:
+                        pkt[p, _P_ECN] = True
+                    else:
+                        u, rng_state = _uniform(rng_state)
+                        if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
+                            pkt[p, _P_ECN] = True
+                shared_used[node] += nbytes
+                in_switch[inbound] += nbytes
+                if pfc_on and not pause_sent[inbound] and in_switch[inbound] > xoff_bytes[inbound]:
+                    pause_sent[inbound] = True
+                    pauses[inbound] += 1
+                    _push(queue, now + link_delay_ps[inbound], _PAUSE, inbound)
+                pkt[p, _P_HOP] += 1
+                pkt[p, _P_NEXT] = -1
+                if q_tail[out] < 0:
+                    q_head[out] = p
+                else:
+                    pkt[q_tail[out], _P_NEXT] = p
+                q_tail[out] = p
+                q_bytes[out] += nbytes
+                q_max[out] = max(q_max[out], q_bytes[out])
+                kick = out
+            elif kind == _PAUSE:
+                paused[a] = True
+            elif kind == _RESUME:
+                link = a
+                paused[link] = False
+                kick = link
+            elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
+                p = a
+                link = reverse_links[reverse_start[pkt[p, _P_ROUTE]]]
+                if c_tail[link] < 0:
+                    c_head[link] = p
+                else:
+                    pkt[c_tail[link], _P_NEXT] = p
+                c_tail[link] = p
+                kick = link
+            elif kind == _CNP:
+                cnps[a] += 1
+                on_cnp(state, cc_params, a, now)
+            elif kind == _RTO:  # no cumulative ACK progress for a timeout: resend from the first unacked
+                f = a
+                rto_due[f] = False
+                if acked[f] < n_packets[f] and not failed[f]:
+                    due = progress_ps[f] + fabric.rto_ps
+                    if now >= due and stalls[f] == fabric.retries:
+                        failed[f] = True
+                        continue
+                    if now >= due:
+                        timeouts[f] += 1
+                        stalls[f] += 1
                         progress_ps[f] = now
-                        stalls[f] = 0
-                    if pkt[p, _P_KIND] & _NAK:  # resend from the first packet the receiver lacks
-                        _go_back(recovery, f, pkt[p, _P_SEQ], next_seq, resend_seq)
+                        _go_back(recovery, f, acked[f], next_seq, resend_seq)
                         if not sending[f]:
                             sending[f] = True
                             blocked[f] = False
                             _push(queue, now, _SEND, f)
+                        due = now + fabric.rto_ps
+                    rto_due[f] = True
+                    _push(queue, due, _RTO, f)
+            # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
+            # flow's last byte completes it and starts the flows waiting for it.
+            if deliver >= 0:
+                p = deliver
+                f = pkt[p, _P_FLOW]
+                # Go-back-N keeps only the next packet in order; selective repeat every packet it
+                # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
+                s = pkt[p, _P_SEQ]
+                accept = True
+                gap = False
+                if recovery == GO_BACK_N:
+                    accept = s == expected[f]
+                    gap = s >= expected[f] + fabric.reorder_packets
+                    expected[f] += accept
+                elif recovery == SELECTIVE_REPEAT:
+                    accept = not got[got_start[f] + s]
+                    got[got_start[f] + s] = True
+                    highest[f] = max(highest[f], s)
+                    while expected[f] < n_packets[f] and got[got_start[f] + expected[f]]:
+                        expected[f] += 1
+                    gap = highest[f] >= expected[f] + fabric.reorder_packets
+                nak = gap and nak_for[f] != expected[f]
+                if nak:
+                    nak_for[f] = expected[f]
+                if accept:
+                    received_bytes[f] += pkt[p, _P_BYTES]
+                    if fabric.window_start_ps <= arrival < fabric.window_end_ps:
+                        window_bytes[f] += pkt[p, _P_BYTES]
+                cnp = False
+                if pkt[p, _P_ECN]:
+                    marked[f] += 1
+                    if on_marked(state, cc_params, f, arrival):
+                        cnp = True
+                        if not acks_on:  # the CNP alone, in the reverse path's latency
+                            _push(queue, arrival + reverse_ps[f], _CNP, f)
+                if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
+                    pkt[p, _P_FLOW] = f
+                    pkt[p, _P_BYTES] = CNP_BYTES
+                    pkt[p, _P_HOP] = reverse_start[pkt[p, _P_ROUTE]]
+                    pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
+                    pkt[p, _P_SEQ] = expected[f]
+                    pkt[p, _P_NEXT] = -1
+                    _push(queue, arrival, _ACK, p)
                 else:
-                    last_bytes = flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-                    in_flight[f] -= flow_mtu[f] if not pkt[p, _P_LAST] else last_bytes
-                state[f, RTT_PS] = now - pkt[p, _P_SENT_PS]
-                if int_on:
-                    r = pkt[p, _P_ROUTE]
-                    hops = path_start[r + 1] - path_start[r] - 1
-                    state[f, INT_HOPS] = hops
-                    for i in range(hops):
-                        state[f, INT + 4 * i + INT_QLEN] = pkt_int[p, 3 * i]
-                        state[f, INT + 4 * i + INT_TX_BYTES] = pkt_int[p, 3 * i + 1]
-                        state[f, INT + 4 * i + INT_TS_PS] = pkt_int[p, 3 * i + 2]
-                        state[f, INT + 4 * i + INT_RATE_BPS] = link_rate_bps[path_links[path_start[r] + 1 + i]]
-                if pkt[p, _P_KIND] & _CNP_ACK:
-                    _push(queue, now, _CNP, f)
-                else:
-                    on_ack(state, cc_params, f, now)
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-                if (
-                    blocked[f]
-                    and not sending[f]
-                    and _in_flight(recovery, f, in_flight, next_seq, highest_sent, acked, flow_mtu) < state[f, WINDOW]
-                ):  # the window opened: send now
-                    blocked[f] = False
-                    sending[f] = True
-                    _push(queue, now, _SEND, f)
-                continue
-            pkt[p, _P_HOP] += 1
-            link = reverse_links[pkt[p, _P_HOP]]
-            pkt[p, _P_NEXT] = -1
-            if c_tail[link] < 0:
-                c_head[link] = p
-            else:
-                pkt[c_tail[link], _P_NEXT] = p
-            c_tail[link] = p
-            kick = link
-        elif kind == _ARRIVE and pkt[a, _P_HOP] == path_start[pkt[a, _P_ROUTE] + 1] - 1:  # at the receiver
-            deliver = a
-        elif kind == _ARRIVE:  # at a switch
-            p = a
-            f = pkt[p, _P_FLOW]
-            if fabric.adaptive and flows.route_start[f + 1] - flows.route_start[f] > 1:
-                # adaptive routing: of the flow's routes through this switch so far, the one
-                # whose next link has the fewest bytes queued (the current one on a tie); a link
-                # that is down counts as full, as a switch skips a dead port
-                r = pkt[p, _P_ROUTE]
-                h = pkt[p, _P_HOP] - path_start[r]
-                nl = path_links[pkt[p, _P_HOP] + 1]
-                dead = faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl]
-                best, best_q = r, NEVER_BYTES if dead else q_bytes[nl]
-                for k in range(flows.route_start[f], flows.route_start[f + 1]):
-                    rk = flows.route_list[k]
-                    if path_start[rk + 1] - path_start[rk] <= h + 1 or rk == r:
-                        continue
-                    same = True
-                    for i in range(h + 1):
-                        if path_links[path_start[rk] + i] != path_links[path_start[r] + i]:
-                            same = False
-                            break
-                    nl = path_links[path_start[rk] + h + 1]
-                    if (
-                        same
-                        and q_bytes[nl] < best_q
-                        and not (faulty[nl] and links.down_from_ps[nl] <= now < links.down_until_ps[nl])
-                    ):
-                        best, best_q = rk, q_bytes[nl]
-                pkt[p, _P_ROUTE] = best
-                pkt[p, _P_HOP] = path_start[best] + h
-            inbound = path_links[pkt[p, _P_HOP]]
-            node = link_to[inbound]
-            out = path_links[pkt[p, _P_HOP] + 1]
-            nbytes = pkt[p, _P_BYTES]
-            if shared_used[node] + nbytes > fabric.buffer_bytes:
-                drops[out] += 1
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-                continue
-            if ecn_on and not pkt[p, _P_ECN] and q_bytes[out] > kmin_bytes:
-                if q_bytes[out] >= kmax_bytes:
-                    pkt[p, _P_ECN] = True
-                else:
-                    u, rng_state = _uniform(rng_state)
-                    if u < fabric.pmax * (q_bytes[out] - kmin_bytes) / (kmax_bytes - kmin_bytes):
-                        pkt[p, _P_ECN] = True
-            shared_used[node] += nbytes
-            in_switch[inbound] += nbytes
-            if pfc_on and not pause_sent[inbound] and in_switch[inbound] > links.xoff_bytes[inbound]:
-                pause_sent[inbound] = True
-                pauses[inbound] += 1
-                _push(queue, now + link_delay_ps[inbound], _PAUSE, inbound)
-            pkt[p, _P_HOP] += 1
-            pkt[p, _P_NEXT] = -1
-            if q_tail[out] < 0:
-                q_head[out] = p
-            else:
-                pkt[q_tail[out], _P_NEXT] = p
-            q_tail[out] = p
-            q_bytes[out] += nbytes
-            q_max[out] = max(q_max[out], q_bytes[out])
-            kick = out
-        elif kind == _PAUSE:
-            paused[a] = True
-        elif kind == _RESUME:
-            link = a
-            paused[link] = False
-            kick = link
-        elif kind == _ACK:  # the receiver's 64-byte acknowledgement (built on delivery) sets off back
-            p = a
-            link = reverse_links[reverse_start[pkt[p, _P_ROUTE]]]
-            if c_tail[link] < 0:
-                c_head[link] = p
-            else:
-                pkt[c_tail[link], _P_NEXT] = p
-            c_tail[link] = p
-            kick = link
-        elif kind == _CNP:
-            cnps[a] += 1
-            on_cnp(state, cc_params, a, now)
-        elif kind == _RTO:  # no cumulative ACK progress for a timeout: resend from the first unacked
-            f = a
-            rto_due[f] = False
-            if acked[f] < n_packets[f] and not failed[f]:
-                due = progress_ps[f] + fabric.rto_ps
-                if now >= due and stalls[f] == fabric.retries:
-                    failed[f] = True
-                    continue
-                if now >= due:
-                    timeouts[f] += 1
-                    stalls[f] += 1
-                    progress_ps[f] = now
-                    _go_back(recovery, f, acked[f], next_seq, resend_seq)
-                    if not sending[f]:
-                        sending[f] = True
-                        blocked[f] = False
-                        _push(queue, now, _SEND, f)
-                    due = now + fabric.rto_ps
-                rto_due[f] = True
-                _push(queue, due, _RTO, f)
-        # A data packet at its receiver: counted, perhaps answered with a CNP, acknowledged; the
-        # flow's last byte completes it and starts the flows waiting for it.
-        if deliver >= 0:
-            p = deliver
-            f = pkt[p, _P_FLOW]
-            # Go-back-N keeps only the next packet in order; selective repeat every packet it
-            # lacks. A gap (a packet beyond the next in order) is answered with one NAK.
-            s = pkt[p, _P_SEQ]
-            accept = True
-            gap = False
-            if recovery == GO_BACK_N:
-                accept = s == expected[f]
-                gap = s >= expected[f] + fabric.reorder_packets
-                expected[f] += accept
-            elif recovery == SELECTIVE_REPEAT:
-                accept = not got[got_start[f] + s]
-                got[got_start[f] + s] = True
-                highest[f] = max(highest[f], s)
-                while expected[f] < n_packets[f] and got[got_start[f] + expected[f]]:
-                    expected[f] += 1
-                gap = highest[f] >= expected[f] + fabric.reorder_packets
-            nak = gap and nak_for[f] != expected[f]
-            if nak:
-                nak_for[f] = expected[f]
-            if accept:
-                received_bytes[f] += pkt[p, _P_BYTES]
-                if fabric.window_start_ps <= arrival < fabric.window_end_ps:
-                    window_bytes[f] += pkt[p, _P_BYTES]
-            cnp = False
-            if pkt[p, _P_ECN]:
-                marked[f] += 1
-                if on_marked(state, cc_params, f, arrival):
-                    cnp = True
-                    if not acks_on:  # the CNP alone, in the reverse path's latency
-                        _push(queue, arrival + reverse_ps[f], _CNP, f)
-            if acks_on:  # the receiver acknowledges every packet (a CNP, a NAK ride on it)
-                pkt[p, _P_FLOW] = f
-                pkt[p, _P_BYTES] = CNP_BYTES
-                pkt[p, _P_HOP] = reverse_start[pkt[p, _P_ROUTE]]
-                pkt[p, _P_KIND] = (_CNP_ACK if cnp else _PLAIN_ACK) | (_NAK if nak else 0)
-                pkt[p, _P_SEQ] = expected[f]
-                pkt[p, _P_NEXT] = -1
-                _push(queue, arrival, _ACK, p)
-            else:
-                pkt[p, _P_NEXT] = free_head
-                free_head = p
-            if accept and received_bytes[f] == flow_bytes[f]:
-                finish_ps[f] = arrival
-                done += 1
-                for k in range(flows.dependents_start[f], flows.dependents_start[f + 1]):
-                    d = flows.dependents[k]
-                    deps_left[d] -= 1
-                    if deps_left[d] == 0:
-                        at = max(flows.start_ps[d], arrival + flows.gap_ps[d])
-                        _push(queue, at, _START, d)
-        # One place for every event that queued a frame or freed a link: start the link's next
-        # transmission, control frames first (strict priority, never paused), then data.
-        if kick >= 0 and not busy[kick]:
-            nxt = c_head[kick] if c_head[kick] >= 0 else (q_head[kick] if not paused[kick] else -1)
-            if nxt >= 0:
-                busy[kick] = True
-                tx_control[kick] = c_head[kick] >= 0
-                if int_on and not tx_control[kick] and pkt[nxt, _P_HOP] > path_start[pkt[nxt, _P_ROUTE]]:
-                    # a switch's egress dequeues it: the bytes left behind it, the link's bytes
-                    # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
-                    i = 3 * (pkt[nxt, _P_HOP] - path_start[pkt[nxt, _P_ROUTE]] - 1)
-                    pkt_int[nxt, i] = q_bytes[kick] - pkt[nxt, _P_BYTES]
-                    pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
-                    pkt_int[nxt, i + 2] = now
-                done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
-                _push(queue, done_ps, _TX_DONE, kick)
-        if resend:
-            s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
-            nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
-            _push(queue, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
+                    pkt[p, _P_NEXT] = free_head
+                    free_head = p
+                if accept and received_bytes[f] == flow_bytes[f]:
+                    finish_ps[f] = arrival
+                    done += 1
+                    for k in range(dependents_start[f], dependents_start[f + 1]):
+                        d = dependents[k]
+                        deps_left[d] -= 1
+                        if deps_left[d] == 0:
+                            at = max(start_ps[d], arrival + gap_ps[d])
+                            _push(queue, at, _START, d)
+            # One place for every event that queued a frame or freed a link: start the link's next
+            # transmission, control frames first (strict priority, never paused), then data.
+            if kick >= 0 and not busy[kick]:
+                nxt = c_head[kick] if c_head[kick] >= 0 else (q_head[kick] if not paused[kick] else -1)
+                if nxt >= 0:
+                    busy[kick] = True
+                    tx_control[kick] = c_head[kick] >= 0
+                    if int_on and not tx_control[kick] and pkt[nxt, _P_HOP] > path_start[pkt[nxt, _P_ROUTE]]:
+                        # a switch's egress dequeues it: the bytes left behind it, the link's bytes
+                        # sent with it, the time (as ns-3 HPCC's switch stamps INT at dequeue)
+                        i = 3 * (pkt[nxt, _P_HOP] - path_start[pkt[nxt, _P_ROUTE]] - 1)
+                        pkt_int[nxt, i] = q_bytes[kick] - pkt[nxt, _P_BYTES]
+                        pkt_int[nxt, i + 1] = link_bytes[kick] + pkt[nxt, _P_BYTES]
+                        pkt_int[nxt, i + 2] = now
+                    done_ps = now + np.int64(round(pkt[nxt, _P_BYTES] * ps_per_byte[kick]))
+                    _push(queue, done_ps, _TX_DONE, kick)
+            if resend:
+                s = resend_seq[f] if resend_seq[f] >= 0 else next_seq[f]
+                nxt = flow_mtu[f] if s < n_packets[f] - 1 else flow_bytes[f] - (n_packets[f] - 1) * flow_mtu[f]
+                _push(queue, now + _ser_ps(nxt, state[f, RATE]), _SEND, f)
     return (
         begin_ps,
         finish_ps,
@@ -793,6 +917,7 @@ def _simulate(
     )
 
 
+@functools.cache
 def _signature():
     """Argument types of the one compiled engine: the hooks are first-class function values."""
     ints, floats = numba.int64[::1], numba.float64[::1]
@@ -805,10 +930,13 @@ def _signature():
 
 @functools.cache
 def _engine():
-    """The engine, compiled (or loaded from the on-disk cache) for the one signature."""
+    """The engine's compiled entry point (compiled, or loaded from the on-disk cache, for the one
+    signature). Called directly, not through the dispatcher, which works out every argument's
+    numba type on each call (60 of a small run's 200 us); the entry point converts arrays
+    checking only their item size, so simulate_packets checks their types."""
     _simulate.compile(_signature())
     _simulate.disable_compile()
-    return _simulate
+    return _simulate.overloads[_signature()].entry_point
 
 
 @functools.cache
@@ -818,8 +946,41 @@ def _compiled_hook(hook, kind):
     return CompileResultWAP(hook.get_compile_result(kind.signature))
 
 
+# What the entry point converts each field from (it checks arrays only by item size): numba type,
+# and the Python values accepted.
+_ACCEPTED = {
+    numba.int64[::1]: (np.ndarray, np.dtype(np.int64)),
+    numba.float64[::1]: (np.ndarray, np.dtype(np.float64)),
+    numba.int64: ((int, np.integer), None),
+    numba.float64: ((float, np.floating), None),
+    numba.boolean: ((bool, np.bool_), None),
+}
+
+
+@functools.cache
+def _expected():
+    """For Links, Flows and Fabric, (what is accepted, dtype, numba type) for each field."""
+    return [[(*_ACCEPTED[kind], kind) for kind in tuple_type.types] for tuple_type in _signature()[:3]]
+
+
+def _check(values: tuple, expected) -> None:
+    """A one-line TypeError naming the first field of `values` that is not what the engine reads
+    (an array: C-contiguous, 1-D, of its dtype)."""
+    for value, (accepted, dtype, kind), name in zip(values, expected, values._fields):
+        if not isinstance(value, accepted) or (
+            dtype is not None and (value.dtype != dtype or value.ndim != 1 or not value.flags.c_contiguous)
+        ):
+            given = type(value).__name__
+            if isinstance(value, np.ndarray):
+                given = f"{value.dtype} {value.ndim}-D array{'' if value.flags.c_contiguous else ', not contiguous'}"
+            raise TypeError(f"{type(values).__name__}.{name}: {given} given; the engine reads {kind}")
+
+
 def simulate_packets(links: Links, flows: Flows, fabric: Fabric, cc_params: np.ndarray, cc_columns: int, hooks):
     """Run the engine; `hooks` (on_start, on_timer, on_marked, on_cnp, on_ack) and the state
     row of `cc_columns` own columns as _congestion.py describes."""
+    for values, expected in zip((links, flows, fabric), _expected()):
+        _check(values, expected)
     hooks = [_compiled_hook(hook, kind) for hook, kind in zip(hooks, (HOOK, HOOK, MARK, HOOK, HOOK))]
-    return _engine()(links, flows, fabric, cc_params, np.int64(cc_columns), *hooks)
+    params = np.ascontiguousarray(cc_params, np.float64)
+    return _engine()(links, flows, fabric, params, int(cc_columns), *hooks)

@@ -170,3 +170,19 @@ def test_collectives_name_the_allowed_ops_and_algorithms_even_for_one_rank():
         collective_flows("broadcast", [[0]], 1024, route, algorithm="tree")
     with pytest.raises(CatalogError, match=r"^algorithm: 'rings' is not a known collective algorithm \(did you mean"):
         collective_flows("all_reduce", [[0, 1]], 1024, route, algorithm="rings")
+
+
+def test_an_array_of_the_wrong_type_is_refused_by_name(monkeypatch):
+    """The engine is entered past numba's dispatcher, whose conversion checks an array only by
+    item size: float64 delays would be read as integers, so they are refused first."""
+    import simulators.packet._run as run
+
+    engine = run.simulate_packets
+
+    def float_delays(links, *rest):
+        return engine(links._replace(delay_ps=links.delay_ps.astype(np.float64)), *rest)
+
+    monkeypatch.setattr(run, "simulate_packets", float_delays)
+    links, switches = chain(1)
+    with pytest.raises(TypeError, match=r"^Links\.delay_ps: float64 1-D array given"):
+        simulate(links, [Flow((0,), 4096, 4096)], LINE, switches)
