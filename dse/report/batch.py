@@ -18,12 +18,11 @@ from pathlib import Path
 from urllib.parse import quote
 
 import pandas as pd
-import plotly.graph_objects as go
 import yaml
 
 from dse.errors import DseError
 from dse.report.files import load_study_dir, write_reports
-from dse.report.html_page import FOUR_DIGITS, Figures, page, table_html
+from dse.report.html_page import FOUR_DIGITS, Figures, page, table_html, titled
 from dse.report.summary import best_row, objectives_text
 from dse.search.batch import BATCH_FILE
 from dse.spec.resolved import ResolvedStudy
@@ -164,7 +163,7 @@ def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, object
     objectives is joined in the order of x (a staircase); a front over more objectives is
     drawn as points, since in two of its dimensions it is no curve and a line through it
     zig-zags. The legend always shows, naming the study even where only one has the pair."""
-    fig = go.Figure()
+    traces = []
     for s in studies:
         front = s.front.sort_values(x)
         if front.empty:
@@ -173,17 +172,13 @@ def _fronts(figures: Figures, studies: list[StudyReport], x: str, y: str, object
         two = len(s.resolved.objectives) == 2
         mode = "lines+markers" if two else "markers"
         name = s.resolved.study.name + ("" if two else f" ({len(s.resolved.objectives)} objectives: points)")
-        fig.add_trace(go.Scatter(x=front[x], y=front[y], mode=mode, name=name, text=hover))
-    if not fig.data:
+        traces.append(dict(type="scatter", x=front[x], y=front[y], mode=mode, name=name, text=hover))
+    if not traces:
         return "<p>No study has a feasible candidate: nothing to plot.</p>"
-    fig.update_layout(
-        title=f"{y} ({objectives[y]}) against {x} ({objectives[x]}): each study's Pareto front",
-        xaxis_title=x,
-        yaxis_title=y,
-        showlegend=True,
-    )
+    layout = titled(f"{y} ({objectives[y]}) against {x} ({objectives[x]}): each study's Pareto front")
+    layout |= dict(xaxis=titled(x), yaxis=titled(y), showlegend=True)
     names = ", ".join(s.resolved.study.name for s in studies)
-    return f"<p>{html.escape(f'{len(studies)} studies optimise both: {names}.')}</p>" + figures.div(fig)
+    return f"<p>{html.escape(f'{len(studies)} studies optimise both: {names}.')}</p>" + figures.div(traces, layout)
 
 
 def write_batch_dir(out_dir: Path, runs: dict[str, dict] | None = None) -> list[StudyReport]:

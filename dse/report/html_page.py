@@ -2,18 +2,21 @@
 
 plotly.js is embedded once in the page head (no CDN, no MathJax), each figure is a div with a
 fixed id so the same study renders to the same file. Every section says so in words when it has
-nothing to plot (no feasible trial), rather than failing.
+nothing to plot (no feasible trial), rather than failing. Figures are plain dicts in plotly.js's
+own schema, written without plotly.py's validation: its figure objects validated and deep-copied
+the page template for every figure, most of the page's time.
 """
 
 from __future__ import annotations
 
 import html
 from collections.abc import Sequence
+from functools import cache
 from itertools import combinations
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
+import plotly.io
 import plotly.offline
 
 from dse.evaluation.space import SearchSpace
@@ -101,15 +104,33 @@ def table_html(frame: pd.DataFrame, **options) -> str:
 
 
 class Figures:
-    """Turns figures into divs with ids in order of appearance (plot-1, plot-2, ...)."""
+    """Turns figures (traces and a layout, as plotly.js reads them) into divs with ids in order
+    of appearance (plot-1, plot-2, ...)."""
 
     def __init__(self) -> None:
         self.count = 0
 
-    def div(self, fig: go.Figure, height_px: int = 520, right_px: int = 30, top_px: int = 60) -> str:
+    def div(self, traces: list[dict], layout: dict, height_px: int = 520, right_px: int = 30, top_px: int = 60) -> str:
         self.count += 1
-        fig.update_layout(template="plotly_white", height=height_px, margin=dict(l=70, r=right_px, t=top_px, b=60))
-        return fig.to_html(full_html=False, include_plotlyjs=False, div_id=f"plot-{self.count}", config=CONFIG)
+        layout = layout | dict(template=_white(), height=height_px, margin=dict(l=70, r=right_px, t=top_px, b=60))
+        return plotly.io.to_html(
+            dict(data=traces, layout=layout),
+            validate=False,
+            full_html=False,
+            include_plotlyjs=False,
+            div_id=f"plot-{self.count}",
+            config=CONFIG,
+        )
+
+
+@cache
+def _white() -> dict:
+    """plotly's "plotly_white" template, as the dict a figure's layout holds."""
+    return plotly.io.templates["plotly_white"].to_plotly_json()
+
+
+def titled(text: str) -> dict:
+    return dict(title=dict(text=text))
 
 
 def _varied_knobs(space: SearchSpace, feasible: pd.DataFrame) -> list[str]:
@@ -179,23 +200,21 @@ def _front_section(figures, feasible, front, resolved, knobs) -> str:
     layers = _layers(feasible, front, [*objectives, *knobs])
     divs = []
     for x, y in pairs:
-        fig = go.Figure()
-        for frame, style in layers:
-            fig.add_scatter(x=frame[x], y=frame[y], **style)
-        fig.update_layout(title=f"{y} against {x}", xaxis_title=label[x], yaxis_title=label[y])
-        divs.append(figures.div(fig))
+        traces = [dict(type="scatter", x=frame[x], y=frame[y], **style) for frame, style in layers]
+        layout = titled(f"{y} against {x}") | dict(xaxis=titled(label[x]), yaxis=titled(label[y]))
+        divs.append(figures.div(traces, layout))
     if len(objectives) == 3:
         x, y, z = objectives
-        fig = go.Figure()
+        traces = []
         for frame, style in layers:
             # 3-D markers look larger, and WebGL draws a translucent grey as nearly white: the
             # feasible trials are opaque there, a darker grey.
             marker = style["marker"] | {"size": style["marker"]["size"] - 3}
             if marker["color"] == GREY:
                 marker["color"] = GREY_3D
-            fig.add_scatter3d(x=frame[x], y=frame[y], z=frame[z], **(style | {"marker": marker}))
-        fig.update_layout(title="All three objectives", scene=dict(xaxis_title=x, yaxis_title=y, zaxis_title=z))
-        divs.append(figures.div(fig, height_px=700))
+            traces.append(dict(type="scatter3d", x=frame[x], y=frame[y], z=frame[z], **(style | {"marker": marker})))
+        scene = dict(xaxis=titled(x), yaxis=titled(y), zaxis=titled(z))
+        divs.append(figures.div(traces, titled("All three objectives") | dict(scene=scene), height_px=700))
     note = (
         "<p>The front is over all objectives, so in a 2-D view some of its points look beaten.</p>"
         if len(objectives) > 2
@@ -248,10 +267,10 @@ def _parallel_section(figures, feasible, resolved, knobs, values) -> str:
         dimensions.append(dict(label=column, values=codes, tickvals=list(range(len(categories))), ticktext=categories))
     dimensions += [dict(label=m, values=feasible[m]) for m in resolved.objectives]
     first = resolved.objectives[0]
-    line = dict(color=feasible[first], colorscale="Viridis", showscale=True, colorbar=dict(title=first))
+    line = dict(color=feasible[first], colorscale="Viridis", showscale=True, colorbar=titled(first))
     # Angled labels: the objectives' long names sit side by side at the right and overlapped.
-    figure = go.Figure(go.Parcoords(dimensions=dimensions, line=line, labelangle=-20, labelside="top"))
-    div = figures.div(figure, height_px=580, right_px=180, top_px=110)
+    trace = dict(type="parcoords", dimensions=dimensions, line=line, labelangle=-20, labelside="top")
+    div = figures.div([trace], {}, height_px=580, right_px=180, top_px=110)
     note = (
         f"{len(feasible)} feasible trials, coloured by {first}; drag along an axis to filter. Parallel degrees "
         "and other counts spanning a factor of 4 or more are on log axes."
@@ -288,14 +307,15 @@ def _bars(figures, front: pd.DataFrame, prefix: str, suffix: str, unit: str, cap
         f"#{r['trial']} {r['gpu']}x{r['num_gpus']} tp{r['tp']} pp{r['pp']} dp{r['dp']}"
         for r in front.to_dict("records")
     ]
-    fig = go.Figure()
-    for column in parts:
-        fig.add_bar(x=labels, y=front[column], name=column.removeprefix(prefix).removesuffix(suffix))
+    traces = [
+        dict(type="bar", x=labels, y=front[column], name=column.removeprefix(prefix).removesuffix(suffix))
+        for column in parts
+    ]
     if capacity is not None:
         marker = dict(symbol="line-ew-open", size=30, color="black")
-        fig.add_scatter(x=labels, y=capacity, mode="markers", name="HBM capacity", marker=marker)
-    fig.update_layout(barmode="stack", yaxis_title=unit, xaxis_title="Pareto candidate", xaxis_tickangle=-30)
-    return figures.div(fig)
+        traces.append(dict(type="scatter", x=labels, y=capacity, mode="markers", name="HBM capacity", marker=marker))
+    layout = dict(barmode="stack", yaxis=titled(unit), xaxis=titled("Pareto candidate") | dict(tickangle=-30))
+    return figures.div(traces, layout)
 
 
 def _goodput_bars(figures, front: pd.DataFrame) -> str:
@@ -346,15 +366,11 @@ def _hypervolume_section(figures, history: HypervolumeHistory | None, resolved: 
     text = f"<p>{html.escape(hypervolume_text(history, resolved))}</p>"
     if history is None:
         return text
-    fig = go.Figure(go.Scatter(x=history.trials, y=history.values, mode="lines", line_shape="hv", name="hypervolume"))
+    trace = dict(type="scatter", x=history.trials, y=history.values, mode="lines", line=dict(shape="hv"))
     reference = ", ".join(f"{m} = {r:.4g}" for m, r in zip(resolved.objectives, history.reference))
-    fig.update_layout(
-        title=f"Hypervolume of the feasible front after each trial<br><sup>reference point: {reference}</sup>",
-        xaxis_title="trial",
-        yaxis_title="hypervolume (share of the box)",
-        yaxis_range=[0, 1.02],
-    )
-    return text + figures.div(fig, height_px=420)
+    layout = titled(f"Hypervolume of the feasible front after each trial<br><sup>reference point: {reference}</sup>")
+    layout |= dict(xaxis=titled("trial"), yaxis=titled("hypervolume (share of the box)") | dict(range=[0, 1.02]))
+    return text + figures.div([trace | dict(name="hypervolume")], layout, height_px=420)
 
 
 PAGE = """<!DOCTYPE html>
