@@ -47,6 +47,11 @@ class Evaluator:
         share: see dse.search.cache)."""
         return self.space.resolved.kind.simulate_many(self.space, batch, network, feasible_only)
 
+    def floor_outcomes(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome | None]:
+        """Per plan, its outcome with the step at the kind's lower bound, priced, without the
+        study's own constraints (StudyKind.step_floors)."""
+        return self.space.resolved.kind.step_floors(self.space, batch, self._owned)
+
     def judge(self, params: Mapping[str, Any], outcome: Outcome) -> Outcome:
         """The outcome with the study's cost metrics and own constraints added (<= 0 when met),
         and the reason each violated one gives. Buying a cluster is costed once per cluster

@@ -128,15 +128,21 @@ class SearchSpace:
     def candidate(self, params: Mapping[str, Any], network: Network | None = None) -> TrainingCandidate:
         """The training candidate for one trial's params (on `network` if given, else its
         fabric's); PlanError if the plan cannot run. The last RECENT_CANDIDATES built on their
-        fabric are kept: judging an outcome (its cost and goodput) needs the candidate just
-        simulated, and building it again was a sixth of an evaluation."""
+        fabric are kept, and the PlanError of those that cannot run: judging an outcome (its cost
+        and goodput) needs the candidate just simulated, the exact mode asks for its bound first,
+        and building it again was a sixth of an evaluation."""
         if network is None:
             key = tuple(params.items())
             found = self._recent.get(key)
             if found is None:  # (a fidelity level's threads share the dict: never read back what was put)
                 if len(self._recent) >= RECENT_CANDIDATES:
                     self._recent.clear()
-                found = self._recent[key] = self._build(params, None)
+                try:
+                    found = self._recent[key] = self._build(params, None)
+                except PlanError as exc:  # kept without its traceback (and the frames that holds)
+                    found = self._recent[key] = PlanError(str(exc))
+            if isinstance(found, PlanError):
+                raise found.with_traceback(None)
             return found
         return self._build(params, network)
 

@@ -103,6 +103,19 @@ class StudyKind(ABC):
         """The `derived_columns` of one trial."""
         return {}
 
+    # Metrics that only rise ("rises") or only fall ("falls") with the step time, all else of
+    # the plan fixed, and those that do so only while the plan's spare servers are fixed (not
+    # `auto`, whose choice moves with the step): what `step_floors` outcomes bound.
+    step_monotone: ClassVar[Mapping[str, str]] = {}
+    step_monotone_fixed_spares: ClassVar[Mapping[str, str]] = {}
+
+    def step_floors(self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict) -> list[Outcome | None]:
+        """Per plan, an outcome with the step at a lower bound of what simulating it gives and
+        the study's prices of it (`owned`: see `costs`), whose `step_monotone` metrics are bounds;
+        None for a plan that cannot be built or does not fit, and for every plan of a kind
+        without such a bound."""
+        return [None] * len(batch)
+
     @abstractmethod
     def check_runnable(self, space: SearchSpace, limit: int) -> None:
         """SpecError when no plan of the space can run at all (see SearchSpace.check_runnable)."""
