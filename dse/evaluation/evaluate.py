@@ -47,10 +47,12 @@ class Evaluator:
         share: see dse.search.cache)."""
         return self.space.resolved.kind.simulate_many(self.space, batch, network, feasible_only)
 
-    def floor_outcomes(self, batch: Sequence[Mapping[str, Any]]) -> list[Outcome | None]:
-        """Per plan, its outcome with the step at the kind's lower bound, priced, without the
-        study's own constraints (StudyKind.step_floors)."""
-        return self.space.resolved.kind.step_floors(self.space, batch, self._owned)
+    def floor_outcomes(self, batch: Sequence[Mapping[str, Any]]) -> tuple[list[Outcome | None], list[Outcome | None]]:
+        """Per plan, its judged outcome where it is known without simulating, else its outcome
+        with the step at the kind's lower bound, priced, without the study's own constraints
+        (StudyKind.step_floors)."""
+        known, floors = self.space.resolved.kind.step_floors(self.space, batch, self._owned)
+        return [None if o is None else self.judge(p, o) for p, o in zip(batch, known)], floors
 
     def judge(self, params: Mapping[str, Any], outcome: Outcome) -> Outcome:
         """The outcome with the study's cost metrics and own constraints added (<= 0 when met),

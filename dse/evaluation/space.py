@@ -141,8 +141,8 @@ class SearchSpace:
                     found = self._recent[key] = self._build(params, None)
                 except PlanError as exc:  # kept without its traceback (and the frames that holds)
                     found = self._recent[key] = PlanError(str(exc))
-            if isinstance(found, PlanError):
-                raise found.with_traceback(None)
+            if isinstance(found, PlanError):  # a new one each time: one raised from here would hold this
+                raise PlanError(*found.args)  # frame, which holds it (a cycle for the garbage collector)
             return found
         return self._build(params, network)
 

@@ -103,21 +103,23 @@ def plan_table(evaluator: Evaluator, start: int, stop: int, pool: np.ndarray | N
     plans = list(space.distinct_plans(start, stop))
     bounds = np.full((len(plans), len(objectives)), np.nan)
     pruned = np.zeros(len(plans), dtype=bool)
+    known: list[Outcome | None] = [None] * len(plans)  # invalid or too big for memory: not simulated
     if pool is not None and len(pool) >= keep:
-        floors = evaluator.floor_outcomes(plans)
+        known, floors = evaluator.floor_outcomes(plans)
         priced = [i for i, floor in enumerate(floors) if floor is not None and not floor.failed]
         if priced:
             bounds[priced] = [[floors[i].metrics[name] for name in objectives] for i in priced]
             signs = direction_signs(space.resolved.directions)
             pruned[priced] = dominates(pool, bounds[priced] * signs).sum(axis=0) >= keep
-    simulated = iter(evaluator.evaluate_many([p for p, skip in zip(plans, pruned) if not skip], feasible_only=True))
+    todo = [i for i, skip in enumerate(pruned.tolist()) if not skip and known[i] is None]
+    outcomes = list(known)
+    for i, outcome in zip(todo, evaluator.evaluate_many([plans[i] for i in todo], feasible_only=True)):
+        outcomes[i] = outcome
     valid, fits = evaluator.constraint_names[:2]
-    outcomes = [
-        Outcome(constraints={valid: 0.0, fits: floors[i].constraints[fits]}, reason=PRUNED_REASON.format(keep))
-        if skip
-        else next(simulated)  # plans too big for memory: not simulated either
-        for i, skip in enumerate(pruned.tolist())
-    ]
+    for i in np.flatnonzero(pruned).tolist():
+        outcomes[i] = Outcome(
+            constraints={valid: 0.0, fits: floors[i].constraints[fits]}, reason=PRUNED_REASON.format(keep)
+        )
     columns: dict[str, list] = {}
     for name in kind.knobs:
         texts = len({type(v) for v in space.values[name] if v is not None}) > 1

@@ -109,12 +109,15 @@ class StudyKind(ABC):
     step_monotone: ClassVar[Mapping[str, str]] = {}
     step_monotone_fixed_spares: ClassVar[Mapping[str, str]] = {}
 
-    def step_floors(self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict) -> list[Outcome | None]:
-        """Per plan, an outcome with the step at a lower bound of what simulating it gives and
-        the study's prices of it (`owned`: see `costs`), whose `step_monotone` metrics are bounds;
-        None for a plan that cannot be built or does not fit, and for every plan of a kind
-        without such a bound."""
-        return [None] * len(batch)
+    def step_floors(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict
+    ) -> tuple[list[Outcome | None], list[Outcome | None]]:
+        """Per plan, either its outcome where it is known without simulating (a plan that cannot
+        be built or does not fit, as `simulate_many` with `feasible_only` gives it), or an outcome
+        with the step at a lower bound of what simulating it gives and the study's prices of it
+        (`owned`: see `costs`), whose `step_monotone` metrics are bounds; None where neither (a
+        kind without such a bound)."""
+        return [None] * len(batch), [None] * len(batch)
 
     @abstractmethod
     def check_runnable(self, space: SearchSpace, limit: int) -> None:

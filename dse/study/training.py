@@ -152,27 +152,39 @@ class TrainingKind(StudyKind):
             outcomes[i] = result if isinstance(result, Outcome) else self._fit(candidate, result)
         return outcomes
 
-    def step_floors(self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict) -> list[Outcome | None]:
-        """The plans that can be built and fit in memory at simulators.analytical's step floor,
-        priced on their cluster with its fixed spares (`auto` spares: no floors)."""
-        out: list[Outcome | None] = [None] * len(batch)
+    def step_floors(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict
+    ) -> tuple[list[Outcome | None], list[Outcome | None]]:
+        """Plans that cannot be built or do not fit get their outcome (as `simulate_many` with
+        `feasible_only` gives it); those that fit, at simulators.analytical's step floor, priced
+        on their cluster with its fixed spares (`auto` spares: neither)."""
+        known: list[Outcome | None] = [None] * len(batch)
+        floors: list[Outcome | None] = [None] * len(batch)
         valid: list[tuple[int, TrainingCandidate]] = []
         for i, params in enumerate(batch):
             if params.get("spare_servers", 0) == "auto":
                 continue
-            with contextlib.suppress(PlanError):
+            try:
                 valid.append((i, space.candidate(params)))
-        fitting = [(i, c) for (i, c), r in zip(valid, memory_only([c for _, c in valid])) if r.feasible]
+            except PlanError as exc:
+                known[i] = invalid(exc, self.fits_constraint)
+        sized = memory_only([c for _, c in valid])
+        fitting = []
+        for (i, candidate), result in zip(valid, sized):
+            if result.feasible:
+                fitting.append((i, candidate, result.memory))
+            else:
+                known[i] = self._fit(candidate, result)
         try:
-            floors = floor_training_batch([c for _, c in fitting])
+            results = floor_training_batch([c for _, c, _ in fitting], [m for _, _, m in fitting])
         except PlanError:  # found only while pricing: left to the simulation to report
-            return out
-        for (i, candidate), result in zip(fitting, floors):
+            return known, floors
+        for (i, candidate, _), result in zip(fitting, results):
             params = batch[i]
             outcome = self._fit(candidate, result)
             costs = priced_costs(space, params, outcome.metrics, owned, int(params.get("spare_servers", 0)))
-            out[i] = dataclasses.replace(outcome, metrics={**outcome.metrics, **costs})
-        return out
+            floors[i] = dataclasses.replace(outcome, metrics={**outcome.metrics, **costs})
+        return known, floors
 
     def step_details(
         self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None = None

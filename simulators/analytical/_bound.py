@@ -21,7 +21,7 @@ import numpy as np
 from simulators.analytical._layer import output_layer, per_layer_plan
 from simulators.analytical._stage_costs import _layer_costs_of, _per_stage_plan, send_s
 from simulators.analytical._training import TrainingResult, _host_shares, _metrics
-from simulators.workload import TrainingCandidate, stage_layer_kinds, training_memory
+from simulators.workload import MemoryBreakdown, TrainingCandidate, stage_layer_kinds, training_memory
 
 NS_ROUNDING_S = 1.5e-9  # the most the pipeline kernel's rounding takes from one F + B + W
 
@@ -55,11 +55,15 @@ def step_floor_s(candidate: TrainingCandidate) -> float:
     return m * busy_s + fill_s - (m * v + plan.pp) * NS_ROUNDING_S
 
 
-def floor_training_batch(candidates: Sequence[TrainingCandidate]) -> list[TrainingResult]:
+def floor_training_batch(
+    candidates: Sequence[TrainingCandidate], memories: Sequence[MemoryBreakdown] | None = None
+) -> list[TrainingResult]:
     """Each candidate's result with its step at `step_floor_s` (no breakdown): metrics no
-    simulation of it beats, for whichever of them are monotonic in the step time."""
+    simulation of it beats, for whichever of them are monotonic in the step time. `memories`:
+    the candidates' `training_memory`, where the caller has it."""
     floors = np.array([step_floor_s(c) for c in candidates], dtype=np.float64)
-    memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
+    if memories is None:
+        memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
     metrics = _metrics(candidates, floors, memories)
     return [
         TrainingResult(m, None, memory, c.system.gpu, *_host_shares(c))
