@@ -19,7 +19,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulators.analytical._layer import output_layer, per_layer_plan
-from simulators.analytical._stage_costs import _layer_costs_of, _per_stage_plan, send_s
+from simulators.analytical._stage_costs import _layer_costs_of, send_s
 from simulators.analytical._training import TrainingResult, _host_shares, _metrics
 from simulators.workload import MemoryBreakdown, TrainingCandidate, stage_layer_kinds, training_memory
 
@@ -29,8 +29,8 @@ NS_ROUNDING_S = 1.5e-9  # the most the pipeline kernel's rounding takes from one
 def step_floor_s(candidate: TrainingCandidate) -> float:
     """Seconds `simulate_training_batch` cannot undercut for this candidate's iteration time."""
     model, system = candidate.model, candidate.system
-    plan = _per_stage_plan(candidate.plan)
-    layer_plan = per_layer_plan(plan)
+    plan = candidate.plan
+    layer_plan = per_layer_plan(plan)  # the key stage_costs prices layers by (it normalises what _per_stage_plan does)
     host_s = 0.0 if plan.cuda_graphs else system.kernel_host_s
     last = plan.pp - 1
     busy_s = earlier_fwd_s = 0.0  # the last stage's work per micro-batch; earlier stages' chunk-0 forwards
@@ -50,7 +50,7 @@ def step_floor_s(candidate: TrainingCandidate) -> float:
         earlier_fwd_s += (totals[kind] - count) * layer.forward_s
     output = output_layer(model, system.gpu, layer_plan, system.calibration, system.compute_fraction)
     busy_s += output.forward_s + output.input_grad_s + output.weight_grad_s
-    m, v = candidate.plan.microbatches, plan.vpp
+    m, v = plan.microbatches, plan.vpp
     fill_s = earlier_fwd_s / v + last * send_s(candidate)
     return m * busy_s + fill_s - (m * v + plan.pp) * NS_ROUNDING_S
 
