@@ -187,8 +187,8 @@ class _RangeItems(Sequence):
         return len(self.ranges)
 
     def __getitem__(self, index):
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(len(self)))]
+        if isinstance(index, slice):  # still read late (LocalExecutor hands Ray the rest as a slice)
+            return _RangeItems(self.run, self.ranges[index])
         return {**self.ranges[index], **self.run.pruning()}
 
 

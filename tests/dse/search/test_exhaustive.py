@@ -204,3 +204,20 @@ def test_a_sampled_study_resumed_exhaustive_runs_the_exact_mode(write_spec, tmp_
     summary, _, _ = _search(spec, out, "exhaustive", resume=True)
     assert summary.exhaustive is not None
     assert summary.exhaustive.plans == len(SearchSpace.from_study(_resolved(spec, "exhaustive")).grid())
+
+
+def test_a_range_is_sent_with_the_pool_as_it_is_when_sent_also_from_a_slice(write_spec, tmp_path, monkeypatch):
+    """LocalExecutor hands a private Ray the ranges left as a slice: those must still carry the
+    pool of the moment each goes out, not of the moment the slice was taken."""
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 6)
+    resolved = _resolved(write_spec(), "exhaustive")
+    evaluator = Evaluator(SearchSpace.from_study(resolved))
+    run = exhaustive.ExhaustiveRun(evaluator, tmp_path, 1)
+    rest = exhaustive._RangeItems(run, run.ranges())[1:]
+    assert len(rest[0]["pool"]) == 0
+    plans = pd.DataFrame(evaluator.space.grid()[:3])
+    for name in resolved.objectives:
+        plans[name] = [1.0, 2.0, 3.0]
+    plans["feasible"] = True
+    run._add(plans)
+    assert len(rest[0]["pool"]) == len(run.pool) > 0 and rest[0]["keep"] == 1
