@@ -54,7 +54,8 @@ _PART = re.compile(r"part-(\d{12})-(\d{12})\.parquet")
 @dataclass(frozen=True)
 class ExhaustiveProgress:
     """What the exact mode has done: plans in the space's record (this run and before), how
-    many this run evaluated, how many are feasible, the front's size and this run's seconds."""
+    many this run evaluated, how many are feasible (of those simulated), the front's size, this
+    run's seconds, and how many plans of the record were pruned (not simulated: see the module)."""
 
     plans: int
     evaluated: int
@@ -62,6 +63,7 @@ class ExhaustiveProgress:
     front: int
     wall_s: float
     cpus: int
+    pruned: int = 0
 
     def describe(self) -> str:
         rate = self.evaluated / self.wall_s if self.wall_s > 0 else 0.0
@@ -215,7 +217,7 @@ class ExhaustiveRun:
         self._dominators = np.zeros(0, dtype=np.int64)  # per pool row
         self._costs = np.zeros((0, len(self.resolved.objectives)))  # the pool's objectives, as costs
         self.prune = PRUNE and prunable(evaluator)
-        self.plans = self.feasible = 0
+        self.plans = self.feasible = self.pruned = 0
         covered = self._covered()
         for part in covered:
             self._add(pd.read_parquet(part))
@@ -281,7 +283,7 @@ class ExhaustiveRun:
             results.close()
         wall_s = time.monotonic() - started
         progress = ExhaustiveProgress(
-            self.plans, evaluated, self.feasible, len(self.front), wall_s, executor.usage.cpus
+            self.plans, evaluated, self.feasible, len(self.front), wall_s, executor.usage.cpus, self.pruned
         )
         return stopped, progress
 
@@ -305,6 +307,7 @@ class ExhaustiveRun:
     def _add(self, frame: pd.DataFrame) -> None:
         """Count a table's plans and fold its feasible ones into the pool (class docstring)."""
         self.plans += len(frame)
+        self.pruned += int(frame["pruned"].sum()) if "pruned" in frame else 0  # parts from before pruning have none
         new = frame[frame["feasible"]].reset_index(drop=True)
         self.feasible += len(new)
         if new.empty:
