@@ -77,6 +77,7 @@ class SearchSpace:
     values: Mapping[str, tuple]
     _networks: dict = field(default_factory=dict, compare=False, repr=False)
     _fabrics: dict = field(default_factory=dict, compare=False, repr=False)
+    _hosts: dict = field(default_factory=dict, compare=False, repr=False)  # GPU name -> its host tier
     _recent: dict = field(default_factory=dict, compare=False, repr=False)  # params -> candidate, see `candidate`
 
     def __getstate__(self) -> dict[str, Any]:
@@ -197,8 +198,10 @@ class SearchSpace:
 
     def host_tier(self, gpu: GpuSpec) -> HostTier | None:
         """The host memory tier the GPU offloads to: the spec's `hardware.host_tier`, else the
-        memory_tiers.yaml row naming the GPU, else none."""
-        return host_tier_of(self.resolved.study.hardware.host_tier, gpu)
+        memory_tiers.yaml row naming the GPU, else none (memoised: every candidate asks)."""
+        if gpu.name not in self._hosts:
+            self._hosts[gpu.name] = host_tier_of(self.resolved.study.hardware.host_tier, gpu)
+        return self._hosts[gpu.name]
 
     def fabric(self, family: str, nic_gbps: float) -> Fabric:
         """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick (memoised with the networks)."""
