@@ -80,6 +80,8 @@ class StudyKind(ABC):
         (the knobs a plan's identity overrides depend only on knobs it keeps), so a space's
         distinct plans are enumerated without remembering the keys already met."""
         canonical = self.canonical_params(params)
+        if canonical == params:  # nothing overridden (one C-level comparison: asked for every combination)
+            return True
         return all(
             canonical[name] == value or (canonical[name] not in values[name] and value == values[name][0])
             for name, value in params.items()
