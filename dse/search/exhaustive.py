@@ -268,9 +268,11 @@ class ExhaustiveRun:
                         )
                     self._write(todo[position], table)
                     self.recorded += 1
-                    frame = table.to_pandas()
-                    self._add(frame)
-                    evaluated += len(frame)
+                    # only the feasible rows become a frame (the driver shares the CPUs with the workers)
+                    feasible = table.filter(table.column("feasible")).to_pandas()
+                    pruned = sum(table.column("pruned").to_pylist())
+                    self._add(feasible, table.num_rows, pruned)
+                    evaluated += table.num_rows
                     if on_range:
                         on_range(self)
                 if stop.is_set():
@@ -304,10 +306,13 @@ class ExhaustiveRun:
         rows = self.pool.iloc[sorted(chosen)].to_dict("records")
         return [{name: by_text[name].get(str(row[name]), row[name]) for name in space.values} for row in rows]
 
-    def _add(self, frame: pd.DataFrame) -> None:
-        """Count a table's plans and fold its feasible ones into the pool (class docstring)."""
-        self.plans += len(frame)
-        self.pruned += int(frame["pruned"].sum()) if "pruned" in frame else 0  # parts from before pruning have none
+    def _add(self, frame: pd.DataFrame, plans: int | None = None, pruned: int | None = None) -> None:
+        """Count a table's plans and fold its feasible ones into the pool (class docstring);
+        `frame` may hold only the feasible rows, with the table's `plans` and `pruned` given."""
+        self.plans += len(frame) if plans is None else plans
+        if pruned is None:  # parts from before pruning have no such column
+            pruned = int(frame["pruned"].sum()) if "pruned" in frame else 0
+        self.pruned += pruned
         new = frame[frame["feasible"]].reset_index(drop=True)
         self.feasible += len(new)
         if new.empty:
