@@ -3,9 +3,9 @@ feasibility. Runs inside Ray workers."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from dse.evaluation.outcome import PLAN_VALID, Outcome
@@ -20,8 +20,9 @@ class Evaluator:
     space: SearchSpace
     _owned: dict = field(default_factory=dict, compare=False, repr=False)  # ownership per cluster bought
 
-    @property
+    @cached_property
     def constraint_names(self) -> tuple[str, ...]:
+        """The constraints every outcome is judged by, in order (asked for every plan: built once)."""
         user = tuple(
             f"constraints[{i}]:{c.metric}_{'max' if c.max is not None else 'min'}"
             for i, c in enumerate(self.space.resolved.constraints)
@@ -47,6 +48,13 @@ class Evaluator:
         share: see dse.search.cache)."""
         return self.space.resolved.kind.simulate_many(self.space, batch, network, feasible_only)
 
+    def floor_outcomes(self, batch: Sequence[Mapping[str, Any]]) -> tuple[list[Outcome | None], list[Outcome | None]]:
+        """Per plan, its judged outcome where it is known without simulating, else its outcome
+        with the step at the kind's lower bound, priced, without the study's own constraints
+        (StudyKind.step_floors)."""
+        known, floors = self.space.resolved.kind.step_floors(self.space, batch, self._owned)
+        return [None if o is None else self.judge(p, o) for p, o in zip(batch, known)], floors
+
     def judge(self, params: Mapping[str, Any], outcome: Outcome) -> Outcome:
         """The outcome with the study's cost metrics and own constraints added (<= 0 when met),
         and the reason each violated one gives. Buying a cluster is costed once per cluster
@@ -55,7 +63,8 @@ class Evaluator:
             return outcome
         user = self.constraint_names[2:]
         if not outcome.metrics:  # an invalid plan: only plan_valid is violated
-            return dataclasses.replace(outcome, constraints={**outcome.constraints, **dict.fromkeys(user, 0.0)})
+            constraints = {**outcome.constraints, **dict.fromkeys(user, 0.0)}
+            return Outcome(outcome.metrics, constraints, outcome.reason, outcome.error, outcome.details)
         resolved = self.space.resolved
         costs = resolved.kind.costs(self.space, params, outcome.metrics, self._owned)
         metrics = {**outcome.metrics, **costs}

@@ -77,6 +77,7 @@ class SearchSpace:
     values: Mapping[str, tuple]
     _networks: dict = field(default_factory=dict, compare=False, repr=False)
     _fabrics: dict = field(default_factory=dict, compare=False, repr=False)
+    _hosts: dict = field(default_factory=dict, compare=False, repr=False)  # GPU name -> its host tier
     _recent: dict = field(default_factory=dict, compare=False, repr=False)  # params -> candidate, see `candidate`
 
     def __getstate__(self) -> dict[str, Any]:
@@ -128,15 +129,21 @@ class SearchSpace:
     def candidate(self, params: Mapping[str, Any], network: Network | None = None) -> TrainingCandidate:
         """The training candidate for one trial's params (on `network` if given, else its
         fabric's); PlanError if the plan cannot run. The last RECENT_CANDIDATES built on their
-        fabric are kept: judging an outcome (its cost and goodput) needs the candidate just
-        simulated, and building it again was a sixth of an evaluation."""
+        fabric are kept, and the PlanError of those that cannot run: judging an outcome (its cost
+        and goodput) needs the candidate just simulated, the exact mode asks for its bound first,
+        and building it again was a sixth of an evaluation."""
         if network is None:
             key = tuple(params.items())
             found = self._recent.get(key)
             if found is None:  # (a fidelity level's threads share the dict: never read back what was put)
                 if len(self._recent) >= RECENT_CANDIDATES:
                     self._recent.clear()
-                found = self._recent[key] = self._build(params, None)
+                try:
+                    found = self._recent[key] = self._build(params, None)
+                except PlanError as exc:  # kept without its traceback (and the frames that holds)
+                    found = self._recent[key] = PlanError(str(exc))
+            if isinstance(found, PlanError):  # a new one each time: one raised from here would hold this
+                raise PlanError(*found.args)  # frame, which holds it (a cycle for the garbage collector)
             return found
         return self._build(params, network)
 
@@ -193,8 +200,10 @@ class SearchSpace:
 
     def host_tier(self, gpu: GpuSpec) -> HostTier | None:
         """The host memory tier the GPU offloads to: the spec's `hardware.host_tier`, else the
-        memory_tiers.yaml row naming the GPU, else none."""
-        return host_tier_of(self.resolved.study.hardware.host_tier, gpu)
+        memory_tiers.yaml row naming the GPU, else none (memoised: every candidate asks)."""
+        if gpu.name not in self._hosts:
+            self._hosts[gpu.name] = host_tier_of(self.resolved.study.hardware.host_tier, gpu)
+        return self._hosts[gpu.name]
 
     def fabric(self, family: str, nic_gbps: float) -> Fabric:
         """The cluster fabric a trial's `fabric` and `nic_gbps` knobs pick (memoised with the networks)."""

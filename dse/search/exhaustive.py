@@ -10,6 +10,16 @@ stored in the study as finished trials, so the ladder and the reports work as af
 So a space of 10^6 plans costs neither 10^6 trials in the study database (whose entries cost
 more than the evaluation) nor 10^6 params dicts in the driver. `--resume` evaluates only the
 ranges no part covers and reads the pool back from the parts.
+
+Pruning: each range goes out with the pool's objective points as they are then. A plan is
+first priced at its kind's step floor (StudyKind.step_floors: a lower bound of its step time,
+from the model's own layer prices, without the pipeline simulation); where every objective
+only gets worse as the step grows (`prunable`), the floor's objectives are the best the plan
+could reach, and a plan whose best is dominated by `keep` plans of the pool has at least `keep`
+dominators whatever its simulation gives: it can never enter the pool, so it is not simulated.
+The pool and the front come out the same as without pruning; the record marks such a plan
+`pruned`, with its bound (`floor:<objective>` columns) instead of metrics. Ranges go out spread
+over the space (`spread`), so the pool holds good plans of every part of it early.
 """
 
 from __future__ import annotations
@@ -36,13 +46,16 @@ if TYPE_CHECKING:  # pyarrow is imported where a table is made or read, not with
 
 RANGE_COMBINATIONS = 2048  # knob combinations per task: ~0.1-0.4 s of evaluation
 PLANS_DIR = "plans"
+PRUNE = True  # skip plans whose bound the pool dominates (module docstring); off: every plan simulated
+PRUNED_REASON = "pruned: at its step floor, dominated by {} plans found before"
 _PART = re.compile(r"part-(\d{12})-(\d{12})\.parquet")
 
 
 @dataclass(frozen=True)
 class ExhaustiveProgress:
     """What the exact mode has done: plans in the space's record (this run and before), how
-    many this run evaluated, how many are feasible, the front's size and this run's seconds."""
+    many this run evaluated, how many are feasible (of those simulated), the front's size, this
+    run's seconds, and how many plans of the record were pruned (not simulated: see the module)."""
 
     plans: int
     evaluated: int
@@ -50,6 +63,7 @@ class ExhaustiveProgress:
     front: int
     wall_s: float
     cpus: int
+    pruned: int = 0
 
     def describe(self) -> str:
         rate = self.evaluated / self.wall_s if self.wall_s > 0 else 0.0
@@ -72,36 +86,64 @@ class RangeEvaluator:
     evaluator: Evaluator
     task_size: ClassVar[int] = 1
 
-    def simulate_many(self, ranges: Sequence[Mapping[str, int]]) -> list[pa.Table]:
-        return [plan_table(self.evaluator, r["start"], r["stop"]) for r in ranges]
+    def simulate_many(self, ranges: Sequence[Mapping[str, Any]]) -> list[pa.Table]:
+        return [plan_table(self.evaluator, r["start"], r["stop"], r.get("pool"), r.get("keep", 1)) for r in ranges]
 
 
-def plan_table(evaluator: Evaluator, start: int, stop: int) -> pa.Table:
+def plan_table(evaluator: Evaluator, start: int, stop: int, pool: np.ndarray | None = None, keep: int = 1) -> pa.Table:
     """The distinct plans among combinations `start` to `stop`, judged: one row per plan with
     its knobs (a knob of numbers and words as text), derived columns, every metric (null where
-    the plan has none: an invalid plan, or one the memory model alone rules out, which is not
-    simulated), each constraint, `feasible`, and the reason or error."""
+    the plan has none: an invalid plan, one the memory model alone rules out, or one `pool`
+    prunes, none of which is simulated), each constraint, `feasible`, the reason or error,
+    `pruned` and the `floor:<objective>` bounds. `pool`: objective points (as costs,
+    `direction_signs` applied) of which `keep` dominating a plan's bound prune it."""
     import pyarrow as pa
 
     space = evaluator.space
     kind = space.resolved.kind
+    objectives = space.resolved.objectives
     plans = list(space.distinct_plans(start, stop))
-    outcomes = evaluator.evaluate_many(plans, feasible_only=True)  # plans too big for memory: not simulated
+    bounds = np.full((len(plans), len(objectives)), np.nan)
+    pruned = np.zeros(len(plans), dtype=bool)
+    known: list[Outcome | None] = [None] * len(plans)  # invalid or too big for memory: not simulated
+    if pool is not None and len(pool) >= keep:
+        known, floors = evaluator.floor_outcomes(plans)
+        priced = [i for i, floor in enumerate(floors) if floor is not None and not floor.failed]
+        if priced:
+            bounds[priced] = [[floors[i].metrics[name] for name in objectives] for i in priced]
+            signs = direction_signs(space.resolved.directions)
+            pruned[priced] = dominates(pool, bounds[priced] * signs).sum(axis=0) >= keep
+    todo = [i for i, skip in enumerate(pruned.tolist()) if not skip and known[i] is None]
+    outcomes = list(known)
+    for i, outcome in zip(todo, evaluator.evaluate_many([plans[i] for i in todo], feasible_only=True)):
+        outcomes[i] = outcome
+    valid, fits = evaluator.constraint_names[:2]
+    for i in np.flatnonzero(pruned).tolist():
+        outcomes[i] = Outcome(
+            constraints={valid: 0.0, fits: floors[i].constraints[fits]}, reason=PRUNED_REASON.format(keep)
+        )
     columns: dict[str, list] = {}
     for name in kind.knobs:
         texts = len({type(v) for v in space.values[name] if v is not None}) > 1
         columns[name] = [str(p[name]) if texts else p[name] for p in plans]
     for name in kind.derived_columns:
         columns[name] = [kind.derived(p)[name] for p in plans]
+    measured = [(i, o.metrics) for i, o in enumerate(outcomes) if o.metrics]  # most plans have none
     for name in metric_names(evaluator):
-        columns[name] = [o.metrics.get(name, np.nan) for o in outcomes]
+        columns[name] = [np.nan] * len(plans)
+        for i, metrics in measured:
+            columns[name][i] = metrics.get(name, np.nan)
     for name in evaluator.constraint_names:
         columns[f"constraint:{name}"] = [o.constraints.get(name, np.nan) for o in outcomes]
-    columns["feasible"] = [_feasible(o) for o in outcomes]
+    columns["feasible"] = [_feasible(o) and not skip for o, skip in zip(outcomes, pruned)]
     columns["reason"] = [o.reason for o in outcomes]
     columns["error"] = [o.error for o in outcomes]
+    columns["pruned"] = pruned.tolist()
+    for j, name in enumerate(objectives):
+        columns[f"floor:{name}"] = bounds[:, j].tolist()
     metric_columns = {name: pa.float64() for name in metric_names(evaluator)}
     metric_columns |= {f"constraint:{name}": pa.float64() for name in evaluator.constraint_names}
+    metric_columns |= {f"floor:{name}": pa.float64() for name in objectives}
     arrays = {name: pa.array(values, type=metric_columns.get(name)) for name, values in columns.items()}
     return pa.table(arrays)
 
@@ -114,6 +156,42 @@ def metric_names(evaluator: Evaluator) -> list[str]:
 
 def _feasible(outcome: Outcome) -> bool:
     return not outcome.failed and all(v <= 0 for v in outcome.constraints.values())
+
+
+def prunable(evaluator: Evaluator) -> bool:
+    """Whether every objective only gets worse as a plan's step time grows (StudyKind's
+    `step_monotone`), so that a plan's step floor gives the best objectives it could reach."""
+    space = evaluator.space
+    kind, resolved = space.resolved.kind, space.resolved
+    fixed_spares = "auto" not in space.values.get("spare_servers", ())
+    worse = {"minimize": "rises", "maximize": "falls"}
+    for name, direction in zip(resolved.objectives, resolved.directions):
+        way = kind.step_monotone.get(name) or (kind.step_monotone_fixed_spares.get(name) if fixed_spares else None)
+        if way != worse[direction]:
+            return False
+    return True
+
+
+def spread(ranges: list[dict[str, int]]) -> list[dict[str, int]]:
+    """The ranges in bit-reversed order of their place (0, 1/2, 1/4, 3/4, ... of the space):
+    the first few already sample every part of it."""
+    bits = max(1, (len(ranges) - 1).bit_length())
+    return [ranges[i] for i in sorted(range(len(ranges)), key=lambda i: int(f"{i:0{bits}b}"[::-1], 2))]
+
+
+class _RangeItems(Sequence):
+    """The ranges to evaluate, each read with the pool as it is when the executor sends it out."""
+
+    def __init__(self, run: ExhaustiveRun, ranges: list[dict[str, int]]) -> None:
+        self.run, self.ranges = run, ranges
+
+    def __len__(self) -> int:
+        return len(self.ranges)
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):  # still read late (LocalExecutor hands Ray the rest as a slice)
+            return _RangeItems(self.run, self.ranges[index])
+        return {**self.ranges[index], **self.run.pruning()}
 
 
 class ExhaustiveRun:
@@ -137,7 +215,9 @@ class ExhaustiveRun:
         self.parts.mkdir(parents=True, exist_ok=True)
         self.pool = pd.DataFrame()
         self._dominators = np.zeros(0, dtype=np.int64)  # per pool row
-        self.plans = self.feasible = 0
+        self._costs = np.zeros((0, len(self.resolved.objectives)))  # the pool's objectives, as costs
+        self.prune = PRUNE and prunable(evaluator)
+        self.plans = self.feasible = self.pruned = 0
         covered = self._covered()
         for part in covered:
             self._add(pd.read_parquet(part))
@@ -175,10 +255,10 @@ class ExhaustiveRun:
         """Evaluate every missing range on `executor`, recording each as it comes; returns why it
         stopped and the progress. `on_range(self)` after each range."""
         started = time.monotonic()
-        todo = self.missing_ranges()
+        todo = spread(self.missing_ranges())
         evaluated = 0
         stopped = "every candidate of the space evaluated"
-        results: Iterator = executor.run(RangeEvaluator(self.evaluator), todo)
+        results: Iterator = executor.run(RangeEvaluator(self.evaluator), _RangeItems(self, todo))
         try:
             for group in results:
                 for position, table in group:
@@ -188,9 +268,11 @@ class ExhaustiveRun:
                         )
                     self._write(todo[position], table)
                     self.recorded += 1
-                    frame = table.to_pandas()
-                    self._add(frame)
-                    evaluated += len(frame)
+                    # only the feasible rows become a frame (the driver shares the CPUs with the workers)
+                    feasible = table.filter(table.column("feasible")).to_pandas()
+                    pruned = sum(table.column("pruned").to_pylist())
+                    self._add(feasible, table.num_rows, pruned)
+                    evaluated += table.num_rows
                     if on_range:
                         on_range(self)
                 if stop.is_set():
@@ -203,9 +285,13 @@ class ExhaustiveRun:
             results.close()
         wall_s = time.monotonic() - started
         progress = ExhaustiveProgress(
-            self.plans, evaluated, self.feasible, len(self.front), wall_s, executor.usage.cpus
+            self.plans, evaluated, self.feasible, len(self.front), wall_s, executor.usage.cpus, self.pruned
         )
         return stopped, progress
+
+    def pruning(self) -> dict[str, Any]:
+        """What a range takes to prune with: the pool's points and `keep` (nothing when off)."""
+        return {"pool": self._costs, "keep": self.keep} if self.prune else {}
 
     def promoted_params(self) -> list[dict[str, Any]]:
         """The params of the plans the ladder would promote from the whole space: whole layers
@@ -220,9 +306,13 @@ class ExhaustiveRun:
         rows = self.pool.iloc[sorted(chosen)].to_dict("records")
         return [{name: by_text[name].get(str(row[name]), row[name]) for name in space.values} for row in rows]
 
-    def _add(self, frame: pd.DataFrame) -> None:
-        """Count a table's plans and fold its feasible ones into the pool (class docstring)."""
-        self.plans += len(frame)
+    def _add(self, frame: pd.DataFrame, plans: int | None = None, pruned: int | None = None) -> None:
+        """Count a table's plans and fold its feasible ones into the pool (class docstring);
+        `frame` may hold only the feasible rows, with the table's `plans` and `pruned` given."""
+        self.plans += len(frame) if plans is None else plans
+        if pruned is None:  # parts from before pruning have no such column
+            pruned = int(frame["pruned"].sum()) if "pruned" in frame else 0
+        self.pruned += pruned
         new = frame[frame["feasible"]].reset_index(drop=True)
         self.feasible += len(new)
         if new.empty:
@@ -230,9 +320,8 @@ class ExhaustiveRun:
         signs = direction_signs(self.resolved.directions)
         costs_new = new[list(self.resolved.objectives)].to_numpy(dtype=float) * signs
         counts_new = dominates(costs_new, costs_new).sum(axis=0)
-        counts_old = self._dominators
+        costs_old, counts_old = self._costs, self._dominators
         if len(self.pool):
-            costs_old = self.pool[list(self.resolved.objectives)].to_numpy(dtype=float) * signs
             counts_new = counts_new + dominates(costs_old, costs_new).sum(axis=0)
             counts_old = counts_old + dominates(costs_new, costs_old).sum(axis=0)
             both = pd.concat([self.pool, new], ignore_index=True)
@@ -241,6 +330,7 @@ class ExhaustiveRun:
         counts = np.concatenate([counts_old, counts_new])
         stay = counts < self.keep
         self.pool, self._dominators = both[stay].reset_index(drop=True), counts[stay]
+        self._costs = np.concatenate([costs_old, costs_new])[stay]
 
     def _write(self, rng: Mapping[str, int], table: pa.Table) -> None:
         """The range's part, written beside its place and renamed into it (whole or not at all)."""

@@ -80,6 +80,8 @@ class StudyKind(ABC):
         (the knobs a plan's identity overrides depend only on knobs it keeps), so a space's
         distinct plans are enumerated without remembering the keys already met."""
         canonical = self.canonical_params(params)
+        if canonical == params:  # nothing overridden (one C-level comparison: asked for every combination)
+            return True
         return all(
             canonical[name] == value or (canonical[name] not in values[name] and value == values[name][0])
             for name, value in params.items()
@@ -102,6 +104,22 @@ class StudyKind(ABC):
     def derived(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """The `derived_columns` of one trial."""
         return {}
+
+    # Metrics that only rise ("rises") or only fall ("falls") with the step time, all else of
+    # the plan fixed, and those that do so only while the plan's spare servers are fixed (not
+    # `auto`, whose choice moves with the step): what `step_floors` outcomes bound.
+    step_monotone: ClassVar[Mapping[str, str]] = {}
+    step_monotone_fixed_spares: ClassVar[Mapping[str, str]] = {}
+
+    def step_floors(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict
+    ) -> tuple[list[Outcome | None], list[Outcome | None]]:
+        """Per plan, either its outcome where it is known without simulating (a plan that cannot
+        be built or does not fit, as `simulate_many` with `feasible_only` gives it), or an outcome
+        with the step at a lower bound of what simulating it gives and the study's prices of it
+        (`owned`: see `costs`), whose `step_monotone` metrics are bounds; None where neither (a
+        kind without such a bound)."""
+        return [None] * len(batch), [None] * len(batch)
 
     @abstractmethod
     def check_runnable(self, space: SearchSpace, limit: int) -> None:

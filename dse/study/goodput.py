@@ -42,27 +42,15 @@ def training_costs(
 ) -> dict[str, float]:
     """Rental and owned cost, energy and carbon of a training step, its goodput under failures,
     and the time and cost to train with failures (each ideal figure over the goodput fraction)."""
-    resolved = space.resolved
-    gpu = space.gpu(params["gpu"])
     fabric = space.fabric(params["fabric"], params["nic_gbps"])
-    key = (gpu.name, params["num_gpus"], params["fabric"], params["nic_gbps"])
-    if key not in owned:
-        owned[key] = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
     candidate = space.candidate(params)
-    settings = resolved.study.reliability
+    settings = space.resolved.study.reliability
     interval = params.get("checkpoint_interval_s", "optimal")  # absent from studies before the knobs
     config = settings.config(interval_s=None if interval == "optimal" else float(interval))
     wanted = params.get("spare_servers", 0)
     best: tuple[float, dict[str, float]] | None = None
     for spares in range(MAX_AUTO_SPARES + 1) if wanted == "auto" else (int(wanted),):
-        costs = cost_metrics(
-            metrics,
-            params["num_gpus"] + spares * fabric.gpus_per_server,  # spares are rented too
-            resolved.usd_per_gpu_hour[gpu.name],
-            resolved.study.training.train_tokens,
-            with_spares(owned[key], fabric, spares, resolved.prices, gpu.name),
-            resolved.prices,
-        )
+        costs = priced_costs(space, params, metrics, owned, spares)
         job = job_goodput(
             candidate.model,
             candidate.plan,
@@ -79,3 +67,25 @@ def training_costs(
         if job.spare_free_probability >= AUTO_SPARES_CERTAINTY:
             break
     return best[1]
+
+
+def priced_costs(
+    space: SearchSpace, params: Mapping[str, Any], metrics: Mapping[str, float], owned: dict, spares: int
+) -> dict[str, float]:
+    """The cost metrics of a training step on the plan's cluster with `spares` hot spare servers,
+    without failures (what the exact mode's bounds need: no goodput); buying a cluster is
+    costed once per GPU type, count and fabric in `owned`."""
+    resolved = space.resolved
+    gpu = space.gpu(params["gpu"])
+    fabric = space.fabric(params["fabric"], params["nic_gbps"])
+    key = (gpu.name, params["num_gpus"], params["fabric"], params["nic_gbps"])
+    if key not in owned:
+        owned[key] = ownership(gpu, params["num_gpus"], fabric, resolved.prices)
+    return cost_metrics(
+        metrics,
+        params["num_gpus"] + spares * fabric.gpus_per_server,  # spares are rented too
+        resolved.usd_per_gpu_hour[gpu.name],
+        resolved.study.training.train_tokens,
+        with_spares(owned[key], fabric, spares, resolved.prices, gpu.name),
+        resolved.prices,
+    )

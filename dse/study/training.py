@@ -16,9 +16,9 @@ from dse.spec.kind import StudyKind, register
 from dse.spec.metrics import TRAINING_METRICS
 from dse.spec.resolved import ResolvedStudy
 from dse.spec.study import Study
-from dse.study.goodput import training_costs
+from dse.study.goodput import priced_costs, training_costs
 from dse.study.training_checks import check_training
-from simulators.analytical import TrainingResult, memory_only, simulate_training_batch
+from simulators.analytical import TrainingResult, floor_training_batch, memory_only, simulate_training_batch
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
 from simulators.network import Network
@@ -37,6 +37,26 @@ class TrainingKind(StudyKind):
     nullable_columns = ("dp",)  # no whole data-parallel degree: the plan is invalid
     has_step_breakdowns = True
     replays_collectives = True
+    # simulators.analytical.floor_training_batch bounds the step; the throughputs are tokens (or
+    # FLOPs) over it, the time to train its inverse throughput; prices per hour are fixed by the
+    # cluster, its spares and its power (dse.cost.cost_metrics).
+    step_monotone = {
+        "iteration_time_s": "rises",
+        "tokens_per_s": "falls",
+        "tokens_per_s_per_gpu": "falls",
+        "mfu": "falls",
+        "hfu": "falls",
+        "time_to_train_days": "rises",
+    }
+    step_monotone_fixed_spares = {
+        "cost_to_train_usd": "rises",
+        "owned_cost_to_train_usd": "rises",
+        "usd_per_mtok": "rises",
+        "owned_usd_per_mtok": "rises",
+        "kwh_per_mtok": "rises",
+        "co2e_kg_per_mtok": "rises",
+        "co2e_kg_to_train": "rises",
+    }
 
     @property
     def metrics(self):
@@ -131,6 +151,40 @@ class TrainingKind(StudyKind):
         for (i, candidate), result in zip(valid, results):
             outcomes[i] = result if isinstance(result, Outcome) else self._fit(candidate, result)
         return outcomes
+
+    def step_floors(
+        self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], owned: dict
+    ) -> tuple[list[Outcome | None], list[Outcome | None]]:
+        """Plans that cannot be built or do not fit get their outcome (as `simulate_many` with
+        `feasible_only` gives it); those that fit, at simulators.analytical's step floor, priced
+        on their cluster with its fixed spares (`auto` spares: neither)."""
+        known: list[Outcome | None] = [None] * len(batch)
+        floors: list[Outcome | None] = [None] * len(batch)
+        valid: list[tuple[int, TrainingCandidate]] = []
+        for i, params in enumerate(batch):
+            if params.get("spare_servers", 0) == "auto":
+                continue
+            try:
+                valid.append((i, space.candidate(params)))
+            except PlanError as exc:
+                known[i] = invalid(exc, self.fits_constraint)
+        sized = memory_only([c for _, c in valid])
+        fitting = []
+        for (i, candidate), result in zip(valid, sized):
+            if result.feasible:
+                fitting.append((i, candidate, result.memory))
+            else:
+                known[i] = self._fit(candidate, result)
+        try:
+            results = floor_training_batch([c for _, c, _ in fitting], [m for _, _, m in fitting])
+        except PlanError:  # found only while pricing: left to the simulation to report
+            return known, floors
+        for (i, candidate, _), result in zip(fitting, results):
+            params = batch[i]
+            outcome = self._fit(candidate, result)
+            costs = priced_costs(space, params, outcome.metrics, owned, int(params.get("spare_servers", 0)))
+            floors[i] = dataclasses.replace(outcome, metrics={**outcome.metrics, **costs})
+        return known, floors
 
     def step_details(
         self, space: SearchSpace, batch: Sequence[Mapping[str, Any]], network: Network | None = None

@@ -1,5 +1,6 @@
 """Analytical simulators: cost models and event timelines fast enough for every candidate."""
 
+from simulators.analytical._bound import floor_training_batch, step_floor_s
 from simulators.analytical._chakra_export import chakra_traces_of, rank_coordinates
 from simulators.analytical._collectives_report import CollectiveUse, plan_collectives
 from simulators.analytical._simai_export import simai_workload_of
@@ -9,6 +10,8 @@ from simulators.analytical._training import TrainingResult, memory_only, simulat
 __all__ = [
     "busiest_stage",
     "chakra_traces_of",
+    "floor_training_batch",
+    "step_floor_s",
     "rank_coordinates",
     "CollectiveUse",
     "plan_collectives",

@@ -14,9 +14,12 @@ import pytest
 
 import dse.search.exhaustive as exhaustive
 from dse.errors import DseError
+from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
 from dse.report.files import write_reports
 from dse.search.engine import RunSettings, run_search
+from dse.search.executor import InProcessExecutor
+from dse.search.pareto import direction_signs, dominates
 from dse.spec import load_study
 from dse.study import resolve_study
 
@@ -57,7 +60,9 @@ def test_ranges_of_combinations_split_the_distinct_plans_exactly(spec):
 
 
 def test_the_exact_mode_finds_the_grids_front_and_records_every_plan(write_spec, tmp_path, monkeypatch):
+    """Every plan simulated (pruning off: the test after this one compares it with pruning)."""
     monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 10)  # several ranges in a small space
+    monkeypatch.setattr(exhaustive, "PRUNE", False)
     spec = write_spec(extra="").read_text().replace("recompute: [none, full]", SCHEDULES)
     spec = write_spec(spec)
     _, grid_trials, grid_front = _search(spec, tmp_path / "grid", "grid")
@@ -76,6 +81,50 @@ def test_the_exact_mode_finds_the_grids_front_and_records_every_plan(write_spec,
     # simulation of them gives
     unfit = merged[merged["reason"].fillna("").str.startswith("needs ")]
     assert len(unfit) and (unfit["reason_rec"] == unfit["reason"]).all() and unfit["iteration_time_s_rec"].isna().all()
+
+
+@pytest.mark.parametrize("keep", [1, 4])
+def test_pruning_keeps_the_pool_and_the_front_and_skips_only_dominated_plans(write_spec, tmp_path, monkeypatch, keep):
+    """Against the same run with every plan simulated: the same pool (hence front and promoted
+    plans) and the same numbers for every plan simulated; each pruned plan is one the full
+    run finds dominated by at least `keep` feasible plans, and its recorded bounds are no worse
+    than its simulated objectives."""
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 10)
+    spec = write_spec(write_spec(extra="").read_text().replace("recompute: [none, full]", SCHEDULES))
+    evaluator = Evaluator(SearchSpace.from_study(_resolved(spec, "exhaustive")))
+    runs = {}
+    for prune in (False, True):
+        monkeypatch.setattr(exhaustive, "PRUNE", prune)
+        run = exhaustive.ExhaustiveRun(evaluator, tmp_path / str(prune), keep)
+        run.run(InProcessExecutor(), threading.Event(), lambda: False)
+        runs[prune] = run
+    full, pruned = runs[False], runs[True]
+    key = evaluator.space.resolved.kind.params_key
+    assert sorted(map(key, pruned.promoted_params())) == sorted(map(key, full.promoted_params()))
+    objectives = list(evaluator.space.resolved.objectives)
+    assert pruned.pool.sort_values(objectives)[objectives].to_numpy() == pytest.approx(
+        full.pool.sort_values(objectives)[objectives].to_numpy()
+    )
+    record, everything = _record(tmp_path / "True"), _record(tmp_path / "False")
+    assert record["pruned"].any() and not everything["pruned"].any() and len(record) == len(everything)
+    knobs = list(evaluator.space.values)
+    merged = record.merge(everything, on=knobs, suffixes=("", "_full"))
+    assert len(merged) == len(record)
+    kept = merged[~merged["pruned"]]
+    assert (kept["feasible"] == kept["feasible_full"]).all()
+    assert kept["tokens_per_s_per_gpu"].to_numpy() == pytest.approx(
+        kept["tokens_per_s_per_gpu_full"].to_numpy(), nan_ok=True
+    )
+    cut = merged[merged["pruned"]]
+    assert cut["iteration_time_s"].isna().all() and not cut["feasible"].any()
+    assert (cut["floor:tokens_per_s_per_gpu"] >= cut["tokens_per_s_per_gpu_full"]).all()
+    assert (cut["floor:usd_per_mtok"] <= cut["usd_per_mtok_full"]).all()
+    feasible = everything[everything["feasible"]]
+    costs = feasible[objectives].to_numpy() * direction_signs(evaluator.space.resolved.directions)
+    cut_costs = cut[[f"{name}_full" for name in objectives]].to_numpy() * direction_signs(
+        evaluator.space.resolved.directions
+    )
+    assert (dominates(costs, cut_costs).sum(axis=0) >= keep).all()
 
 
 def test_an_interrupted_exact_run_resumes_with_the_ranges_no_part_covers(write_spec, tmp_path, monkeypatch):
@@ -116,7 +165,6 @@ def test_a_part_cut_another_way_is_refused_by_name(write_spec, tmp_path, monkeyp
 def test_the_pool_keeps_exactly_the_layers_the_ladder_would_promote_from_every_plan(write_spec, tmp_path, keep):
     """Against non-dominated sorting of all the feasible plans at once: whole layers until `keep`
     are taken, whatever order and chunks the plans arrive in (random objectives, many ties)."""
-    from dse.evaluation.evaluate import Evaluator
     from dse.search.pareto import pareto_mask
 
     resolved = _resolved(write_spec(), "exhaustive")
@@ -156,3 +204,20 @@ def test_a_sampled_study_resumed_exhaustive_runs_the_exact_mode(write_spec, tmp_
     summary, _, _ = _search(spec, out, "exhaustive", resume=True)
     assert summary.exhaustive is not None
     assert summary.exhaustive.plans == len(SearchSpace.from_study(_resolved(spec, "exhaustive")).grid())
+
+
+def test_a_range_is_sent_with_the_pool_as_it_is_when_sent_also_from_a_slice(write_spec, tmp_path, monkeypatch):
+    """LocalExecutor hands a private Ray the ranges left as a slice: those must still carry the
+    pool of the moment each goes out, not of the moment the slice was taken."""
+    monkeypatch.setattr(exhaustive, "RANGE_COMBINATIONS", 6)
+    resolved = _resolved(write_spec(), "exhaustive")
+    evaluator = Evaluator(SearchSpace.from_study(resolved))
+    run = exhaustive.ExhaustiveRun(evaluator, tmp_path, 1)
+    rest = exhaustive._RangeItems(run, run.ranges())[1:]
+    assert len(rest[0]["pool"]) == 0
+    plans = pd.DataFrame(evaluator.space.grid()[:3])
+    for name in resolved.objectives:
+        plans[name] = [1.0, 2.0, 3.0]
+    plans["feasible"] = True
+    run._add(plans)
+    assert len(rest[0]["pool"]) == len(run.pool) > 0 and rest[0]["keep"] == 1
