@@ -46,7 +46,10 @@ the event (the engine ran 25 % slower with it factored into one; with only the s
 factored out, 1.7 times slower, and 1.5 times with numba's inline="always"). Numba counts an
 array's references up and down, atomically, on every such call and on every reassignment of an
 array in a loop: the event loop passes helpers scalars, and the queue and the pool are
-reassigned (grown) only in the loop around it.
+reassigned (grown) only in the loop around it. The queue's helpers are not inlined into the
+loop (numba's inline="always"): that made the event-heavy references 10-20 % faster but the
+engine's first compilation 2.3 times longer (24 s against 10 s), which every fresh install's
+first run waits for.
 
 Numba's on-disk cache keys a kernel on its own file, so the event queue, the packet pool and the named
 tuples the kernel reads stay in this file (a helper edited elsewhere would leave the cached
@@ -176,7 +179,7 @@ def _queue(capacity):
     return q
 
 
-@numba.njit(_I(_QUEUE), cache=True, error_model="numpy", inline="always")
+@numba.njit(_I(_QUEUE), cache=True, error_model="numpy")
 def _room(q):
     """Events the queue can take before it must grow."""
     return len(q) // _Q_WIDTH - _Q_ENTRY - q[_COUNT]
@@ -195,7 +198,7 @@ def _grow_queue(q):
     return q
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I), cache=True, error_model="numpy", inline="always")
+@numba.njit(numba.void(_QUEUE, _I, _I), cache=True, error_model="numpy")
 def _append(q, b, i):
     """Put entry i at the end of bucket b (marking the bucket non-empty)."""
     bucket = _Q_WIDTH * (_Q_BUCKET + b)
@@ -207,7 +210,7 @@ def _append(q, b, i):
     q[bucket + _TAIL] = i
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy", inline="always")
+@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
 def _push(q, t, kind, a):
     """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
     i = q[_FREE]
@@ -246,7 +249,7 @@ def _push(q, t, kind, a):
             q[_Q_WIDTH * before + _NEXT] = i
 
 
-@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy", inline="always")
+@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy")
 def _pop(q):
     """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
     slot, j, t = -1, -1, _NO_TIME
@@ -337,7 +340,7 @@ def _uniform(rng_state):
     return ((rng_state * np.uint64(2685821657736338717)) >> np.uint64(11)) / 9007199254740992.0, rng_state
 
 
-@numba.njit(cache=True, error_model="numpy", inline="always")
+@numba.njit(cache=True, error_model="numpy")
 def _in_flight(recovery, in_flight, next_seq, highest_sent, acked, mtu):
     """Bytes a flow has sent and not had acknowledged: counted per ACK without recovery; with
     it, the packets from the cumulative ACK to the next to send (go-back-N resends all of them)
