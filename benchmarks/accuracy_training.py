@@ -89,7 +89,8 @@ TP_OVERLAP_CONFIGS = (
     ("nemo_25.", "Llama-3.1-405B"),
     ("nemo_25.", "Nemotron-4-340B"),
 )
-TP_OVERLAP_NOTE = re.compile(r"TP comm overlap( off)?")
+# the notes' words for it, or Megatron-LM's flag where a row quotes the command line
+TP_OVERLAP_NOTE = re.compile(r"TP comm overlap( off)?|--tp-comm-overlap")
 RECOMPUTE_MODULES_NOTE = re.compile(r"recompute_modules \[([^\]]*)\]")
 # The rows' model names -> zoo entries (simulators/models/models.yaml), matched by name only.
 ZOO_NAMES = {
@@ -113,7 +114,6 @@ ZOO_NAMES = {
 # node and power-of-two micro-batches.
 TP_OPTIONS = (1, 2, 4, 8)
 MICRO_BATCH_OPTIONS = (1, 2, 4, 8, 16, 32)
-VPP_OPTIONS = (1, 2, 3, 4, 6, 8, 12)  # model chunks per stage (interleaved 1F1B)
 # Megatron-LM gained the interleaved schedule with the SC'21 paper's code (April 2021): the
 # README runs before it could not interleave.
 BEFORE_INTERLEAVING = ("megatron_readme_sep2020", "megatron_readme_jan2021")
@@ -333,7 +333,8 @@ def plan_options(row: dict[str, str], model: ModelSpec) -> list[tuple[ParallelPl
     blank_mb, blank_split = not row["micro_batch"], not row["tp"] and not row["pp"] and bool(row["dp"])
     if not blank_mb and not blank_split:
         return [build_plan(row)]
-    vpps = VPP_OPTIONS if not row["vpp"] and row["source"] not in BEFORE_INTERLEAVING else (None,)
+    # every chunk count; those that do not divide the layers are dropped below
+    vpps = range(1, model.layers + 1) if not row["vpp"] and row["source"] not in BEFORE_INTERLEAVING else (None,)
     dp, cp = _int(row, "dp"), _int(row, "cp") or 1
     per_rank = int(row["global_batch"]) // dp if dp else 0
     mbs = [m for m in MICRO_BATCH_OPTIONS if per_rank and per_rank % m == 0] if blank_mb else [None]
