@@ -254,10 +254,13 @@ def _header(resolved, settings) -> Text:
 
 
 def _fractions(by_gpu: dict[str, float]) -> str:
-    """One share where every GPU of the study has it, else each GPU's."""
-    if len(set(by_gpu.values())) == 1:
-        return f"{next(iter(by_gpu.values())):.3g}"
-    return ", ".join(f"{value:.3g} ({short(gpu)})" for gpu, value in by_gpu.items())
+    """One share where every GPU of the study has it, else each share with its GPUs."""
+    shares: dict[float, list[str]] = {}
+    for gpu, value in by_gpu.items():
+        shares.setdefault(value, []).append(short(gpu))
+    if len(shares) == 1:
+        return f"{next(iter(shares)):.3g}"
+    return ", ".join(f"{value:.3g} ({', '.join(gpus)})" for value, gpus in shares.items())
 
 
 def _failures_line(study) -> str:

@@ -276,3 +276,10 @@ def test_a_study_with_fabric_failures_says_so_in_its_header(write_spec):
         == "\nfabric with failures: spine=1, links=2 (hardware.fabric.failures; ECMP converges in 0.1 s)"
     )
     assert _failures_line(load_study(write_spec())) == ""
+
+
+def test_the_header_names_each_compute_share_with_the_gpus_that_take_it():
+    from dse.cli.studies import _fractions
+
+    assert _fractions({"H100-SXM": 0.7, "H200": 0.7}) == "0.7"
+    assert _fractions({"H100-SXM": 0.7, "B200": 0.509, "H200": 0.7}) == "0.7 (H100-SXM, H200), 0.509 (B200)"
