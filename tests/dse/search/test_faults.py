@@ -134,7 +134,9 @@ def test_the_object_store_peak_is_measured_and_holds_only_what_was_shipped(clust
     usage = executor.usage
     assert usage.store_capacity_bytes > ballast
     added = usage.store_peak_bytes - before
-    assert ballast <= added < ballast + 2**20  # the evaluator, put once; results travel inline
+    # the evaluator, put once; results travel inline (the figures, should a loaded machine's
+    # lagging resource view ever move the baseline: it failed once in about ten runs under load)
+    assert ballast <= added < ballast + 2**20, f"baseline {before} B, peak {usage.store_peak_bytes} B"
     assert f"object store peak {usage.store_peak_bytes / 2**20:.1f} of" in usage.describe(1.0)
 
 
