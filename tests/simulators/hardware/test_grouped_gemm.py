@@ -30,12 +30,17 @@ def test_many_experts_run_in_rounds_of_four_plus_the_rest():
 
 def test_tiny_experts_leave_most_sms_idle_unless_fused():
     """128 experts of one 128x128 tile each: a fused kernel runs them all in ceil(128 / SMs) = 1
-    wave; four streams take 128 / 4 = 32 rounds of 4 tiles. Splitting K over the idle SMs (as
-    cuBLAS does for skinny shapes, and the GEMM model with it) wins some of that back, but never
-    more than the split allows: between 1.2x and 32x the fused time."""
+    wave; four streams take 128 / 4 = 32 rounds of 4 tiles, each a batched GEMM of 4. Splitting K
+    over the idle SMs (as cuBLAS does for skinny shapes, and the GEMM model with it) makes a round
+    faster than the fused wave, but at most SMs / 4 times faster (each tile's K split over its
+    share of the SMs); so the streams cost between 1 and 32 fused waves, here well above one."""
     fused = grouped_gemm_time_s(H100, 128, 128, 4096, 128, "bf16", "fused")
     multi = grouped_gemm_time_s(H100, 128, 128, 4096, 128, "bf16", "multi_stream")
     rounds = 128 // TE_COMPUTE_STREAMS
+    assert math.ceil(128 / H100.sm_count) == 1
+    round_s = gemm_time_s(H100, 128, 128, 4096, TE_COMPUTE_STREAMS, "bf16")
+    assert multi == pytest.approx(rounds * round_s)
+    assert fused / (H100.sm_count // TE_COMPUTE_STREAMS) < round_s < fused
     assert 1.2 * fused < multi < rounds / math.ceil(128 / H100.sm_count) * fused
 
 

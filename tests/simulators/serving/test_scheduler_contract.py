@@ -171,8 +171,11 @@ def test_guaranteed_no_evict_admits_what_fits_whole_and_never_pauses():
     check_served(no_evict, requests)
     per_request = -(-(prompt + output) // cost.block_tokens)
     fits = cost.kv_blocks // per_request
-    # Never more running than whole requests fit, and the cache, not the request cap (256), binds.
-    assert 1 < no_evict.metrics["batch_size_mean"] <= fits < n
+    # The cache, not the request cap (256), binds; the backlog is whole waves of `fits` requests
+    # whose prompts fit one iteration's token budget (4096), so every iteration runs exactly
+    # `fits`: never more (admitting beyond the cache), never fewer (admitting less than fits).
+    assert 1 < fits < n and n % fits == 0 and fits * prompt <= 4096
+    assert no_evict.metrics["batch_size_mean"] == pytest.approx(fits)
     assert no_evict.engine.peak_blocks[0] == fits * per_request
     assert no_evict.metrics["preemptions"] == 0
     paged, _ = run("sarathi")
