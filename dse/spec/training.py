@@ -20,6 +20,7 @@ from dse.spec.fields import (
     one_of,
     positive_knob,
 )
+from simulators.hardware import GROUPED_KERNELS
 from simulators.workload import (
     OFFLOAD_MODES,
     PIPELINE_SPLITS,
@@ -58,7 +59,7 @@ class TrainingSettings(Frozen):
     moe_a2a_overlap: bool = False
     # How a rank issues its local experts' GEMMs: Transformer Engine's one GEMM per expert on 4
     # streams ("multi_stream") or one fused grouped kernel ("fused").
-    moe_grouped_gemm: Literal["multi_stream", "fused"] = "multi_stream"
+    moe_grouped_gemm: str = "multi_stream"
     # With search.offload optimizer: the gradient copy out, CPU Adam and weight copy back run
     # chunk by chunk under one another (Megatron's --overlap-cpu-optimizer-d2h-h2d), or in turn.
     overlap_cpu_optimizer: bool = True
@@ -70,6 +71,11 @@ class TrainingSettings(Frozen):
     @classmethod
     def _modules(cls, values: list[str]) -> list[str]:
         return one_of(values, RECOMPUTE_MODULES)
+
+    @field_validator("moe_grouped_gemm")
+    @classmethod
+    def _grouped_kernel(cls, value: str) -> str:
+        return one_of([value], GROUPED_KERNELS)[0]
 
 
 MAX_SECONDS = 100_000_000  # a checkpoint interval: about three years

@@ -22,7 +22,6 @@ from simulators.workload._messages import (
 )
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops, recomputed_flops
 from simulators.workload._plan import (
-    GROUPED_GEMMS,
     OFFLOAD_MODES,
     PIPELINE_SPLITS,
     RECOMPUTE_MODES,
@@ -67,7 +66,6 @@ __all__ = [
     "read_chakra_trace",
     "write_chakra_trace",
     "OFFLOAD_MODES",
-    "GROUPED_GEMMS",
     "offload_problem",
     "Collective",
     "layer_collectives",

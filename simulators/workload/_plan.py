@@ -38,11 +38,6 @@ PIPELINE_SPLITS = ("even", "embedding", "loss", "embedding+loss")
 # the optimizer and of the ZeRO-3 parameter shards (offload_optimizer + offload_param), or of the
 # optimizer state to the host's NVMe drives (offload_optimizer device nvme).
 OFFLOAD_MODES = ("none", "optimizer", "activations", "optimizer+activations", "optimizer+weights", "optimizer-nvme")
-# How a rank runs its local experts' GEMMs (simulators/hardware/_grouped_gemm.py): Transformer
-# Engine's GroupedLinear, one cuBLAS GEMM per expert on its compute streams ("multi_stream", what
-# Megatron-Core's --moe-grouped-gemm runs by default), or one kernel for every expert ("fused": a
-# CUTLASS/CuTe-DSL grouped kernel, as Megatron-Bridge 26.06's fused grouped MLP).
-GROUPED_GEMMS = GROUPED_KERNELS
 
 
 def divisors(n: int) -> list[int]:
@@ -259,7 +254,9 @@ class ParallelPlan:
     # micro-batch (docs.nvidia.com/megatron-core, "Combined 1F1B: Expert-Parallel All-to-All
     # Overlap"). Megatron-Bridge asserts interleaving (vpp > 1) when pp > 1; nothing to hide at ep 1.
     moe_a2a_overlap: bool = False
-    moe_grouped_gemm: str = "multi_stream"  # GROUPED_GEMMS
+    # How a rank runs its local experts' GEMMs (simulators.hardware.GROUPED_KERNELS): Transformer
+    # Engine's one GEMM per expert on its streams ("multi_stream"), or one fused grouped kernel.
+    moe_grouped_gemm: str = "multi_stream"
     # Megatron's uneven pipeline splits (PIPELINE_SPLITS; --decoder-first/last-pipeline-num-layers).
     pipeline_split: str = "even"
     first_stage_layers: int | None = None
@@ -288,7 +285,7 @@ class ParallelPlan:
             ("zero_stage", ZERO_STAGES),
             ("pipeline_split", PIPELINE_SPLITS),
             ("offload", OFFLOAD_MODES),
-            ("moe_grouped_gemm", GROUPED_GEMMS),
+            ("moe_grouped_gemm", GROUPED_KERNELS),
         ):
             if getattr(self, name) not in allowed:
                 raise PlanError(f"{name}={getattr(self, name)!r}; allowed: {', '.join(map(str, allowed))}")

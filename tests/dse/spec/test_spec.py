@@ -356,3 +356,8 @@ def test_the_flow_levels_model_reaches_the_level(write_spec, fidelity, model):
 def test_an_unknown_flow_model_is_one_line_naming_the_field(write_spec):
     message = error_of(write_spec, TINY_SPEC + "fidelity: {flow: {model: wfq}}\n")
     assert message.startswith("fidelity.flow.model"), message
+
+
+def test_a_grouped_expert_kernel_the_simulator_lacks_is_one_line_naming_the_ones_it_has(write_spec):
+    message = error_of(write_spec, replace("seq_len: 4096", "seq_len: 4096\n  moe_grouped_gemm: cutlass"))
+    assert message == "training.moe_grouped_gemm: 'cutlass' is not allowed; allowed: multi_stream, fused"
