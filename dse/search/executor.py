@@ -274,13 +274,16 @@ class RayExecutor(InProcessExecutor):
         self._store_sampled_at = now
         # Ray sums the nodes' last resource reports: a node whose report is late is missing from
         # the available view (its `node:<address>` resource with it), which would count its whole
-        # store as used. Such a read is skipped.
+        # store as used. Such a read is skipped. Use is the capacity of the same read less what
+        # is free: a node lost since the start takes its store out of both (against the capacity
+        # at the start, its whole store would count as used).
         available, total = self._ray.available_resources(), self._ray.cluster_resources()
         if _node_count(available) < _node_count(total):
             return
-        free = available.get("object_store_memory", self.usage.store_capacity_bytes)
+        capacity = total.get("object_store_memory", self.usage.store_capacity_bytes)
+        free = available.get("object_store_memory", capacity)
         with self._lock:
-            used = int(self.usage.store_capacity_bytes - free)
+            used = int(capacity - free)
             self.usage.store_peak_bytes = max(self.usage.store_peak_bytes, used)
 
     def close(self) -> None:

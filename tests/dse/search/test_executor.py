@@ -107,3 +107,25 @@ def test_an_evaluator_that_releases_the_gil_runs_on_threads_with_positions_kept(
     assert len(threaded.threads - {threading.get_ident()}) == 2  # the first chunk here, the rest on two threads
     list(InProcessExecutor().run(alone, items))  # `--ray-address off`: this thread only
     assert alone.threads == {threading.get_ident()}
+
+
+def test_a_node_lost_since_the_start_takes_its_store_out_of_the_use():
+    """Use is the capacity of the same read less what is free: two nodes of 100 MiB at the start,
+    one lost since, 10 MiB in use on the other, is 10 MiB (against the capacity at the start it
+    would be the lost node's whole store more)."""
+    from dse.search.executor import InProcessExecutor, RayExecutor, Usage
+
+    mib = 2**20
+
+    class OneNodeLeft:
+        def cluster_resources(self):
+            return {"object_store_memory": 100 * mib, "node:10.0.0.2": 1.0}
+
+        def available_resources(self):
+            return {"object_store_memory": 90 * mib, "node:10.0.0.2": 1.0}
+
+    executor = RayExecutor.__new__(RayExecutor)  # its sampling alone, on a cluster read given here
+    InProcessExecutor.__init__(executor, Usage(cpus=1, store_capacity_bytes=200 * mib))
+    executor._ray, executor._store_sampled_at = OneNodeLeft(), 0.0
+    executor._sample_store()
+    assert executor.usage.store_peak_bytes == 10 * mib
