@@ -24,7 +24,8 @@ class LocalExecutor:
     README's main job) never pays the start; a large one pays it once, early. An evaluator that
     `releases_gil` (a fidelity level, its time in compiled engines) already runs on every CPU
     here, on threads, and shares its collective runs across candidates in this process: a
-    private Ray would only add its start and lose that sharing, so such work never starts one."""
+    private Ray would only add its start and lose that sharing, so such work never starts one.
+    (So a switch happens only between chunks run in order, and Ray gets the slice after them.)"""
 
     def __init__(self) -> None:
         self.usage = Usage(cpus=os.cpu_count() or 1)  # the CPUs the run may use: batch sizes follow them
