@@ -174,6 +174,9 @@ def _layer_costs_of(
     # recomputation launches the forward's kernels again).
     host_fwd = max(0.0, host_s * launches["fwd"] - forward_s)
     host_bwd = max(0.0, host_s * (launches["bwd"] + (launches["fwd"] if full else 0)) - backward_s - weight_grad)
+    if model.is_moe_layer(layer_index) and host_s > 0:
+        host_fwd, rerun = _moe_sync_host_s(blocks, layer_collectives(model, plan, layer_index), fwd_comm, host_s)
+        host_bwd += rerun if full or plan.recomputes("moe") else 0.0
     comm = {k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm}
     if plan.recomputes("moe"):
         comm["ep"] += fwd_comm["ep"]
@@ -184,6 +187,41 @@ def _layer_costs_of(
         gemm_s=gemm + (gemm_fwd if full else 0.0),
         comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
     )
+
+
+def _moe_sync_host_s(
+    blocks: Sequence, collectives: Sequence, fwd_comm: Mapping[str, float], host_s: float
+) -> tuple[float, float]:
+    """Host-bound seconds of an MoE layer's forward, and what a rerun of its dispatch adds.
+
+    Dropless dispatch needs the per-expert token counts on the host: Megatron-Core's alltoall
+    dispatcher copies them to the host and synchronises before the all-to-all (ep or tp > 1;
+    before returning otherwise), HybridEP without a static token budget syncs to size its
+    buffers, and Transformer Engine's GroupedLinear takes the counts as a host list (TEGroupedMLP
+    calls `tokens_per_expert.tolist()`): megatron/core/transformer/moe/token_dispatcher.py
+    (`cuda_sync_point`) and experts.py, 2026-03 to 2026-08. So once per MoE forward the host
+    waits until the GPU has run everything before the dispatch, and cannot have queued the
+    expert half ahead: the two halves (the attention block, then the MoE block with its
+    all-to-alls) each take the slower of their host launches and their GPU time, and the GPU
+    idles at least while the host issues the first kernel after the copy, one `host_s`. The router and
+    the first permutation, before the sync, are counted in the expert half. The backward reuses
+    the counts (no sync); a rerun of the MoE block's forward (recomputation) syncs again.
+    CUDA graphs of the whole step need a static token budget and no host counts; those plans
+    run without host time (`host_s` 0), so this does not apply to them."""
+    # Each block's forward tensor-parallel collectives move the same bytes: split by count.
+    tp = [c.name.startswith("attention") for c in collectives if c.phase == "fwd" and c.group == "tp"]
+    tp_share = sum(tp) / len(tp) if tp else 0.0
+    forward = [c for c in collectives if c.phase == "fwd"]
+    attention_n = blocks[0].kernels_fwd + sum(1 for c in forward if c.group == "cp" or c.name.startswith("attention"))
+    expert_n = blocks[1].kernels_fwd + len(forward) - (attention_n - blocks[0].kernels_fwd)
+    attention_s = blocks[0].forward_s + fwd_comm["cp"] + tp_share * fwd_comm["tp"]
+    expert_s = blocks[1].forward_s + fwd_comm["ep"] + fwd_comm["dp"] + (1 - tp_share) * fwd_comm["tp"]
+    first = max(0.0, host_s * attention_n - attention_s)
+    # After the sync kernel i can start once the host has issued it, (i + 1) host_s in, and once
+    # kernel i - 1 is done: with n kernels of d seconds the half ends at max(n host_s + d,
+    # host_s + n d) (the max-plus recursion, linear in i, peaks at an end).
+    second = max(host_s * expert_n + expert_s / expert_n, host_s + expert_s) - expert_s
+    return first + second, host_s
 
 
 # SMs an expert-parallel all-to-all occupies while it runs under compute: "only 20 SMs are

@@ -28,6 +28,9 @@ class ModelSpec(BaseModel):
     replaces its MLP by a router (hidden x moe_experts weights), `moe_experts` routed experts of
     width `moe_ffn_hidden` of which each token uses `moe_top_k`, and `moe_shared_experts`
     always-on experts of width `moe_shared_ffn_hidden` (default: `moe_ffn_hidden`).
+    `moe_expert_bias`: the routed experts' projections carry biases (GPT-OSS); Megatron-Core adds
+    the output projection's bias outside the grouped GEMM, expert by expert (see
+    simulators.workload._step.moe_expert_bias_kernels). Their parameters (< 0.01 %) are not counted.
 
     MLA (optional; `kv_lora_rank` switches it on): queries come from `q_lora_rank` latents (or a
     plain projection when it is None) and keys/values from `kv_lora_rank` latents, each latent
@@ -59,6 +62,7 @@ class ModelSpec(BaseModel):
     moe_top_k: int | None = Field(default=None, ge=1)
     moe_ffn_hidden: int | None = Field(default=None, ge=1)
     moe_shared_experts: int = Field(default=0, ge=0)
+    moe_expert_bias: bool = False
     moe_shared_ffn_hidden: int | None = Field(default=None, ge=1)
     dense_layers: int = Field(default=0, ge=0)
     q_lora_rank: int | None = Field(default=None, ge=1)
@@ -86,7 +90,7 @@ class ModelSpec(BaseModel):
     def _check_moe(self) -> None:
         if self.moe_experts is None:
             stray = [f for f in MOE_FIELDS if getattr(self, f) is not None]
-            stray += [f for f in ("moe_shared_experts", "dense_layers") if getattr(self, f)]
+            stray += [f for f in ("moe_shared_experts", "dense_layers", "moe_expert_bias") if getattr(self, f)]
             if stray:
                 raise ValueError(f"{', '.join(stray)} set without moe_experts; MoE fields need moe_experts")
             return

@@ -102,7 +102,7 @@ def layer_kernels(model: ModelSpec, plan: ParallelPlan, layer_index: int) -> tup
         gated=model.gated_mlp,
         norm_tokens=b * s // tp if plan.sequence_parallel else None,
     )
-    return kernels + moe_permutation_kernels(model, plan) if moe else kernels
+    return kernels + moe_permutation_kernels(model, plan) + moe_expert_bias_kernels(model, plan) if moe else kernels
 
 
 def moe_permutation_kernels(model: ModelSpec, plan: ParallelPlan) -> tuple[MemoryKernel, ...]:
@@ -117,6 +117,48 @@ def moe_permutation_kernels(model: ModelSpec, plan: ParallelPlan) -> tuple[Memor
     moved = (tokens + plan.etp * tokens * model.moe_top_k) * model.hidden * ACTIVATION_BYTES
     names = ("moe_permute", "moe_unpermute")
     return (*(MemoryKernel(n, "fwd", moved) for n in names), *(MemoryKernel(n, "bwd", moved) for n in reversed(names)))
+
+
+# Bytes per element of the routed experts' output (rows x hidden) that Megatron-Core's per-expert
+# output bias moves, forward and backward (see moe_expert_bias_kernels).
+EXPERT_BIAS_BYTES = {"mul": 4.0, "add": 10.0, "cat": 8.0, "cast": 6.0}
+EXPERT_BIAS_GRAD_BYTES = {"cast": 6.0, "add": 6.0, "mul": 8.0, "sum": 4.0, "cat": 4.0}
+
+
+def moe_expert_bias_kernels(model: ModelSpec, plan: ParallelPlan) -> tuple[MemoryKernel, ...]:
+    """The routed experts' output bias where Transformer Engine's GroupedLinear runs the experts
+    (not the fused grouped MLP, which applies it inside its kernel). Megatron-Core's
+    TEGroupedMLP._apply_bias (megatron/core/transformer/moe/experts.py, 2026-03 to 2026-08) splits
+    the output projection's rows by expert and computes `t + b * p` for each local expert in eager
+    PyTorch, then concatenates and casts back: per expert a multiply and an add forward; backward,
+    autograd casts the add's gradient for `t` and runs a multiply and a reduction for each of the
+    bias's and the probability's gradients, after one cast of the incoming gradient and before
+    one concatenation of the split's gradients. The probabilities are fp32 (HybridEP requires
+    fp32 probs; assumed for the other dispatchers too), so `b * p` and the sum are fp32 rows:
+    bytes per element of the rows x hidden output in EXPERT_BIAS_BYTES (forward: write 4; read
+    2 + 4, write 4; read and write 4; read 4, write 2) and EXPERT_BIAS_GRAD_BYTES; each entry
+    is one launch, the per-expert ones once per local expert."""
+    if not model.moe_expert_bias or plan.moe_grouped_gemm != "multi_stream":
+        return ()
+    local_experts = model.moe_experts // plan.ep
+    tokens = plan.micro_batch * (plan.seq_len // plan.cp) // plan.tp
+    elements = plan.etp * tokens * model.moe_top_k * model.hidden  # routed rows x hidden on this rank
+    per_expert = elements / local_experts
+    fwd = [MemoryKernel(f"moe_expert_bias_{op}", "fwd", per_expert * EXPERT_BIAS_BYTES[op]) for op in ("mul", "add")]
+    fwd = fwd * local_experts + [
+        MemoryKernel(f"moe_expert_bias_{op}", "fwd", elements * EXPERT_BIAS_BYTES[op]) for op in ("cat", "cast")
+    ]
+    per = [("add", 1), ("mul", 2), ("sum", 2)]
+    bwd = [
+        MemoryKernel(f"moe_expert_bias_grad_{op}", "bwd", per_expert * EXPERT_BIAS_GRAD_BYTES[op])
+        for op, n in per
+        for _ in range(n)
+    ]
+    bwd = bwd * local_experts + [
+        MemoryKernel(f"moe_expert_bias_grad_{op}", "bwd", elements * EXPERT_BIAS_GRAD_BYTES[op])
+        for op in ("cast", "cat")
+    ]
+    return (*fwd, *bwd)
 
 
 def _as_operations(stage: int, scope: str, collectives: list[Collective]) -> list[Operation]:
