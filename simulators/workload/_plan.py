@@ -7,8 +7,9 @@ before any trial runs.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from simulators._errors import PlanError
 from simulators.hardware import GROUPED_KERNELS, GpuSpec, HostTier, gpus_with_host_tier
@@ -330,6 +331,15 @@ class ParallelPlan:
                 raise PlanError(
                     f"interleaved 1F1B needs microbatches={self.microbatches} to be a multiple of pp={self.pp}"
                 )
+
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        """The dataclass's own hash (of every field), computed once: plans key the training model's
+        memo tables and are hashed at every lookup."""
+        return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
 
     @property
     def expert_dp(self) -> int:
