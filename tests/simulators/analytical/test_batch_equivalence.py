@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from simulators import PlanError
-from simulators.analytical import _collective_prices, _layer, _stage_costs, simulate_training_batch
+from simulators.analytical import _collective_prices, _layer, _layer_costs, _stage_costs, simulate_training_batch
 from simulators.analytical._collective_prices import collective_s, price_collectives
 from simulators.analytical._stage_costs import stage_costs
 from simulators.hardware import get_gpu, host_tier_for
@@ -72,7 +72,7 @@ def _forget_everything() -> None:
         table.clear()
     for memoised in (
         _stage_costs._stage_compute,
-        _stage_costs._layer_costs_of,
+        _layer_costs.layer_costs,
         _layer.layer_blocks,
         _layer.output_layer,
         training_memory,
