@@ -38,6 +38,7 @@ from simulators.workload import (
     model_flops,
     recomputed_flops,
     training_memory,
+    training_memory_batch,
 )
 
 
@@ -126,7 +127,7 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     host_adam = np.concatenate([per.optimizer_host_s for per in stages])
     step = _step_times(stages, plans, times, stage_end, host_adam)
     iteration_s = step.pipeline_s + step.gather_exposed_s + step.optimizer_s
-    memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
+    memories = training_memory_batch([(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates])
     metrics = _metrics(candidates, iteration_s, memories)
     breakdowns = [
         _breakdown(c, stages[i].costs[step.slowest[i]], with_sends[i], without_sends[i], step, i) if breakdown else None

@@ -18,7 +18,7 @@ from simulators.analytical._stage_costs import stage_costs
 from simulators.hardware import get_gpu, host_tier_for
 from simulators.models import get_model
 from simulators.network import Network, collective_time_s
-from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem, training_memory
+from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem, _peak_memory
 
 KNOBS = {
     "tp": (1, 2, 4),
@@ -68,14 +68,13 @@ def _varied_candidates(count: int) -> list[TrainingCandidate]:
 
 def _forget_everything() -> None:
     """Empty every memo table the training model prices through."""
-    for table in (_stage_costs._STAGES, _stage_costs._STEPS, _collective_prices._PRICES):
+    for table in (_stage_costs._STAGES, _stage_costs._STEPS, _collective_prices._PRICES, _peak_memory._MEMORY):
         table.clear()
     for memoised in (
         _stage_costs._stage_compute,
         _layer_costs.layer_costs,
         _layer.layer_blocks,
         _layer.output_layer,
-        training_memory,
     ):
         memoised.cache_clear()
 
