@@ -8,6 +8,7 @@ before any trial runs.
 from __future__ import annotations
 
 import dataclasses
+import operator
 from dataclasses import dataclass
 from functools import cache, cached_property
 
@@ -339,7 +340,7 @@ class ParallelPlan:
     def _hash(self) -> int:
         """The dataclass's own hash (of every field), computed once: plans key the training model's
         memo tables and are hashed at every lookup."""
-        return hash(tuple(getattr(self, f.name) for f in dataclasses.fields(self)))
+        return hash(_plan_fields(self))
 
     @property
     def expert_dp(self) -> int:
@@ -394,6 +395,10 @@ class ParallelPlan:
     def pipeline_schedule(self) -> str:
         """The schedule the timeline runs: 1f1b with vpp > 1 is interleaved."""
         return "interleaved" if self.vpp > 1 else self.schedule
+
+
+# Every field of a plan in order, as one C call (ParallelPlan._hash).
+_plan_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(ParallelPlan)))
 
 
 @dataclass(frozen=True)
