@@ -76,16 +76,23 @@ BF16_GRADIENT_SOURCES = ("megatron_bridge", "nemo_24.07", "nemo_25.")
 # recipe's own configuration says so: the row's notes ("TP comm overlap" / "... off", quoting
 # Megatron-Bridge's configs); MLPerf Training v3.0 GPT-3 (the submissions' config_DGXH100_*.sh
 # export TP_COMM_OVERLAP=True; read in the aws-samples/awsome-distributed-training copy,
-# 3.test_cases/mlperf/gpt3/config_DGXH100_64x8x192x4x8_mbs1.sh); NeMo 24.07's GPT-3 175B
-# (NeMo-Framework-Launcher launcher_scripts/conf/training/gpt3/175b.yaml: ub_tp_comm_overlap True);
-# NeMo 2.0's (25.x) Llama-3.1-405B and Nemotron-4-340B, whose B200 userbuffers configurations
-# the recipes load (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py:
+# 3.test_cases/mlperf/gpt3/config_DGXH100_64x8x192x4x8_mbs1.sh); NeMo 24.07's runs as the
+# NeMo-Framework-Launcher configs of that release set `ub_tp_comm_overlap` (launcher_scripts/conf/
+# training/*, git history read at 1a7171d7, 2024-07-17: the commit two days after "Change VP size
+# of GPT3" set the summary's vpp 6, and before 2024-08-02 moved Llama-2-70B from the summary's
+# vpp 20 to 5): True for llama/llama2_70b, llama/llama3_70b, nemotron/nemotron_8b and _22b and
+# gpt3/20b; False for gpt3/175b (True only in its 2023 versions) and nemotron/nemotron_340b;
+# tp 1 elsewhere. NeMo 2.0's (25.x) Llama-3.1-405B and Nemotron-4-340B, whose B200 userbuffers
+# configurations the recipes load (nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py:
 # userbuffers_*_b200_h16384_tp4_cp2_*, userbuffers_bf16_b200_h18432_tp8_*; Mixtral has none).
-# Elsewhere off: the NeMo launcher's Llama 2 70B config has it False, other configs vary by
-# release, and sources before userbuffers (2023) could not run it.
+# Sources before userbuffers (2023) could not run it.
 TP_OVERLAP_CONFIGS = (
     ("mlperf_training_v3.0", "GPT-3-175B"),
-    ("nemo_24.07", "GPT3-175B"),
+    ("nemo_24.07", "GPT3-20B"),
+    ("nemo_24.07", "Llama-2-70B"),
+    ("nemo_24.07", "Llama-3-70B"),
+    ("nemo_24.07", "Nemotron-8B"),
+    ("nemo_24.07", "Nemotron-22B"),
     ("nemo_25.", "Llama-3.1-405B"),
     ("nemo_25.", "Nemotron-4-340B"),
 )

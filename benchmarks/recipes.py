@@ -204,7 +204,6 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
         "hardware": {
             "gpu": [row["gpu"]],
             "num_gpus": [n],
-            "memory_reserve_gib": 0.0,  # as accuracy_training: the runs fit, so judge the model's own memory
             "fabric": {"gpus_per_server": domain, "nics_per_server": domain, "nic_gbps": [nic_gbps]},
         },
         "search": {**knobs(recipe), "global_batch": [plan.global_batch], "schedule": ["1f1b"]},

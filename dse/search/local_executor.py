@@ -21,7 +21,11 @@ class LocalExecutor:
     the candidates of the call in hand plus those the caller `expect`s, at the mean time per
     candidate an evaluator has shown here after its first chunk (which also loads, or compiles,
     the kernels; a mean, as candidates differ: an invalid plan costs nothing). A small study (the
-    README's main job) never pays the start; a large one pays it once, early."""
+    README's main job) never pays the start; a large one pays it once, early. An evaluator that
+    `releases_gil` (a fidelity level, its time in compiled engines) already runs on every CPU
+    here, on threads, and shares its collective runs across candidates in this process: a
+    private Ray would only add its start and lose that sharing, so such work never starts one.
+    (So a switch happens only between chunks run in order, and Ray gets the slice after them.)"""
 
     def __init__(self) -> None:
         self.usage = Usage(cpus=os.cpu_count() or 1)  # the CPUs the run may use: batch sizes follow them
@@ -60,7 +64,7 @@ class LocalExecutor:
 
     def _start_ray_if_worth(self, evaluator, left: int) -> bool:
         cpus, (chunks, seconds, candidates) = self.usage.cpus, self._timed[id(evaluator)]
-        if cpus < 2 or chunks < 2:
+        if cpus < 2 or chunks < 2 or getattr(evaluator, "releases_gil", False):
             return False
         work_s = seconds / max(1, candidates) * (left + self._ahead.get(id(evaluator), 0))
         if work_s <= RAY_START_S * cpus / (cpus - 1):

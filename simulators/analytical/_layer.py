@@ -47,9 +47,8 @@ class OverlapGemms:
     """Seconds of the GEMMs Transformer Engine's userbuffers run a dense block's tensor-parallel
     collectives under (ParallelPlan.tp_comm_overlap): the column-parallel GEMM (q/k/v or MLP in)
     after its all-gather, the row-parallel one (attention or MLP out) before its reduce-scatter,
-    the row-parallel input gradient after the gradient's all-gather, and the column-parallel weight
-    gradient beside the reduce-scatter of its input gradient; `*_chunk_s` is one of the tp pieces
-    the ring exchange splits a GEMM into, priced at the size it runs at."""
+    and the row-parallel input gradient after the gradient's all-gather; `*_chunk_s` is one of the
+    tp pieces the ring exchange splits a GEMM into, priced at the size it runs at."""
 
     column_fwd_s: float
     column_fwd_chunk_s: float
@@ -57,7 +56,6 @@ class OverlapGemms:
     row_fwd_chunk_s: float
     row_dgrad_s: float
     row_dgrad_chunk_s: float
-    column_wgrad_s: float
 
     def slowed(self, fraction: float) -> OverlapGemms:
         return OverlapGemms(*(getattr(self, f.name) / fraction for f in dataclasses.fields(self)))
@@ -74,7 +72,10 @@ class Block:
     (what selective recomputation reruns), `attention_fwd_s`/`_bwd_s` the attention kernel;
     `kernels_fwd`/`_bwd` count the kernels the framework launches for F and for B + W (the
     host must issue each one, which bounds small kernels from below); `recompute_parts` the
-    forward seconds of each module selective recomputation can rerun (RECOMPUTE_MODULES)."""
+    forward seconds of each module selective recomputation can rerun (RECOMPUTE_MODULES);
+    `column_wgrad_s` the weight gradient of a dense block's column-parallel GEMM (q/k/v or MLP
+    in), which its input gradient's tensor-parallel reduce-scatter runs beside (0: no such GEMM
+    split over tp ranks)."""
 
     name: str
     forward_s: float
@@ -87,6 +88,7 @@ class Block:
     kernels_fwd: int = 0
     kernels_bwd: int = 0
     recompute_parts: tuple[tuple[str, float], ...] = ()
+    column_wgrad_s: float = 0.0
     # None: no tensor-parallel overlap, or MoE and latent-attention blocks, which userbuffers leave alone
     overlap: OverlapGemms | None = None
 
@@ -110,11 +112,17 @@ def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -
     return optimizer_local_params(plan, dense, expert) * ADAM_BYTES_PER_PARAM / (gpu.hbm_gbytes_per_s * 1e9)
 
 
+def cost_schedule(plan: ParallelPlan) -> str:
+    """The schedule as costs per micro-batch see it: only whether weight gradients are deferred."""
+    return "zb-h1" if plan.defers_weight_grad else "1f1b"
+
+
 @cache
 def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
     """The plan with what a layer's cost does not depend on normalised (pipeline shape, batch
-    size; the data-parallel degree and ZeRO stage unless ZeRO-3 gathers per layer or experts
-    fold onto the data-parallel ranks), so memoised layer costs are shared across candidates."""
+    size, the schedule but for whether it defers weight gradients; the data-parallel degree and
+    ZeRO stage unless ZeRO-3 gathers per layer or experts fold onto the data-parallel ranks), so
+    memoised layer costs are shared across candidates."""
     zero3, experts = plan.zero_stage == 3, plan.ep * plan.etp > 1
     dp = plan.dp if zero3 or experts else 1
     zero = plan.zero_stage if zero3 else 1
@@ -122,7 +130,7 @@ def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
         plan,
         pp=1,
         vpp=1,
-        schedule="1f1b",
+        schedule=cost_schedule(plan),
         dp=dp,
         zero_stage=zero,
         global_batch=plan.micro_batch * dp,
@@ -200,6 +208,9 @@ def layer_blocks(
         forward = sum(gemm_fwd.values())
         dgrad = sum(priced(g, "dgrad") for g in mine)
         wgrad = sum(priced(g, "wgrad") for g in mine)
+        pair = OVERLAP_PAIRS.get(name)
+        split = tp > 1 and pair is not None and {g.name for g in mine} >= set(pair)
+        column_wgrad = sum(priced(g, "wgrad") for g in mine if g.name == pair[0]) if split else 0.0
         memory = {"fwd": 0.0, "bwd": 0.0}
         kernel_fwd: dict[str, float] = defaultdict(float)
         # Transformer Engine's GroupedLinear issues one cuBLAS GEMM per local expert (its grouped
@@ -231,19 +242,18 @@ def layer_blocks(
                 kernels_fwd=launches["fwd"],
                 kernels_bwd=launches["bwd"],
                 recompute_parts=_recompute_parts(model, layer_index, is_mlp, gemm_fwd, kernel_fwd, core_fwd),
-                overlap=_overlap_gemms(gpu, {g.name: g for g in mine}, OVERLAP_PAIRS.get(name), tp, precision, table)
-                if plan.tp_comm_overlap
+                column_wgrad_s=column_wgrad,
+                overlap=_overlap_gemms(gpu, {g.name: g for g in mine}, pair, tp, precision, table)
+                if plan.tp_comm_overlap and split
                 else None,
             )
         )
     return blocks[0].slowed(compute_fraction), blocks[1].slowed(compute_fraction)
 
 
-def _overlap_gemms(gpu: GpuSpec, gemms: dict, pair: tuple[str, str] | None, tp: int, precision: str, table):
-    """The GEMMs a dense block's tensor-parallel collectives run under with userbuffers; None
-    where the block has no such pair (MoE, latent attention) or nothing is split (tp 1)."""
-    if pair is None or tp == 1 or not all(name in gemms for name in pair):
-        return None
+def _overlap_gemms(gpu: GpuSpec, gemms: dict, pair: tuple[str, str], tp: int, precision: str, table):
+    """The GEMMs a dense block's tensor-parallel collectives run under with userbuffers (blocks
+    with a column- and row-parallel pair split over tp > 1 ranks; not MoE or latent attention)."""
     column, row = gemms[pair[0]], gemms[pair[1]]
 
     def seconds(m: int, n: int, k: int) -> tuple[float, float]:
@@ -254,8 +264,7 @@ def _overlap_gemms(gpu: GpuSpec, gemms: dict, pair: tuple[str, str] | None, tp: 
     column_fwd = seconds(column.m, column.n, column.k)
     row_fwd = seconds(row.m, row.n, row.k)
     row_dgrad = seconds(row.m, row.k, row.n)
-    column_wgrad = gemm_time_s(gpu, column.k, column.n, column.m, 1, precision, calibration=table)
-    return OverlapGemms(*column_fwd, *row_fwd, *row_dgrad, column_wgrad)
+    return OverlapGemms(*column_fwd, *row_fwd, *row_dgrad)
 
 
 def _recompute_parts(

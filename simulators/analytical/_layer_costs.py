@@ -6,6 +6,7 @@ plan that share it read one entry."""
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -60,13 +61,11 @@ def layer_costs(
         if c.group == "tp":
             tp_spent[c.phase, c.name] += seconds
         launches["fwd" if c.phase == "fwd" else "bwd"] += 1
-    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed, unless
-    # userbuffers run them under those GEMMs (`_tp_overlapped`). The context-parallel ring runs
-    # step by step under the attention kernel (`_ring_exposed`); ZeRO-3 gathers are prefetched
-    # under the previous layer's compute.
-    tp_fwd, tp_bwd = spent["fwd", "tp"], spent["bwd_input", "tp"]
-    if plan.tp_comm_overlap:
-        tp_fwd, tp_bwd = _tp_overlapped(blocks, tp_spent, plan.tp)
+    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed, but for
+    # what the framework runs beside a GEMM (`_tp_exposed`). The context-parallel ring runs step
+    # by step under the attention kernel (`_ring_exposed`); ZeRO-3 gathers are prefetched under
+    # the previous layer's compute.
+    tp_fwd, tp_bwd = _tp_exposed(blocks, tp_spent, plan)
     ep_fwd, ep_bwd = _ep_exposed(model, plan, spent, fwd, input_grad + weight_grad, EP_COMM_SMS / gpu.sm_count)
     fwd_comm = {
         "tp": tp_fwd,
@@ -167,31 +166,43 @@ def _ring_overlap_s(comm_s: float, chunk_s: float, steps: int, whole_s: float) -
     return (steps - 1) * max(chunk_s, hop_s) + chunk_s - whole_s
 
 
-def _tp_overlapped(blocks: Sequence, tp_spent: Mapping[tuple[str, str], float], tp: int) -> tuple[float, float]:
-    """Forward and backward seconds the tensor-parallel collectives add under Transformer Engine's
-    userbuffers (Megatron's --tp-comm-overlap), whose configurations for NVIDIA's recipes (NeMo
-    nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py) overlap, per dense block:
+def _tp_exposed(blocks: Sequence, tp_spent: Mapping[tuple[str, str], float], plan: ParallelPlan) -> tuple[float, float]:
+    """Forward and backward seconds the tensor-parallel collectives of a layer add.
+
+    A dense block's column-parallel linear (q/k/v, MLP in) launches its input gradient's
+    reduce-scatter (all-reduce without sequence parallelism) asynchronously and computes its
+    weight gradient beside it (Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication,
+    megatron/core/tensor_parallel/layers.py, and Transformer Engine's Linear: "Overlap dgrad-RS/AR
+    with wgrad"), so that collective is exposed only where it outlasts the GEMM, unless a
+    zero-bubble schedule defers the weight gradient. The rest is exposed: the forward's all-gather
+    and reduce-scatter, the gradient's all-gather before the row-parallel input gradient.
+
+    Transformer Engine's userbuffers (Megatron's --tp-comm-overlap), as configured for NVIDIA's
+    recipes (NeMo nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py), also overlap
     the all-gather before the column-parallel GEMM, the reduce-scatter after the row-parallel one
     and the gradient's all-gather before the row-parallel input gradient by ring exchange (the
     GEMM split into tp row chunks, one peer-to-peer hop beside each: `_ring_overlap_s`, which also
-    charges the smaller chunks' lower GEMM efficiency), and the reduce-scatter of the
-    column-parallel input gradient in bulk beside the column-parallel weight gradient (exposed
-    only where it outlasts it). The H100 configurations give some reduce-scatters 8-32 SMs
-    (`pipeline` method) instead; their GEMMs' slowdown is not priced. MoE and latent-attention
-    blocks keep their collectives exposed."""
+    charges the smaller chunks' lower GEMM efficiency). The H100 configurations give some
+    reduce-scatters 8-32 SMs (`pipeline` method) instead; their GEMMs' slowdown is not priced.
+    MoE and latent-attention blocks have no such pair: their collectives stay exposed."""
     fwd = bwd = 0.0
     for block, name in zip(blocks, ("attention", "mlp")):
-        gather = (tp_spent["fwd", f"{name} all_gather"], tp_spent["bwd_input", f"{name} all_gather"])
-        scatter = (tp_spent["fwd", f"{name} reduce_scatter"], tp_spent["bwd_input", f"{name} reduce_scatter"])
+        spent = functools.partial(_block_spent, tp_spent, name)
+        beside = 0.0 if plan.defers_weight_grad else block.column_wgrad_s
+        bwd += max(0.0, spent("bwd_input", "reduce_scatter") + spent("bwd_input", "all_reduce") - beside)
         g = block.overlap
         if g is None:
-            fwd, bwd = fwd + gather[0] + scatter[0], bwd + gather[1] + scatter[1]
+            fwd += spent("fwd", "all_gather") + spent("fwd", "reduce_scatter") + spent("fwd", "all_reduce")
+            bwd += spent("bwd_input", "all_gather")
             continue
-        fwd += _ring_overlap_s(gather[0], g.column_fwd_chunk_s, tp, g.column_fwd_s)
-        fwd += _ring_overlap_s(scatter[0], g.row_fwd_chunk_s, tp, g.row_fwd_s)
-        bwd += _ring_overlap_s(gather[1], g.row_dgrad_chunk_s, tp, g.row_dgrad_s)
-        bwd += max(0.0, scatter[1] - g.column_wgrad_s)
+        fwd += _ring_overlap_s(spent("fwd", "all_gather"), g.column_fwd_chunk_s, plan.tp, g.column_fwd_s)
+        fwd += _ring_overlap_s(spent("fwd", "reduce_scatter"), g.row_fwd_chunk_s, plan.tp, g.row_fwd_s)
+        bwd += _ring_overlap_s(spent("bwd_input", "all_gather"), g.row_dgrad_chunk_s, plan.tp, g.row_dgrad_s)
     return fwd, bwd
+
+
+def _block_spent(tp_spent: Mapping[tuple[str, str], float], block: str, phase: str, op: str) -> float:
+    return tp_spent.get((phase, f"{block} {op}"), 0.0)
 
 
 def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:

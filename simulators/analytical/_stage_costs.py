@@ -16,7 +16,7 @@ from typing import ClassVar, NamedTuple
 import numpy as np
 
 from simulators.analytical._collective_prices import collective_rows, collective_s, price_collectives, priced_s
-from simulators.analytical._layer import adam_step_s, output_layer, per_layer_plan
+from simulators.analytical._layer import adam_step_s, cost_schedule, output_layer, per_layer_plan
 from simulators.analytical._layer_costs import LayerCosts, layer_costs
 from simulators.analytical._offload import cpu_optimizer_step_s, exposed_offload_s
 from simulators.hardware import GpuSpec
@@ -123,9 +123,9 @@ def busiest_stage(candidate: TrainingCandidate) -> int:
 
 @cache
 def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
-    """Costs per micro-batch do not depend on how many there are, nor on the schedule: one key
-    for every global batch and schedule."""
-    return dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule="1f1b")
+    """Costs per micro-batch do not depend on how many there are, nor on the schedule but for
+    whether it defers weight gradients: one key for every global batch and schedule."""
+    return dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule=cost_schedule(plan))
 
 
 @cache
@@ -137,6 +137,7 @@ def _step_plan(plan: ParallelPlan) -> ParallelPlan:
         plan,
         micro_batch=1,
         global_batch=plan.dp * plan.pp,
+        schedule="1f1b",
         recompute="none",
         recompute_modules=("core_attn",),
         precision="bf16",

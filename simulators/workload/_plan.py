@@ -392,6 +392,12 @@ class ParallelPlan:
         return self.recompute == "selective" and module in self.recompute_modules
 
     @property
+    def defers_weight_grad(self) -> bool:
+        """Zero-bubble schedules run a micro-batch's weight gradient later than its input
+        gradient, to fill bubbles: nothing of the backward runs beside it."""
+        return self.schedule == "zb-h1"
+
+    @property
     def pipeline_schedule(self) -> str:
         """The schedule the timeline runs: 1f1b with vpp > 1 is interleaved."""
         return "interleaved" if self.vpp > 1 else self.schedule

@@ -25,7 +25,9 @@ def test_overlap_follows_each_runs_configuration():
     assert on.tp_comm_overlap and "TP comm overlap on, as the recipe's config sets it" in assumptions
     assert plan("mb2606-llama-3.1-405b-h100-1024")[0].tp_comm_overlap  # notes: "TP comm overlap"
     assert not plan("mb2604-qwen3-235b-a22b-h100-256")[0].tp_comm_overlap  # notes: "TP comm overlap off"
-    assert not plan("nemo2407-llama-2-70b-64")[0].tp_comm_overlap  # its launcher config: False
+    # NeMo 24.07's launcher configs of that release: llama2_70b True, gpt3/175b False
+    assert plan("nemo2407-llama-2-70b-64")[0].tp_comm_overlap
+    assert not plan("nemo2407-gpt3-175b-128")[0].tp_comm_overlap
     assert not plan("sc21t1-1t")[0].tp_comm_overlap  # 2021: before userbuffers
 
 

@@ -129,3 +129,17 @@ def test_a_node_lost_since_the_start_takes_its_store_out_of_the_use():
     executor._ray, executor._store_sampled_at = OneNodeLeft(), 0.0
     executor._sample_store()
     assert executor.usage.store_peak_bytes == 10 * mib
+
+
+def test_local_never_starts_a_ray_for_work_that_already_runs_on_every_cpu_here(monkeypatch):
+    """A fidelity level's threads use every CPU of this process: however long its work ahead, a
+    private Ray would add its start and gain no CPU (it also loses the runs shared in-process)."""
+    monkeypatch.setattr(executor_module, "RayExecutor", _StandInRay)
+    monkeypatch.setattr(executor_module, "RAY_START_S", 0.001)
+    monkeypatch.setattr(executor_module.os, "cpu_count", lambda: 2)
+    starts, executor = _StandInRay.starts, executor_module.LocalExecutor()
+    level = _Compiled(0.01)  # 10 ms a candidate, 0.2 s ahead: 100 times the break-even
+    executor.expect(level, 20)
+    got = dict(pair for group in executor.run(level, [{"i": i} for i in range(12)]) for pair in group)
+    assert sorted(got) == list(range(12)) and _StandInRay.starts == starts
+    assert len(level.threads) == 3  # the first chunk here, then both CPUs' threads

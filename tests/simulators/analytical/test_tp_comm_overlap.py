@@ -1,6 +1,8 @@
-"""Transformer Engine's tensor-parallel overlap (ParallelPlan.tp_comm_overlap) against closed
-forms: a ring exchange splits a GEMM into tp row chunks with one hop beside each, the backward
-reduce-scatter hides under the column-parallel weight gradient, and MoE blocks keep theirs."""
+"""Tensor-parallel collectives against closed forms: the backward reduce-scatter (all-reduce
+without sequence parallelism) of a column-parallel linear hides under its weight gradient, as
+Megatron-Core's and Transformer Engine's linear layers launch it, unless a zero-bubble schedule
+defers that gradient; Transformer Engine's overlap (ParallelPlan.tp_comm_overlap) also splits a
+GEMM into tp row chunks with a ring hop beside each; MoE blocks keep theirs exposed."""
 
 import dataclasses
 
@@ -21,8 +23,10 @@ DENSE = ModelSpec(
 )
 
 
-def tp_comm_s(model, network, overlap, tp=4, seq_len=2048):
-    plan = ParallelPlan(tp=tp, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=seq_len, tp_comm_overlap=overlap)
+def tp_comm_s(model, network, overlap, tp=4, seq_len=2048, **settings):
+    plan = ParallelPlan(
+        tp=tp, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=seq_len, tp_comm_overlap=overlap, **settings
+    )
     system = TrainingSystem(GPU, tp, network=network, compute_fraction=1.0)
     return simulate_training(TrainingCandidate(model, system, plan)).breakdown_s["tp_comm_s"]
 
@@ -51,19 +55,46 @@ def test_a_comm_bound_dense_layer_exposes_what_its_gemms_do_not_hide():
     def t(m, n, k):
         return gemm_time_s(GPU, m, n, k, 1, "bf16")
 
-    expected = 0.0
+    expected = plain = 0.0
     for column, row in (("qkv_proj", "attn_out_proj"), ("mlp_in_proj", "mlp_out_proj")):
         c, r = gemms[column], gemms[row]
+        beside_wgrad = max(0.0, scatter - t(c.k, c.n, c.m))  # the input gradient's, beside the weight gradient
         expected += gather + t(c.m // tp, c.n, c.k) - t(c.m, c.n, c.k)  # forward all-gather ring
         expected += scatter + t(r.m // tp, r.n, r.k) - t(r.m, r.n, r.k)  # forward reduce-scatter ring
         expected += gather + t(r.m // tp, r.k, r.n) - t(r.m, r.k, r.n)  # gradient all-gather ring
-        expected += max(0.0, scatter - t(c.k, c.n, c.m))  # bulk beside the weight gradient
-    assert tp_comm_s(DENSE, network, True) == pytest.approx(
-        DENSE.layers * expected, rel=1e-6
-    )  # the breakdown is rounded to add up
-    assert tp_comm_s(DENSE, network, False) == pytest.approx(
-        DENSE.layers * 4 * (gather + scatter), rel=1e-6
-    )  # the breakdown is rounded to add up
+        expected += beside_wgrad
+        plain += gather + scatter + gather + beside_wgrad
+    # the breakdown is rounded to add up
+    assert tp_comm_s(DENSE, network, True) == pytest.approx(DENSE.layers * expected, rel=1e-6)
+    assert tp_comm_s(DENSE, network, False) == pytest.approx(DENSE.layers * plain, rel=1e-6)
+
+
+@pytest.mark.parametrize("sequence_parallel", [True, False])
+def test_the_input_gradients_collective_hides_under_the_weight_gradient_unless_zero_bubble_defers_it(
+    sequence_parallel,
+):
+    """On NVLink the column-parallel weight gradients of a wide model (q/k/v: 8192 x 6144 x 2048,
+    MLP in: 8192 x 8192 x 2048 per rank) outlast the reduce-scatter (all-reduce) of their input
+    gradients, so the backward exposes only the gradient's all-gather (nothing without sequence
+    parallelism); a zero-bubble schedule runs the weight gradient later and exposes them all."""
+    tp, seq = 4, 2048
+    wide = ModelSpec(
+        name="wide", layers=2, hidden=8192, ffn_hidden=32768, heads=64, kv_heads=64, vocab=512, gated_mlp=False
+    )
+    network = Network.from_gpu(GPU)
+    nbytes = tp_activation_bytes(wide, ParallelPlan(tp=tp, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=seq))
+    gemms = {g.name: g for g in layer_forward_gemms(wide, 1, seq, tp)}
+    ops = ("all_gather", "reduce_scatter") if sequence_parallel else ("all_reduce",)
+    each = {op: float(collective_time_s(op, nbytes, tp, 1, network)) for op in ops}
+    hidden = each["reduce_scatter" if sequence_parallel else "all_reduce"]
+    for column in ("qkv_proj", "mlp_in_proj"):
+        c = gemms[column]
+        assert hidden < gemm_time_s(GPU, c.k, c.n, c.m, 1, "bf16")  # the premise: the GEMM is longer
+    whole = wide.layers * 2 * 2 * sum(each.values())  # two blocks, forward and backward
+    settings = {"sequence_parallel": sequence_parallel}
+    assert tp_comm_s(wide, network, False, **settings) == pytest.approx(whole - wide.layers * 2 * hidden, rel=1e-6)
+    deferred = tp_comm_s(wide, network, False, **settings, schedule="zb-h1")
+    assert deferred == pytest.approx(whole, rel=1e-6)
 
 
 def test_overlap_hides_most_of_a_large_models_tensor_parallel_traffic_on_nvlink():
