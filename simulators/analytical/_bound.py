@@ -7,7 +7,7 @@ makespan plus non-negative terms (exposed gradient reduction, parameter gather, 
 the pipeline's last stage runs all of its m * vpp forwards, backwards and weight gradients one
 after another (`_timeline`), and cannot start before the first micro-batch's forward of chunk 0
 has passed every earlier stage and its send. Each stage's per-chunk cost is at least the sum of
-its layers' costs (`_layer_costs_of`: compute, exposed communication, launch waits) and, on the
+its layers' costs (`layer_costs`: compute, exposed communication, launch waits) and, on the
 last stage, the output layer's (offload copies and the embedding only add to it). The pipeline
 kernel rounds each operation to a whole nanosecond, so the bound gives that back.
 """
@@ -19,7 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from simulators.analytical._layer import output_layer, per_layer_plan
-from simulators.analytical._stage_costs import _layer_costs_of, send_s
+from simulators.analytical._layer_costs import layer_costs
+from simulators.analytical._stage_costs import send_s
 from simulators.analytical._training import TrainingResult, _host_shares, _metrics
 from simulators.workload import MemoryBreakdown, TrainingCandidate, stage_layer_kinds, training_memory
 
@@ -36,7 +37,7 @@ def step_floor_s(candidate: TrainingCandidate) -> float:
     busy_s = earlier_fwd_s = 0.0  # the last stage's work per micro-batch; earlier stages' chunk-0 forwards
     totals = {False: model.layers - model.moe_layers, True: model.moe_layers}
     for kind, count in stage_layer_kinds(model, plan, last).items():
-        layer = _layer_costs_of(
+        layer = layer_costs(
             model,
             system.gpu,
             system.fabric_network,

@@ -1,30 +1,32 @@
 """The costs of one pipeline stage: a micro-batch's forward, input- and weight-gradient
-seconds through one model chunk (GEMMs, attention, exposed tensor/context/expert-parallel
-communication, host launch waits), and what the step adds around it (gradient reduction,
-parameter gather, optimizer). Memoised per distinct stage: candidates share most of them."""
+seconds through one model chunk (its layers' costs, `_layer_costs`, and the output layer), and
+what the step adds around it (gradient reduction, parameter gather, optimizer). A batch of
+candidates is priced per distinct shape: a stage's compute by its per-layer plan and layer kinds,
+its step part by the data-parallel shape, its new collectives all in one call."""
 
 from __future__ import annotations
 
 import dataclasses
-import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache, cached_property
-from typing import ClassVar
+from functools import cache
+from typing import ClassVar, NamedTuple
 
-from simulators.analytical._layer import adam_step_s, cost_schedule, layer_blocks, output_layer, per_layer_plan
+import numpy as np
+
+from simulators.analytical._collective_prices import collective_rows, collective_s, price_collectives, priced_s
+from simulators.analytical._layer import adam_step_s, cost_schedule, output_layer, per_layer_plan
+from simulators.analytical._layer_costs import LayerCosts, layer_costs
 from simulators.analytical._offload import cpu_optimizer_step_s, exposed_offload_s
 from simulators.hardware import GpuSpec
 from simulators.models import ModelSpec
-from simulators.network import Network, collective_time_s
+from simulators.network import Network
 from simulators.workload import (
     Collective,
     ParallelPlan,
     TrainingCandidate,
-    busiest_rank_share,
     layer_activation_bytes,
-    layer_collectives,
     optimizer_local_params,
     pipeline_send_bytes,
     stage_layer_kinds,
@@ -59,287 +61,47 @@ class StageCosts:
         "optimizer_s",
     )
 
-    @cached_property
-    def times(self) -> tuple[float, ...]:
-        """The TIMES fields in order (stage costs are memoised, so this is built once)."""
-        return tuple(getattr(self, name) for name in self.TIMES)
+
+class Stages(NamedTuple):
+    """A candidate's stages, and their `StageCosts.TIMES` and host optimizer seconds as arrays
+    (built once per distinct key: a batch stacks them without reading each stage again)."""
+
+    costs: tuple[StageCosts, ...]
+    times: np.ndarray  # (stages, len(TIMES))
+    optimizer_host_s: np.ndarray  # (stages,)
 
 
-@cache
-def _collective_s(network: Network, op: str, nbytes: float, ranks: int, stride: int) -> float:
-    """The fastest NCCL algorithm's time for `op` on `ranks` members `stride` apart (0 for one).
-
-    Memoised: candidates of one study repeat the same few thousand collectives, and one scalar
-    call of the algorithm chooser costs ~0.2 ms."""
-    if ranks == 1 or nbytes == 0:
-        return 0.0
-    factor = network.slowdown_factor(op, ranks, stride, nbytes) if network.slowdown else 1.0
-    return factor * float(collective_time_s(op, nbytes, ranks, stride, network))
-
-
-# ZeRO-3 moves parameters and gradients in buckets, each collective paying its latency: DeepSpeed's
-# defaults are stage3_prefetch_bucket_size = 5e7 and reduce_bucket_size = 5e8 elements
-# (deepspeed.ai/docs/config-json; recalled, not re-read here).
-ZERO3_GATHER_BUCKET = 50_000_000
-ZERO3_REDUCE_BUCKET = 500_000_000
-
-
-def _priced(network: Network, c: Collective) -> float:
-    """Seconds for one collective of the inventory; per-layer data-parallel traffic (ZeRO-3)
-    moves in DeepSpeed's buckets, each paying the collective's latency."""
-    if c.group != "dp" or c.per != "micro-batch":
-        return _collective_s(network, c.op, c.nbytes, c.ranks, c.stride)
-    gather = c.op == "all_gather"
-    bucket_bytes = ZERO3_GATHER_BUCKET * WEIGHT_BYTES if gather else ZERO3_REDUCE_BUCKET * 4  # fp32 gradients
-    full, rest = divmod(c.nbytes, bucket_bytes)
-    return full * _collective_s(network, c.op, bucket_bytes, c.ranks, c.stride) + _collective_s(
-        network, c.op, rest, c.ranks, c.stride
-    )
-
-
-@dataclass(frozen=True)
-class _LayerCosts:
-    """Seconds of one layer for one micro-batch: F, B (input gradient), W (weight gradient),
-    with the exposed communication each includes, and the recomputed forward B carries."""
-
-    forward_s: float
-    backward_s: float
-    weight_s: float
-    gemm_s: float
-    comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers); host: launch waits
-
-
-@cache
-def _layer_costs_of(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    network: Network,
-    plan: ParallelPlan,
-    layer_index: int,
-    calibration: str | None,
-    fraction: float,
-    host_s: float = 0.0,
-) -> _LayerCosts:
-    blocks = layer_blocks(model, gpu, plan, layer_index, calibration, fraction)
-    fwd = sum(block.forward_s for block in blocks)
-    input_grad = sum(block.input_grad_s for block in blocks)
-    weight_grad = sum(block.weight_grad_s for block in blocks)
-    attention_fwd, attention_bwd = blocks[0].attention_fwd_s, blocks[0].attention_bwd_s
-    gemm = sum(block.gemm_s for block in blocks)
-    gemm_fwd = sum(block.forward_s - block.memory_fwd_s - block.attention_fwd_s for block in blocks)
-
-    # The layer's collectives (simulators.workload.layer_collectives) priced per phase and group.
-    spent: dict[tuple[str, str], float] = defaultdict(float)
-    tp_spent: dict[tuple[str, str], float] = defaultdict(float)  # (phase, "<block> <op>")
-    launches = {"fwd": sum(b.kernels_fwd for b in blocks), "bwd": sum(b.kernels_bwd for b in blocks)}
-    for c in layer_collectives(model, plan, layer_index):
-        seconds = _priced(network, c)
-        spent[c.phase, c.group] += seconds
-        if c.group == "tp":
-            tp_spent[c.phase, c.name] += seconds
-        launches["fwd" if c.phase == "fwd" else "bwd"] += 1
-    # Tensor- and expert-parallel collectives sit between GEMMs that need them: exposed, but for
-    # what the framework runs beside a GEMM (`_tp_exposed`). The context-parallel ring runs step
-    # by step under the attention kernel (`_ring_exposed`); ZeRO-3 gathers are prefetched under
-    # the previous layer's compute.
-    tp_fwd, tp_bwd = _tp_exposed(blocks, tp_spent, plan)
-    ep_fwd, ep_bwd = _ep_exposed(model, plan, spent, fwd, input_grad + weight_grad, EP_COMM_SMS / gpu.sm_count)
-    fwd_comm = {
-        "tp": tp_fwd,
-        "cp": _ring_exposed(spent["fwd", "cp"], attention_fwd, plan.cp),
-        "ep": ep_fwd,
-        "dp": _exposed(spent["fwd", "dp"], fwd, plan.overlap_param_gather),
-    }
-    bwd_comm = {
-        "tp": tp_bwd,
-        "cp": _ring_exposed(spent["bwd_input", "cp"], attention_bwd, plan.cp),
-        "ep": ep_bwd,
-        "dp": _exposed_together(
-            (
-                (spent["bwd_input", "dp"], plan.overlap_param_gather),
-                (spent["bwd_weight", "dp"], plan.overlap_grad_reduce),
-            ),
-            input_grad + weight_grad,
-        ),
-    }
-    # Full recomputation reruns the forward (and its communication) before the backward;
-    # selective (Megatron's) reruns the modules it names, the MoE block with its all-to-alls.
-    full = plan.recompute == "full"
-    selective = sum(block.rerun_s(plan) for block in blocks) + (fwd_comm["ep"] if plan.recomputes("moe") else 0.0)
-    recompute = {"full": fwd + sum(fwd_comm.values()), "selective": selective, "none": 0.0}[plan.recompute]
-    forward_s = fwd + sum(fwd_comm.values())
-    backward_s = input_grad + sum(bwd_comm.values()) + recompute
-    # The host issues every kernel (and collective) in order; where the GPU runs them faster
-    # than the host launches them, the phase takes the host's time (the rerun forward of full
-    # recomputation launches the forward's kernels again).
-    host_fwd = max(0.0, host_s * launches["fwd"] - forward_s)
-    host_bwd = max(0.0, host_s * (launches["bwd"] + (launches["fwd"] if full else 0)) - backward_s - weight_grad)
-    if model.is_moe_layer(layer_index) and host_s > 0:
-        host_fwd, rerun = _moe_sync_host_s(blocks, layer_collectives(model, plan, layer_index), fwd_comm, host_s)
-        host_bwd += rerun if full or plan.recomputes("moe") else 0.0
-    comm = {k: fwd_comm[k] * (2 if full else 1) + bwd_comm[k] for k in fwd_comm}
-    if plan.recomputes("moe"):
-        comm["ep"] += fwd_comm["ep"]
-    return _LayerCosts(
-        forward_s=forward_s + host_fwd,
-        backward_s=backward_s + host_bwd,
-        weight_s=weight_grad,
-        gemm_s=gemm + (gemm_fwd if full else 0.0),
-        comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
-    )
-
-
-def _moe_sync_host_s(
-    blocks: Sequence, collectives: Sequence, fwd_comm: Mapping[str, float], host_s: float
-) -> tuple[float, float]:
-    """Host-bound seconds of an MoE layer's forward, and what a rerun of its dispatch adds.
-
-    Dropless dispatch needs the per-expert token counts on the host: Megatron-Core's alltoall
-    dispatcher copies them to the host and synchronises before the all-to-all (ep or tp > 1;
-    before returning otherwise), HybridEP without a static token budget syncs to size its
-    buffers, and Transformer Engine's GroupedLinear takes the counts as a host list (TEGroupedMLP
-    calls `tokens_per_expert.tolist()`): megatron/core/transformer/moe/token_dispatcher.py
-    (`cuda_sync_point`) and experts.py, 2026-03 to 2026-08. So once per MoE forward the host
-    waits until the GPU has run everything before the dispatch, and cannot have queued the
-    expert half ahead: the two halves (the attention block, then the MoE block with its
-    all-to-alls) each take the slower of their host launches and their GPU time, and the GPU
-    idles at least while the host issues the first kernel after the copy, one `host_s`. The router and
-    the first permutation, before the sync, are counted in the expert half. The backward reuses
-    the counts (no sync); a rerun of the MoE block's forward (recomputation) syncs again.
-    CUDA graphs of the whole step need a static token budget and no host counts; those plans
-    run without host time (`host_s` 0), so this does not apply to them."""
-    # Each block's forward tensor-parallel collectives move the same bytes: split by count.
-    tp = [c.name.startswith("attention") for c in collectives if c.phase == "fwd" and c.group == "tp"]
-    tp_share = sum(tp) / len(tp) if tp else 0.0
-    forward = [c for c in collectives if c.phase == "fwd"]
-    attention_n = blocks[0].kernels_fwd + sum(1 for c in forward if c.group == "cp" or c.name.startswith("attention"))
-    expert_n = blocks[1].kernels_fwd + len(forward) - (attention_n - blocks[0].kernels_fwd)
-    attention_s = blocks[0].forward_s + fwd_comm["cp"] + tp_share * fwd_comm["tp"]
-    expert_s = blocks[1].forward_s + fwd_comm["ep"] + fwd_comm["dp"] + (1 - tp_share) * fwd_comm["tp"]
-    first = max(0.0, host_s * attention_n - attention_s)
-    # After the sync kernel i can start once the host has issued it, (i + 1) host_s in, and once
-    # kernel i - 1 is done: with n kernels of d seconds the half ends at max(n host_s + d,
-    # host_s + n d) (the max-plus recursion, linear in i, peaks at an end).
-    second = max(host_s * expert_n + expert_s / expert_n, host_s + expert_s) - expert_s
-    return first + second, host_s
-
-
-# SMs an expert-parallel all-to-all occupies while it runs under compute: "only 20 SMs are
-# sufficient to fully utilize the bandwidths of IB and NVLink" (DeepSeek-V3 technical report,
-# arXiv:2412.19437, section 3.2.2, on H800); DeepEP's normal kernels, which Megatron's flex
-# dispatcher (DeepEP, HybridEP) runs, are built for that budget.
-EP_COMM_SMS = 20
-
-
-def _ep_exposed(
-    model: ModelSpec,
-    plan: ParallelPlan,
-    spent: Mapping[tuple[str, str], float],
-    forward_s: float,
-    backward_s: float,
-    sm_share: float,
-) -> tuple[float, float]:
-    """Exposed expert-parallel seconds of one layer's forward and backward.
-
-    The all-to-all waits for the busiest rank of the group, which receives `busiest_rank_share`
-    times the mean (simulators/workload/_routing.py). Without overlap the dispatch and combine sit
-    between the GEMMs that need them: exposed. With Megatron-Core's combined 1F1B
-    (ParallelPlan.moe_a2a_overlap) the forward of one micro-batch runs beside the backward of the
-    previous one, layer by layer, so the forward's all-to-alls run under that layer's backward
-    compute and the backward's under its forward compute. While an all-to-all of A seconds runs,
-    it holds `sm_share` of the SMs (EP_COMM_SMS), so compute of C seconds beside it takes
-    max(A, C + sm_share * A): the all-to-all adds max(A - C, sm_share * A). The first forward and
-    the last backward of a step have no partner; their share (one micro-batch in the step's
-    count) is not charged."""
-    busiest = busiest_rank_share(model, plan)
-    fwd = spent["fwd", "ep"] * busiest + spent["fwd", "etp"]
-    bwd = spent["bwd_input", "ep"] * busiest + spent["bwd_input", "etp"]
-    if plan.moe_a2a_overlap and plan.ep > 1:
-        return max(fwd - backward_s, sm_share * fwd), max(bwd - forward_s, sm_share * bwd)
-    return fwd, bwd
-
-
-def _ring_exposed(ring_s: float, attention_s: float, cp: int) -> float:
-    """Exposed time of a context-parallel ring of `cp` ranks moving `ring_s` in all.
-
-    Ring attention (Transformer Engine's `AttnFuncWithCPAndKVP2P`, used by Megatron-Core for
-    cp > 1) runs cp steps: step i computes attention on one 1/cp x 1/cp block of the sequence
-    (causal load balancing gives every step the same work) while the K/V block for step i + 1
-    is sent and received, and waits for both before the next step. So each of the cp - 1
-    overlapped steps costs the slower of its kernel and its exchange: the ring is exposed where
-    one exchange outlasts one step's kernel, not where all of it outlasts all of attention."""
-    if cp == 1 or ring_s == 0:
-        return 0.0
-    return _ring_overlap_s(ring_s, attention_s / cp, cp, attention_s)
-
-
-def _ring_overlap_s(comm_s: float, chunk_s: float, steps: int, whole_s: float) -> float:
-    """Seconds a kernel split into `steps` chunks of `chunk_s` adds to its unsplit `whole_s` when
-    a ring moves `comm_s` under it in steps - 1 hops: each hop runs beside one chunk and the
-    step waits for the slower; the last chunk runs alone."""
-    hop_s = comm_s / (steps - 1)
-    return (steps - 1) * max(chunk_s, hop_s) + chunk_s - whole_s
-
-
-def _tp_exposed(blocks: Sequence, tp_spent: Mapping[tuple[str, str], float], plan: ParallelPlan) -> tuple[float, float]:
-    """Forward and backward seconds the tensor-parallel collectives of a layer add.
-
-    A dense block's column-parallel linear (q/k/v, MLP in) launches its input gradient's
-    reduce-scatter (all-reduce without sequence parallelism) asynchronously and computes its
-    weight gradient beside it (Megatron-Core's LinearWithGradAccumulationAndAsyncCommunication,
-    megatron/core/tensor_parallel/layers.py, and Transformer Engine's Linear: "Overlap dgrad-RS/AR
-    with wgrad"), so that collective is exposed only where it outlasts the GEMM, unless a
-    zero-bubble schedule defers the weight gradient. The rest is exposed: the forward's all-gather
-    and reduce-scatter, the gradient's all-gather before the row-parallel input gradient.
-
-    Transformer Engine's userbuffers (Megatron's --tp-comm-overlap), as configured for NVIDIA's
-    recipes (NeMo nemo/collections/llm/recipes/tp_overlap_configs/userbuffers.py), also overlap
-    the all-gather before the column-parallel GEMM, the reduce-scatter after the row-parallel one
-    and the gradient's all-gather before the row-parallel input gradient by ring exchange (the
-    GEMM split into tp row chunks, one peer-to-peer hop beside each: `_ring_overlap_s`, which also
-    charges the smaller chunks' lower GEMM efficiency). The H100 configurations give some
-    reduce-scatters 8-32 SMs (`pipeline` method) instead; their GEMMs' slowdown is not priced.
-    MoE and latent-attention blocks have no such pair: their collectives stay exposed."""
-    fwd = bwd = 0.0
-    for block, name in zip(blocks, ("attention", "mlp")):
-        spent = functools.partial(_block_spent, tp_spent, name)
-        beside = 0.0 if plan.defers_weight_grad else block.column_wgrad_s
-        bwd += max(0.0, spent("bwd_input", "reduce_scatter") + spent("bwd_input", "all_reduce") - beside)
-        g = block.overlap
-        if g is None:
-            fwd += spent("fwd", "all_gather") + spent("fwd", "reduce_scatter") + spent("fwd", "all_reduce")
-            bwd += spent("bwd_input", "all_gather")
-            continue
-        fwd += _ring_overlap_s(spent("fwd", "all_gather"), g.column_fwd_chunk_s, plan.tp, g.column_fwd_s)
-        fwd += _ring_overlap_s(spent("fwd", "reduce_scatter"), g.row_fwd_chunk_s, plan.tp, g.row_fwd_s)
-        bwd += _ring_overlap_s(spent("bwd_input", "all_gather"), g.row_dgrad_chunk_s, plan.tp, g.row_dgrad_s)
-    return fwd, bwd
-
-
-def _block_spent(tp_spent: Mapping[tuple[str, str], float], block: str, phase: str, op: str) -> float:
-    return tp_spent.get((phase, f"{block} {op}"), 0.0)
-
-
-def _exposed(comm_s: float, compute_s: float, overlapped: bool) -> float:
-    """Communication time left on the critical path: what `compute_s` does not hide, or all of
-    it where the framework does not overlap it."""
-    return max(0.0, comm_s - compute_s) if overlapped else comm_s
-
-
-def _exposed_together(parts: Sequence[tuple[float, bool]], compute_s: float) -> float:
-    """Several transfers under one stretch of compute: the overlapped ones share what it hides."""
-    serial = sum(comm_s for comm_s, overlapped in parts if not overlapped)
-    hidden = sum(comm_s for comm_s, overlapped in parts if overlapped)
-    return serial + _exposed(hidden, compute_s, True)
+# Memo tables of the stage costs, filled a batch at a time (`stage_costs_batch`): whole
+# candidates' stages by their `_stage_key`, and each stage's step part by its `_step_keys`.
+_STAGES: dict[tuple, Stages] = {}
+_STEPS: dict[tuple, tuple[float, float, float, float]] = {}
 
 
 def stage_costs(candidate: TrainingCandidate) -> tuple[StageCosts, ...]:
     """Per-stage costs of one micro-batch through one model chunk (the stage's layers averaged
     over its chunks, so models mixing dense and MoE layers are priced layer by layer)."""
+    return stage_costs_batch([candidate])[0].costs
+
+
+def stage_costs_batch(candidates: Sequence[TrainingCandidate]) -> list[Stages]:
+    """`stage_costs` of many candidates: the stages not met before are priced per distinct
+    shape (a stage's compute by its layers, its step part by its data-parallel shape), the
+    step's collectives of all of them gathered and priced together."""
+    keys = [_stage_key(c) for c in candidates]
+    new = [key for key in dict.fromkeys(keys) if key not in _STAGES]
+    _price_steps(new)
+    for key in new:
+        costs = _all_stages(*key)
+        times = np.array([[getattr(stage, name) for name in StageCosts.TIMES] for stage in costs])
+        _STAGES[key] = Stages(costs, times, np.array([stage.optimizer_host_s for stage in costs]))
+    return [_STAGES[key] for key in keys]
+
+
+def _stage_key(candidate: TrainingCandidate) -> tuple:
     system = candidate.system
     plan = _per_stage_plan(candidate.plan)
     host = system.host if plan.offload != "none" else None
-    return _all_stages(
+    return (
         candidate.model,
         system.gpu,
         system.fabric_network,
@@ -360,23 +122,6 @@ def busiest_stage(candidate: TrainingCandidate) -> int:
 
 
 @cache
-def _all_stages(
-    model: ModelSpec,
-    gpu: GpuSpec,
-    network: Network,
-    plan: ParallelPlan,
-    calibration: str | None,
-    fraction: float,
-    host_s: float = 0.0,
-    host_tier: tuple[float, float, float | None] | None = None,
-) -> tuple[StageCosts, ...]:
-    return tuple(
-        _one_stage(model, gpu, network, plan, calibration, fraction, stage, stage == plan.pp - 1, host_s, host_tier)
-        for stage in range(plan.pp)
-    )
-
-
-@cache
 def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
     """Costs per micro-batch do not depend on how many there are, nor on the schedule but for
     whether it defers weight gradients: one key for every global batch and schedule."""
@@ -384,57 +129,68 @@ def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
 
 
 @cache
-def _one_stage(
+def _step_plan(plan: ParallelPlan) -> ParallelPlan:
+    """What the step's data-parallel collectives and optimizer read of a plan (parallel degrees,
+    the stage split, ZeRO, gradient bytes, offload), the rest normalised: plans that differ in
+    micro-batch, recomputation, precision or kernels share their step part."""
+    return dataclasses.replace(
+        plan,
+        micro_batch=1,
+        global_batch=plan.dp * plan.pp,
+        schedule="1f1b",
+        recompute="none",
+        recompute_modules=("core_attn",),
+        precision="bf16",
+        flash_attention=True,
+        dropout=False,
+        overlap_grad_reduce=True,
+        overlap_param_gather=True,
+        cuda_graphs=False,
+        tp_comm_overlap=False,
+        moe_a2a_overlap=False,
+        moe_grouped_gemm="multi_stream",
+    )
+
+
+def _step_keys(key: tuple) -> list[tuple]:
+    """The `_STEPS` keys of every stage of a `_stage_key`: (model, gpu, network, step plan,
+    stage, host tier)."""
+    model, gpu, network, plan, *_, host_tier = key
+    step_plan = _step_plan(plan)
+    return [(model, gpu, network, step_plan, stage, host_tier) for stage in range(plan.pp)]
+
+
+def _price_steps(keys: Sequence[tuple]) -> None:
+    """Fill `_STEPS` for every stage of `keys`, pricing their collectives together per network."""
+    pending = {}
+    for key in keys:
+        for step_key in _step_keys(key):
+            if step_key not in _STEPS and step_key not in pending:
+                model, _, _, plan, stage, _ = step_key
+                pending[step_key] = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
+    rows = defaultdict(list)
+    for (_, _, network, *_), step in pending.items():
+        rows[network] += [row for c in step for _, row in collective_rows(c)]
+    for network, wanted in rows.items():
+        price_collectives(network, wanted)
+    for step_key, step in pending.items():
+        _STEPS[step_key] = _step_part(*step_key, step)
+
+
+def _step_part(
     model: ModelSpec,
     gpu: GpuSpec,
     network: Network,
     plan: ParallelPlan,
-    calibration: str | None,
-    fraction: float,
     stage: int,
-    last: bool,
-    host_s: float = 0.0,
-    host_tier: tuple[float, float, float | None] | None = None,
-) -> StageCosts:
-    """`host_tier`: (link GB/s per direction, host DRAM GB/s, NVMe GB/s or None) of the GPU's
-    share of its host, where the plan offloads."""
-    layer_plan = per_layer_plan(plan)
-    costs = {}
-    for kind, count in stage_layer_kinds(model, plan, stage).items():
-        # One layer of each kind prices them all: dense layers come first, then MoE ones.
-        index = model.layers - 1 if kind else 0
-        layer = _layer_costs_of(model, gpu, network, layer_plan, index, calibration, fraction, host_s)
-        costs[kind] = (layer, count)
-    per_chunk = 1 / plan.vpp
-    fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
-    bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
-    wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
-    gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
-    if last:  # the output layer, spread over the chunks
-        output = output_layer(model, gpu, layer_plan, calibration, fraction)
-        fwd += per_chunk * output.forward_s
-        bwd += per_chunk * output.input_grad_s
-        wgt += per_chunk * output.weight_grad_s
-        gemm += per_chunk * output.gemm_s
-    offload_fwd = offload_bwd = 0.0
-    if plan.offloads_activations:  # one stage (offload_problem): every layer but the last offloads
-        for kind, (layer, count) in costs.items():
-            nbytes, n = layer_activation_bytes(model, plan, kind), count - (kind == model.is_moe)
-            offload_fwd += n * exposed_offload_s(nbytes, layer.forward_s, host_tier[0])
-            offload_bwd += n * exposed_offload_s(nbytes, layer.backward_s + layer.weight_s, host_tier[0])
+    host_tier: tuple[float, float, float | None] | None,
+    step: Sequence[Collective],
+) -> tuple[float, float, float, float]:
+    """What the step adds around one stage's pipeline: seconds of its gradient reduction, its
+    parameter gather, its optimizer and the host part of that (`step`: its per-step collectives)."""
+    grad_sync = sum(priced_s(network, c) for c in step if c.phase == "bwd_weight")
+    gather = sum(priced_s(network, c) for c in step if c.phase == "optimizer")
     dense, expert = stage_params(model, plan, stage)
-    if plan.offloads_weights:  # each layer's bf16 shard comes from the host, forward and backward
-        # (the stage's shard spread evenly over its layers, the embedding's and output layer's too)
-        layers = sum(count for _, count in costs.values())
-        shard_bytes = optimizer_local_params(plan, dense, expert) * WEIGHT_BYTES / layers
-        for layer, count in costs.values():
-            n, link = count * per_chunk, host_tier[0]
-            offload_fwd += n * exposed_offload_s(shard_bytes, layer.forward_s, link)
-            offload_bwd += n * exposed_offload_s(shard_bytes, layer.backward_s + layer.weight_s, link)
-    fwd, bwd = fwd + offload_fwd, bwd + offload_bwd
-    step = [c for c in step_collectives(model, plan, stage) if c.per == "step"]
-    grad_sync = sum(_priced(network, c) for c in step if c.phase == "bwd_weight")
-    gather = sum(_priced(network, c) for c in step if c.phase == "optimizer")
     gpu_adam_s = adam_step_s(gpu, plan, dense, expert)
     host_adam_s = 0.0
     if plan.offloads_optimizer:
@@ -451,21 +207,115 @@ def _one_stage(
             host_tier[2] if plan.optimizer_on_nvme else None,
         )
         gpu_adam_s *= 1 - share
+    return grad_sync, gather, gpu_adam_s + host_adam_s, host_adam_s
+
+
+def _all_stages(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    network: Network,
+    plan: ParallelPlan,
+    calibration: str | None,
+    fraction: float,
+    host_s: float = 0.0,
+    host_tier: tuple[float, float, float | None] | None = None,
+) -> tuple[StageCosts, ...]:
+    """Every stage of a `_stage_key` (its step parts already in `_STEPS`)."""
+    layer_plan = per_layer_plan(plan)
+    shared = (model, gpu, network, layer_plan)
+    return tuple(
+        _one_stage(shared, plan, calibration, fraction, stage, host_s, host_tier, _STEPS[step_key])
+        for stage, step_key in enumerate(_step_keys((model, gpu, network, plan, host_tier)))
+    )
+
+
+def _kind_costs(
+    shared: tuple, kinds: tuple[tuple[bool, int], ...], calibration: str | None, fraction: float, host_s: float
+) -> dict[bool, tuple[LayerCosts, int]]:
+    """Each layer kind of a stage (dense False, MoE True) with its costs and count; one layer of
+    each kind prices them all: dense layers come first, then MoE ones."""
+    model = shared[0]
+    return {
+        kind: (layer_costs(*shared, model.layers - 1 if kind else 0, calibration, fraction, host_s), count)
+        for kind, count in kinds
+    }
+
+
+@cache
+def _stage_compute(
+    shared: tuple,
+    kinds: tuple[tuple[bool, int], ...],
+    vpp: int,
+    last: bool,
+    calibration: str | None,
+    fraction: float,
+    host_s: float,
+) -> tuple[float, float, float, float, dict[str, float]]:
+    """F, B, W, GEMM and exposed communication seconds of one chunk of a stage holding `kinds`
+    of layers (`shared`: model, GPU, network, per-layer plan): memoised by that shape alone,
+    whatever the data-parallel degree, batch or ZeRO stage."""
+    costs = _kind_costs(shared, kinds, calibration, fraction, host_s)
+    per_chunk = 1 / vpp
+    fwd = per_chunk * sum(c.forward_s * n for c, n in costs.values())
+    bwd = per_chunk * sum(c.backward_s * n for c, n in costs.values())
+    wgt = per_chunk * sum(c.weight_s * n for c, n in costs.values())
+    gemm = per_chunk * sum(c.gemm_s * n for c, n in costs.values())
+    if last:  # the output layer, spread over the chunks
+        model, gpu, _, layer_plan = shared
+        output = output_layer(model, gpu, layer_plan, calibration, fraction)
+        fwd += per_chunk * output.forward_s
+        bwd += per_chunk * output.input_grad_s
+        wgt += per_chunk * output.weight_grad_s
+        gemm += per_chunk * output.gemm_s
+    comm = {k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")}
+    return fwd, bwd, wgt, gemm, comm
+
+
+def _one_stage(
+    shared: tuple,
+    plan: ParallelPlan,
+    calibration: str | None,
+    fraction: float,
+    stage: int,
+    host_s: float,
+    host_tier: tuple[float, float, float | None] | None,
+    step_part: tuple[float, float, float, float],
+) -> StageCosts:
+    """`host_tier`: (link GB/s per direction, host DRAM GB/s, NVMe GB/s or None) of the GPU's
+    share of its host, where the plan offloads; `step_part`: `_step_part` of the stage."""
+    model = shared[0]
+    kinds = tuple(stage_layer_kinds(model, plan, stage).items())
+    fwd, bwd, wgt, gemm, comm = _stage_compute(
+        shared, kinds, plan.vpp, stage == plan.pp - 1, calibration, fraction, host_s
+    )
+    offload_fwd = offload_bwd = 0.0
+    if plan.offloads_activations or plan.offloads_weights:
+        costs = _kind_costs(shared, kinds, calibration, fraction, host_s)
+    if plan.offloads_activations:  # one stage (offload_problem): every layer but the last offloads
+        for kind, (layer, count) in costs.items():
+            nbytes, n = layer_activation_bytes(model, plan, kind), count - (kind == model.is_moe)
+            offload_fwd += n * exposed_offload_s(nbytes, layer.forward_s, host_tier[0])
+            offload_bwd += n * exposed_offload_s(nbytes, layer.backward_s + layer.weight_s, host_tier[0])
+    if plan.offloads_weights:  # each layer's bf16 shard comes from the host, forward and backward
+        # (the stage's shard spread evenly over its layers, the embedding's and output layer's too)
+        dense, expert = stage_params(model, plan, stage)
+        layers = sum(count for _, count in costs.values())
+        shard_bytes = optimizer_local_params(plan, dense, expert) * WEIGHT_BYTES / layers
+        for layer, count in costs.values():
+            n, link = count * (1 / plan.vpp), host_tier[0]
+            offload_fwd += n * exposed_offload_s(shard_bytes, layer.forward_s, link)
+            offload_bwd += n * exposed_offload_s(shard_bytes, layer.backward_s + layer.weight_s, link)
+    grad_sync, gather, optimizer_s, optimizer_host_s = step_part
     return StageCosts(
-        forward_s=fwd,
-        backward_s=bwd,
+        forward_s=fwd + offload_fwd,
+        backward_s=bwd + offload_bwd,
         weight_s=wgt,
         gemm_s=gemm,
-        comm_s={
-            **{
-                k: per_chunk * sum(c.comm_s[k] * n for c, n in costs.values()) for k in ("tp", "cp", "ep", "dp", "host")
-            },
-            "offload": offload_fwd + offload_bwd,
-        },
+        comm_s={**comm, "offload": offload_fwd + offload_bwd},
         grad_sync_s=grad_sync,
         param_gather_s=gather,
-        optimizer_s=gpu_adam_s + host_adam_s,
-        optimizer_host_s=host_adam_s,
+        optimizer_s=optimizer_s,
+        optimizer_host_s=optimizer_host_s,
     )
 
 
@@ -473,6 +323,6 @@ def send_s(candidate: TrainingCandidate) -> float:
     """One activation (or its gradient) crossing a pipeline-stage boundary."""
     model, plan = candidate.model, candidate.plan
     stride = plan.tp * plan.cp * plan.dp
-    return _collective_s(
+    return collective_s(
         candidate.system.fabric_network, "send_recv", pipeline_send_bytes(model, plan), 2 if plan.pp > 1 else 1, stride
     )

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from simulators.analytical._stage_costs import StageCosts, send_s, stage_costs
+from simulators.analytical._stage_costs import StageCosts, Stages, send_s, stage_costs_batch
 from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import GpuSpec
 from simulators.workload import (
@@ -38,6 +38,7 @@ from simulators.workload import (
     model_flops,
     recomputed_flops,
     training_memory,
+    training_memory_batch,
 )
 
 
@@ -106,9 +107,9 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     The breakdown needs each pipeline simulated a second time without transfers (to tell the
     bubble from the transfers on the critical path); a search that only ranks metrics passes
     breakdown=False and gets `breakdown_s=None` at half the cost."""
-    stages = [stage_costs(c) for c in candidates]
+    stages = stage_costs_batch(candidates)
     plans = [c.plan for c in candidates]
-    times = np.array([stage.times for per in stages for stage in per]).reshape(-1, len(StageCosts.TIMES))
+    times = np.concatenate([per.times for per in stages])
     common = dict(
         pp=[p.pp for p in plans],
         chunks=[p.vpp for p in plans],
@@ -123,13 +124,13 @@ def simulate_training_batch(candidates: Sequence[TrainingCandidate], breakdown: 
     without_sends = [None] * len(candidates)
     if breakdown:
         without_sends, _ = simulate_pipelines(make_pipeline_batch(send_s=[0.0] * len(candidates), **common))
-    host_adam = np.array([stage.optimizer_host_s for per in stages for stage in per])
+    host_adam = np.concatenate([per.optimizer_host_s for per in stages])
     step = _step_times(stages, plans, times, stage_end, host_adam)
     iteration_s = step.pipeline_s + step.gather_exposed_s + step.optimizer_s
-    memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
+    memories = training_memory_batch([(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates])
     metrics = _metrics(candidates, iteration_s, memories)
     breakdowns = [
-        _breakdown(c, stages[i][step.slowest[i]], with_sends[i], without_sends[i], step, i) if breakdown else None
+        _breakdown(c, stages[i].costs[step.slowest[i]], with_sends[i], without_sends[i], step, i) if breakdown else None
         for i, c in enumerate(candidates)
     ]
     return [
@@ -194,7 +195,7 @@ class _StepTimes(NamedTuple):
 
 
 def _step_times(
-    stages: list[tuple[StageCosts, ...]],
+    stages: list[Stages],
     plans: list[ParallelPlan],
     times: np.ndarray,
     stage_end: np.ndarray,
@@ -202,7 +203,7 @@ def _step_times(
 ) -> _StepTimes:
     """What the step adds around the pipelines, over all candidates' stages at once; `times`
     holds each stage's `StageCosts.TIMES` in a row."""
-    counts = np.array([len(per) for per in stages])
+    counts = np.array([len(per.costs) for per in stages])
     starts = np.concatenate(([0], np.cumsum(counts)[:-1]))
     owner = np.repeat(np.arange(len(stages)), counts)
     vpp = np.repeat([p.vpp for p in plans], counts)

@@ -8,7 +8,6 @@ from simulators.workload._memory import (
     stage_layer_kinds,
     stage_layers,
     stage_params,
-    training_memory,
 )
 from simulators.workload._messages import (
     Collective,
@@ -21,6 +20,7 @@ from simulators.workload._messages import (
     tp_activation_bytes,
 )
 from simulators.workload._ops import Gemm, layer_forward_gemms, logits_gemm, model_flops, recomputed_flops
+from simulators.workload._peak_memory import training_memory, training_memory_batch
 from simulators.workload._plan import (
     OFFLOAD_MODES,
     PIPELINE_SPLITS,
@@ -106,6 +106,7 @@ __all__ = [
     "tp_problem",
     "virtual_stage_sizes",
     "training_memory",
+    "training_memory_batch",
     "SimAIComm",
     "SimAIHeader",
     "SimAILayer",

@@ -1,4 +1,5 @@
-"""Per-GPU memory of a training plan, on its most loaded pipeline stage.
+"""Per-GPU memory of a training plan, by part: what each pipeline stage holds (the peak over
+the stages: `_peak_memory`).
 
 Bytes per parameter follow Megatron-LM's mixed-precision accounting (docs "Distributed
 Optimizer"): 2 (bf16 weights) + 4 (fp32 main gradients) + 12 (fp32 master weights, Adam m and
@@ -11,9 +12,10 @@ token), no dropout, GQA and gated MLPs; context parallelism splits the sequence.
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from functools import cache
+
+import numpy as np
 
 from simulators._errors import PlanError
 from simulators.hardware import LOW_PRECISION_BYTES
@@ -229,101 +231,10 @@ def in_flight_chunks(plan: ParallelPlan, stage: int) -> int:
     micro-batch in progress, pp - stage; interleaved 1F1B keeps (pp-stage-1)*2 + (v-1)*pp + 1
     chunks (Megatron's schedule, as simulators/analytical/_timeline.py runs it).
     """
-    m, pp, v = plan.microbatches, plan.pp, plan.vpp
-    if plan.schedule == "gpipe":
-        return m
-    if v > 1:
-        return min((pp - stage - 1) * 2 + (v - 1) * pp + 1, m * v)
-    return min(pp - stage, m)
+    return int(in_flight_rows(plan.schedule == "gpipe", plan.microbatches, plan.pp, plan.vpp, stage))
 
 
-@cache
-def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: float) -> MemoryBreakdown:
-    """Peak memory of the most loaded pipeline stage (every stage is checked: with uneven
-    splits a middle stage can hold the most).
-
-    The last stage keeps its in-flight chunks plus the logits. Full recomputation keeps only each
-    layer's input, plus one layer's activations while it is recomputed. ZeRO shards dense
-    parameters' state over dp*cp ranks and experts' over the expert_dp ranks holding a replica;
-    ZeRO-3 also holds the gathered weights of the layer in use and of the next, at most
-    ZERO3_MAX_LIVE_PARAMS of them.
-    """
-    layer_input = plan.seq_len // plan.cp * plan.micro_batch * model.hidden * ACTIVATION_BYTES
-    if plan.sequence_parallel:
-        layer_input /= plan.tp
-    logits = LOGIT_BYTES * plan.seq_len // plan.cp * plan.micro_batch * -(-model.vocab // plan.tp)
-    dense_shards, expert_shards = plan.dp * plan.cp, plan.expert_dp
-
-    def sharded(dense: float, expert: float, bytes_per_param: int, stage_from: int) -> float:
-        if plan.zero_stage < stage_from:
-            return (dense + expert) * bytes_per_param
-        return (dense / dense_shards + expert / expert_shards) * bytes_per_param
-
-    full = {moe: layer_activation_bytes(model, plan, moe) for moe in {False, model.is_moe}}
-
-    # ZeRO-3 holds the layer in use and the one prefetched behind it (bf16), up to the live limit.
-    largest_layer = max(model.layer_params(first) for first, _ in model.layer_runs) / plan.tp
-    gathered = min(2 * largest_layer, ZERO3_MAX_LIVE_PARAMS) * WEIGHT_BYTES if plan.zero_stage == 3 else 0.0
-
-    def stage(index: int) -> MemoryBreakdown:
-        kinds = stage_layer_kinds(model, plan, index)
-        if plan.recompute == "full":
-            chunk, working = sum(kinds.values()) / plan.vpp * layer_input, max(full[k] for k in kinds)
-        else:
-            chunk, working = sum(n * full[k] for k, n in kinds.items()) / plan.vpp, 0.0
-        dense, expert = stage_params(model, plan, index)
-        return MemoryBreakdown(
-            weights_bytes=sharded(dense, expert, WEIGHT_BYTES, 3) + gathered,
-            gradients_bytes=sharded(dense, expert, plan.gradient_bytes, 2),
-            optimizer_bytes=sharded(dense, expert, OPTIMIZER_BYTES, 1),
-            activations_bytes=in_flight_chunks(plan, index) * chunk
-            + working
-            + (logits if index == plan.pp - 1 else 0.0),
-            reserve_bytes=memory_reserve_gib * GIB,
-        )
-
-    peak = max((stage(index) for index in range(plan.pp)), key=lambda m: m.total_bytes)
-    return _offloaded(peak, model, plan, full, gathered) if plan.offload != "none" else peak
-
-
-def _offloaded(
-    memory: MemoryBreakdown, model: ModelSpec, plan: ParallelPlan, full: dict, gathered: float
-) -> MemoryBreakdown:
-    """`memory` with what the plan offloads moved to host memory.
-
-    Optimizer offload (Megatron-Core's HybridDeviceOptimizer, --optimizer-offload-fraction;
-    DeepSpeed ZeRO-Offload alike) keeps the fp32 master weights and Adam moments, the 12 bytes per
-    parameter of the shard, on the host (`optimizer_offload_fraction` of them; the rest in HBM);
-    gradients and bf16 weights stay in HBM. Activation offload (one pipeline stage, no
-    recomputation: offload_problem) copies each layer's saved activations out after its forward
-    and back before its backward, for all layers but the last (Megatron's cpu_offloading_num_layers
-    is at most layers - 1); HBM keeps the last layer's and one layer in transit (the next to reload
-    while a layer's backward runs), plus the logits.
-    Weight offload (ZeRO-Infinity's offload_param, ZeRO-3) keeps the bf16 parameter shard on the
-    host; HBM holds only the gathered layers in use (ZeRO-3's live parameters). NVMe optimizer
-    offload (ZeRO-Infinity) keeps the optimizer's bytes on the host's NVMe drives instead (the host
-    memory's staging buffers are not counted). Gradients stay in
-    HBM in every mode (Megatron's way; DeepSpeed also moves ZeRO's gradient partitions to the host,
-    so for it these HBM figures are upper bounds).
-    """
-    share = plan.optimizer_offload_fraction if plan.offloads_optimizer else 0.0
-    host_optimizer = memory.optimizer_bytes * share
-    nvme_optimizer = host_optimizer if plan.optimizer_on_nvme else 0.0
-    host_activations, kept = 0.0, memory.activations_bytes
-    if plan.offloads_activations and model.layers > 1:
-        kinds = stage_layer_kinds(model, plan, 0)
-        last = full[model.is_moe]  # MoE layers come last
-        layers_bytes = sum(n * full[k] for k, n in kinds.items())
-        host_activations = in_flight_chunks(plan, 0) * (layers_bytes - last)
-        kept = memory.activations_bytes - host_activations + max(full[k] for k in kinds)
-    host_weights = memory.weights_bytes - gathered if plan.offloads_weights else 0.0
-    return dataclasses.replace(
-        memory,
-        weights_bytes=memory.weights_bytes - host_weights,
-        host_weights_bytes=host_weights,
-        optimizer_bytes=memory.optimizer_bytes - host_optimizer,
-        activations_bytes=kept,
-        host_optimizer_bytes=host_optimizer - nvme_optimizer,
-        host_nvme_optimizer_bytes=nvme_optimizer,
-        host_activations_bytes=host_activations,
-    )
+def in_flight_rows(gpipe, m, pp, v, stage) -> np.ndarray:
+    """`in_flight_chunks` over arrays of stages (schedule is GPipe, micro-batches, pp, vpp, stage)."""
+    interleaved = np.minimum((pp - stage - 1) * 2 + (v - 1) * pp + 1, m * v)
+    return np.where(gpipe, m, np.where(v > 1, interleaved, np.minimum(pp - stage, m)))

@@ -7,8 +7,10 @@ before any trial runs.
 
 from __future__ import annotations
 
+import dataclasses
+import operator
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
 
 from simulators._errors import PlanError
 from simulators.hardware import GROUPED_KERNELS, GpuSpec, HostTier, gpus_with_host_tier
@@ -331,6 +333,15 @@ class ParallelPlan:
                     f"interleaved 1F1B needs microbatches={self.microbatches} to be a multiple of pp={self.pp}"
                 )
 
+    def __hash__(self) -> int:
+        return self._hash
+
+    @cached_property
+    def _hash(self) -> int:
+        """The dataclass's own hash (of every field), computed once: plans key the training model's
+        memo tables and are hashed at every lookup."""
+        return hash(_plan_fields(self))
+
     @property
     def expert_dp(self) -> int:
         """Ranks holding the same experts (Megatron-Core's expert data parallelism)."""
@@ -390,6 +401,10 @@ class ParallelPlan:
     def pipeline_schedule(self) -> str:
         """The schedule the timeline runs: 1f1b with vpp > 1 is interleaved."""
         return "interleaved" if self.vpp > 1 else self.schedule
+
+
+# Every field of a plan in order, as one C call (ParallelPlan._hash).
+_plan_fields = operator.attrgetter(*(f.name for f in dataclasses.fields(ParallelPlan)))
 
 
 @dataclass(frozen=True)

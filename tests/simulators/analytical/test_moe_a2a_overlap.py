@@ -6,7 +6,8 @@ import pytest
 
 from simulators import DseError
 from simulators.analytical import simulate_training
-from simulators.analytical._stage_costs import EP_COMM_SMS, stage_costs
+from simulators.analytical._layer_costs import EP_COMM_SMS
+from simulators.analytical._stage_costs import stage_costs
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
 from simulators.workload import ParallelPlan, TrainingCandidate, TrainingSystem

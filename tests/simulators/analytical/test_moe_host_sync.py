@@ -5,7 +5,7 @@ one is done."""
 import pytest
 
 from simulators.analytical._layer import Block
-from simulators.analytical._stage_costs import _moe_sync_host_s
+from simulators.analytical._layer_costs import _moe_sync_host_s
 
 NO_COMM = {"tp": 0.0, "cp": 0.0, "ep": 0.0, "dp": 0.0}
 

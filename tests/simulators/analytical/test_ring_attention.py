@@ -3,7 +3,7 @@ slower of one block's attention kernel and one K/V exchange (closed forms)."""
 
 import pytest
 
-from simulators.analytical._stage_costs import _ring_exposed
+from simulators.analytical._layer_costs import _ring_exposed
 
 
 def test_exchange_faster_than_each_step_is_hidden():

@@ -10,7 +10,7 @@ import pytest
 
 from simulators import PlanError
 from simulators.analytical import simulate_training
-from simulators.analytical._stage_costs import _ring_overlap_s
+from simulators.analytical._layer_costs import _ring_overlap_s
 from simulators.hardware import gemm_time_s, get_gpu
 from simulators.models import ModelSpec, get_model
 from simulators.network import Network, collective_time_s
