@@ -156,7 +156,6 @@ def _context_parallel_attention_s(gpu: GpuSpec, attention: dict, local_seq: int,
     return own + (cp - 1) * ring
 
 
-@cache
 def layer_blocks(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -165,9 +164,27 @@ def layer_blocks(
     calibration: str | None = None,
     compute_fraction: float = 1.0,
 ) -> tuple[Block, Block]:
-    """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers).
-    `calibration` is the path of a table of measured kernel times that overrides the curves;
-    `compute_fraction` the share of the modelled kernel speed a real software stack sustains."""
+    """(attention, MLP) blocks of layer `layer_index`; memoised (plans of a study share layers,
+    whatever their schedule). `calibration` is the path of a table of measured kernel times that
+    overrides the curves; `compute_fraction` the share of the modelled kernel speed a real
+    software stack sustains."""
+    return _layer_blocks(model, gpu, _kernels_plan(plan), layer_index, calibration, compute_fraction)
+
+
+@cache
+def _kernels_plan(plan: ParallelPlan) -> ParallelPlan:
+    return plan if plan.schedule == "1f1b" else dataclasses.replace(plan, schedule="1f1b")
+
+
+@cache
+def _layer_blocks(
+    model: ModelSpec,
+    gpu: GpuSpec,
+    plan: ParallelPlan,
+    layer_index: int,
+    calibration: str | None,
+    compute_fraction: float,
+) -> tuple[Block, Block]:
     table = calibration_table(calibration)
     b, s, tp, cp, precision = plan.micro_batch, plan.seq_len // plan.cp, plan.tp, plan.cp, plan.precision
     gemms = layer_forward_gemms(model, b, s, tp, layer_index=layer_index, ep=plan.ep, etp=plan.etp)

@@ -73,7 +73,7 @@ def _forget_everything() -> None:
     for memoised in (
         _stage_costs._stage_compute,
         _layer_costs.layer_costs,
-        _layer.layer_blocks,
+        _layer._layer_blocks,
         _layer.output_layer,
     ):
         memoised.cache_clear()
