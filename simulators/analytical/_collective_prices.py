@@ -36,10 +36,12 @@ def price_collectives(network: Network, rows: Iterable[Row]) -> None:
             todo[row[0]][row] = None
     for op, distinct in todo.items():
         live = [row for row in distinct if row[2] != 1 and row[1] != 0]
-        for row in distinct:
+        for row in distinct.keys() - set(live):
             _PRICES[(network, *row)] = 0.0
         if not live:
             continue
+        # A forced algorithm that cannot run on a row raises for the whole call (PlanError):
+        # nothing of it is memoised, so each plan priced alone meets its own error again.
         _, nbytes, ranks, stride = zip(*live)
         times = np.atleast_1d(collective_time_s(op, np.array(nbytes, dtype=float), ranks, stride, network)).tolist()
         for row, time_s in zip(live, times):
