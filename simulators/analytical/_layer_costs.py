@@ -108,7 +108,7 @@ def layer_costs(
         backward_s=backward_s + host_bwd,
         weight_s=weight_grad,
         gemm_s=gemm + (gemm_fwd if full else 0.0),
-        comm_s={**comm, "host": host_fwd * (2 if full else 1) + host_bwd},
+        comm_s={**comm, "host": host_fwd + host_bwd},  # host_bwd covers the rerun forward's launches
     )
 
 

@@ -110,3 +110,16 @@ def test_routed_experts_launch_one_gemm_per_local_expert():
     few, many = (run(ep=ep, **kw).breakdown_s["host_overhead_s"] for ep in (16, 2))
     layers = moe.layers
     assert many - few == pytest.approx(layers * 2 * 7 * 3 * host_s, rel=0.02)
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_the_breakdowns_host_part_is_what_the_host_adds_to_the_step(recompute):
+    """One stage, no data parallelism: the host's waits are the only difference between a step
+    with host time and without, so the breakdown's host part must be that difference, also when
+    full recomputation launches the forward's kernels again (once, within the backward)."""
+    slow = run(host_launch_s=50e-6, global_batch=4, recompute=recompute)
+    fast = run(host_launch_s=0.0, global_batch=4, recompute=recompute)
+    added_s = slow.metrics["iteration_time_s"] - fast.metrics["iteration_time_s"]
+    assert added_s > 0
+    assert slow.breakdown_s["host_overhead_s"] == pytest.approx(added_s, rel=1e-6)  # the pipeline runs in integer ns
+    assert all(value >= 0.0 for value in slow.breakdown_s.values()), slow.breakdown_s
