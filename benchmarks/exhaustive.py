@@ -111,21 +111,22 @@ def main() -> None:
 @contextlib.contextmanager
 def _cluster(nodes: int | None) -> Iterator[str | None]:
     """A multi-node Ray cluster on this machine (a head with no CPUs and `nodes` worker nodes
-    splitting its CPUs, with dse's token authentication); yields its address, or None without
-    `nodes`."""
+    splitting its CPUs, on loopback with dse's token authentication); yields its address, or
+    None without `nodes`."""
     if not nodes:
         yield None
         return
     from ray.cluster_utils import Cluster
 
-    from dse.search.ray_cluster import restore_settings, use_token_auth
+    from dse.search.ray_cluster import LOOPBACK, restore_settings, use_loopback, use_token_auth
 
     use_token_auth()
-    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
+    use_loopback()
+    cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 0, "node_ip_address": LOOPBACK})
     cpus = max(1, (os.cpu_count() or 1) // nodes)
     try:
         for _ in range(nodes):
-            cluster.add_node(num_cpus=cpus)
+            cluster.add_node(num_cpus=cpus, node_ip_address=LOOPBACK)
         cluster.wait_for_nodes()
         print(f"cluster: {nodes} worker nodes of {cpus} CPUs at {cluster.address}")
         yield cluster.address
