@@ -13,7 +13,7 @@ by the plans found before it (dse/search/exhaustive.py: pruned, the front unchan
 `--scale 10m`: the issue's second target, 10^7 plans in at most 10 minutes on a Ray cluster of a
 few nodes. Its example is GPT-3 175B with Calculon's knobs (Isaev et al. 2023: parallel degrees,
 micro-batch, recompute, sequence parallelism, TP overlap, optimizer sharding and offload) grown
-by GPU type, GPU count, fabric and NIC speed: 13.9 million combinations, 10.3 million distinct
+by GPU type, GPU count, fabric and NIC speed: 13.9 million combinations, 10.2 million distinct
 plans. `--nodes N` runs it on a multi-node cluster simulated on this machine (ray.cluster_utils:
 a head with no CPUs and N worker nodes sharing this machine's CPUs), joined by its address as
 `dse search --ray-address ADDR` joins a real one.
