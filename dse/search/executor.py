@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -59,6 +59,7 @@ class Usage:
     store_capacity_bytes: int = 0  # the Ray object store's size (0: no Ray)
     store_peak_bytes: int = 0  # the most of it in use when sampled
     where: str = ""  # for `--ray-address local`: in this process, or when and why a private Ray started
+    tasks_by_node: dict[str, int] = field(default_factory=dict)  # Ray node id -> tasks it ran (empty: no Ray)
 
     @property
     def utilisation(self) -> float:
@@ -69,6 +70,7 @@ class Usage:
         per_task = self.candidates / self.tasks if self.tasks else 0.0
         overall = self.busy_s / (wall_s * self.cpus) if wall_s > 0 else 0.0
         crashed = f"; {self.crashes} tasks lost their worker" if self.crashes else ""
+        nodes = f" on {len(self.tasks_by_node)} nodes" if len(self.tasks_by_node) > 1 else ""
         store = (
             f"; object store peak {self.store_peak_bytes / 2**20:.1f} of {self.store_capacity_bytes / 2**20:.0f} MiB"
             if self.store_capacity_bytes
@@ -77,7 +79,7 @@ class Usage:
         return (
             f"workers: {self.busy_s:.1f} CPU-s of evaluation on {self.cpus} CPUs: busy {self.utilisation:.0%} "
             f"while evaluations were in flight ({self.span_s:.1f} s), {overall:.0%} of the whole run ({wall_s:.1f} s); "
-            f"{self.tasks} tasks of {per_task:.1f} candidates{store}{crashed}"
+            f"{self.tasks} tasks of {per_task:.1f} candidates{nodes}{store}{crashed}"
             + (f"\n{self.where}" if self.where else "")
         )
 
@@ -198,12 +200,14 @@ class InProcessExecutor:
         """How many more candidates of `evaluator` the caller expects to ask for after the next
         run (a hint: only LocalExecutor uses it)."""
 
-    def _account(self, evaluator, candidates: int, busy_s: float) -> None:
+    def _account(self, evaluator, candidates: int, busy_s: float, node: str | None = None) -> None:
         self._sizer.learn(evaluator, candidates, busy_s)
         with self._lock:
             self.usage.busy_s += busy_s
             self.usage.tasks += 1
             self.usage.candidates += candidates
+            if node is not None:
+                self.usage.tasks_by_node[node] = self.usage.tasks_by_node.get(node, 0) + 1
 
     def close(self) -> None:
         pass
@@ -227,7 +231,7 @@ class RayExecutor(InProcessExecutor):
         self.usage.store_capacity_bytes = int(resources.get("object_store_memory", 0))
         self._store_sampled_at = 0.0
         self._refs: dict[int, tuple[Evaluator, Any]] = {}
-        self._task = ray.remote(max_retries=MAX_RETRIES)(_evaluate_chunk)
+        self._task = ray.remote(max_retries=MAX_RETRIES)(_evaluate_chunk_on_node)
         self._lost = (ray.exceptions.WorkerCrashedError, ray.exceptions.RayTaskError, ray.exceptions.NodeDiedError)
         self._lost += (ray.exceptions.OutOfMemoryError,)
 
@@ -251,7 +255,7 @@ class RayExecutor(InProcessExecutor):
                 self._sample_store()
                 positions = pending.pop(done[0])
                 try:
-                    outcomes, busy_s = ray.get(done[0])
+                    outcomes, busy_s, node = ray.get(done[0])
                 except self._lost as exc:
                     self.usage.crashes += 1
                     if len(positions) > 1:  # find the candidate that brings its worker down
@@ -259,7 +263,7 @@ class RayExecutor(InProcessExecutor):
                     else:
                         yield [(positions[0], Outcome(error=_crash_message(exc)))]
                     continue
-                self._account(evaluator, len(outcomes), busy_s)
+                self._account(evaluator, len(outcomes), busy_s, node)
                 yield list(zip(positions, outcomes))
         finally:
             self._end()
@@ -381,6 +385,14 @@ def _evaluate_chunk(evaluator: Evaluator, chunk: list[dict[str, Any]]) -> tuple[
     start = time.perf_counter()
     outcomes = evaluator.simulate_many(chunk)
     return outcomes, time.perf_counter() - start
+
+
+def _evaluate_chunk_on_node(evaluator: Evaluator, chunk: list[dict[str, Any]]) -> tuple[list[Outcome], float, str]:
+    """A Ray task: `_evaluate_chunk`'s answer and the id of the node that ran it, so a run on a
+    cluster shows whether its work spread over the nodes (Usage.tasks_by_node)."""
+    import ray
+
+    return (*_evaluate_chunk(evaluator, chunk), ray.get_runtime_context().get_node_id())
 
 
 def _crash_message(exc: Exception) -> str:

@@ -39,11 +39,9 @@ def start_private(**init_args) -> Path:
     """Start a private Ray on loopback with token authentication; returns its run directory."""
     reap_dead_runs()
     use_token_auth()
-    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is first imported...
+    use_loopback()
     import ray
-    from ray._private import ray_constants
 
-    ray_constants.ENABLE_RAY_CLUSTER = False  # ...so also here, in case ray was imported before
     run_dir = _new_run_dir()
     ray.init(address="local", _node_ip_address=LOOPBACK, _temp_dir=str(run_dir), include_dashboard=False, **init_args)
     if ray.util.get_node_ip_address() != LOOPBACK:  # never leave a cluster open to the network
@@ -57,13 +55,23 @@ def use_token_auth() -> None:
     (their processes read RAY_AUTH_MODE and RAY_AUTH_TOKEN); `stop_private` puts the settings
     back. Ray's config is re-read, since it reads RAY_AUTH_MODE once, at import, and a driver
     keeps the first token it loads: a later cluster of this process must use the same one."""
-    for name in _SETTINGS:
-        _saved.setdefault(name, os.environ.get(name))
+    _save_settings()
     os.environ["RAY_AUTH_MODE"] = "token"
     os.environ["RAY_AUTH_TOKEN"] = _TOKEN
     from ray._raylet import Config
 
     Config.initialize("")
+
+
+def use_loopback() -> None:
+    """Ray processes started from here on take 127.0.0.1 as their node's address and bind only
+    that (a private cluster; a multi-node cluster on this machine, ray.cluster_utils, whose nodes
+    a test or benchmark starts with `node_ip_address=LOOPBACK`); `restore_settings` undoes it."""
+    _save_settings()
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"  # read when ray is first imported...
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False  # ...so also here, in case ray was imported before
 
 
 def stop_private(run_dir: Path) -> None:
@@ -74,6 +82,12 @@ def stop_private(run_dir: Path) -> None:
     ray.shutdown()
     shutil.rmtree(run_dir, ignore_errors=True)
     restore_settings()
+
+
+def _save_settings() -> None:
+    """Note the settings' values before this process first changes them (`restore_settings`)."""
+    for name in _SETTINGS:
+        _saved.setdefault(name, os.environ.get(name))
 
 
 def restore_settings() -> None:

@@ -2,8 +2,8 @@
 middle of a study, a candidate that kills its worker process every time, the driver killed and
 the study resumed, and `dse batch` of shipped specs across the nodes.
 
-One cluster (a head with no CPUs and two one-CPU worker nodes) serves the module; this process
-joins it as the driver the way `dse search --ray-address ADDR` does.
+One cluster (tests/dse/search/conftest.py: a head with no CPUs and two one-CPU worker nodes)
+serves the module; this process joins it as the driver the way `dse search --ray-address ADDR` does.
 """
 
 import dataclasses
@@ -24,7 +24,6 @@ from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import KNOBS, SearchSpace
 from dse.search.engine import RunSettings, run_search
 from dse.search.executor import MAX_RETRIES, SINGLE_RETRIES, RayExecutor
-from dse.search.ray_cluster import restore_settings, use_token_auth
 from dse.search.study_table import trials_frame
 from dse.spec import load_study
 from dse.study import resolve_study
@@ -32,28 +31,6 @@ from tests.conftest import TINY_PARAMS, TINY_SPEC
 
 pytestmark = pytest.mark.slow
 ROOT = Path(__file__).resolve().parents[3]
-
-
-@pytest.fixture(scope="module")
-def cluster():
-    cluster_utils = pytest.importorskip("ray.cluster_utils")
-    import ray
-
-    # The cluster authenticates with this process's token, as dse's private one does: a driver
-    # keeps the first token it loads, so a process that ran a private Ray joins only such clusters.
-    use_token_auth()
-    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 0})
-    for _ in range(2):
-        cluster.add_node(num_cpus=1)
-    cluster.wait_for_nodes()
-    driver = RayExecutor(cluster.address)  # joins as dse does: worker env, Numba threads pinned
-    try:
-        yield cluster
-    finally:
-        driver.close()
-        ray.shutdown()
-        cluster.shutdown()
-        restore_settings()
 
 
 def test_a_worker_node_lost_mid_study_costs_no_trial(cluster, write_spec, tmp_path):
