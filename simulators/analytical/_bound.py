@@ -22,7 +22,7 @@ from simulators.analytical._layer import output_layer, per_layer_plan
 from simulators.analytical._layer_costs import layer_costs
 from simulators.analytical._stage_costs import send_s
 from simulators.analytical._training import TrainingResult, _host_shares, _metrics
-from simulators.workload import MemoryBreakdown, TrainingCandidate, stage_layer_kinds, training_memory
+from simulators.workload import MemoryBreakdown, TrainingCandidate, stage_layer_kinds, training_memory_batch
 
 NS_ROUNDING_S = 1.5e-9  # the most the pipeline kernel's rounding takes from one F + B + W
 
@@ -64,7 +64,7 @@ def floor_training_batch(
     the candidates' `training_memory`, where the caller has it."""
     floors = np.array([step_floor_s(c) for c in candidates], dtype=np.float64)
     if memories is None:
-        memories = [training_memory(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates]
+        memories = training_memory_batch([(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates])
     metrics = _metrics(candidates, floors, memories)
     return [
         TrainingResult(m, None, memory, c.system.gpu, *_host_shares(c))

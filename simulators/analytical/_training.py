@@ -37,7 +37,6 @@ from simulators.workload import (
     TrainingCandidate,
     model_flops,
     recomputed_flops,
-    training_memory,
     training_memory_batch,
 )
 
@@ -89,11 +88,8 @@ class TrainingResult:
 def memory_only(candidates: Sequence[TrainingCandidate]) -> list[TrainingResult]:
     """Each candidate's memory and whether it fits, without simulating its step (no metrics):
     what the exact mode asks before simulating only the plans that fit."""
-    out = []
-    for c in candidates:
-        memory = training_memory(c.model, c.plan, c.system.memory_reserve_gib)
-        out.append(TrainingResult({}, None, memory, c.system.gpu, *_host_shares(c)))
-    return out
+    memories = training_memory_batch([(c.model, c.plan, c.system.memory_reserve_gib) for c in candidates])
+    return [TrainingResult({}, None, memory, c.system.gpu, *_host_shares(c)) for c, memory in zip(candidates, memories)]
 
 
 def simulate_training(candidate: TrainingCandidate) -> TrainingResult:
