@@ -113,8 +113,10 @@ def adam_step_s(gpu: GpuSpec, plan: ParallelPlan, dense: float, expert: float) -
 
 
 def cost_schedule(plan: ParallelPlan) -> str:
-    """The schedule as costs per micro-batch see it: only whether weight gradients are deferred."""
-    return "zb-h1" if plan.defers_weight_grad else "1f1b"
+    """The schedule as costs per micro-batch see it: only whether weight gradients are deferred,
+    which a one-stage pipeline (no bubble to fill) does not do: there zero bubble is 1F1B, as the
+    study's canonical plans have it."""
+    return "zb-h1" if plan.defers_weight_grad and plan.pp > 1 else "1f1b"
 
 
 @cache

@@ -24,10 +24,9 @@ DENSE = ModelSpec(
 
 
 def tp_comm_s(model, network, overlap, tp=4, seq_len=2048, **settings):
-    plan = ParallelPlan(
-        tp=tp, pp=1, dp=1, micro_batch=1, global_batch=1, seq_len=seq_len, tp_comm_overlap=overlap, **settings
-    )
-    system = TrainingSystem(GPU, tp, network=network, compute_fraction=1.0)
+    shape = {"pp": 1, "global_batch": 1, **settings}
+    plan = ParallelPlan(tp=tp, dp=1, micro_batch=1, seq_len=seq_len, tp_comm_overlap=overlap, **shape)
+    system = TrainingSystem(GPU, tp * plan.pp, network=network, compute_fraction=1.0)
     return simulate_training(TrainingCandidate(model, system, plan)).breakdown_s["tp_comm_s"]
 
 
@@ -93,8 +92,13 @@ def test_the_input_gradients_collective_hides_under_the_weight_gradient_unless_z
     whole = wide.layers * 2 * 2 * sum(each.values())  # two blocks, forward and backward
     settings = {"sequence_parallel": sequence_parallel}
     assert tp_comm_s(wide, network, False, **settings) == pytest.approx(whole - wide.layers * 2 * hidden, rel=1e-6)
-    deferred = tp_comm_s(wide, network, False, **settings, schedule="zb-h1")
-    assert deferred == pytest.approx(whole, rel=1e-6)
+    # A one-stage pipeline has no bubble to fill: zero bubble runs as 1F1B there (as the study's
+    # canonical plans have it); over two stages (a layer each, two micro-batches) it defers.
+    assert tp_comm_s(wide, network, False, **settings, schedule="zb-h1") == pytest.approx(
+        whole - wide.layers * 2 * hidden, rel=1e-6
+    )
+    deferred = tp_comm_s(wide, network, False, **settings, schedule="zb-h1", pp=2, global_batch=2)
+    assert deferred == pytest.approx(2 * whole / wide.layers, rel=1e-6)
 
 
 def test_overlap_hides_most_of_a_large_models_tensor_parallel_traffic_on_nvlink():
