@@ -71,3 +71,17 @@ def test_the_search_waits_for_each_level_in_ladder_order_and_ends_the_process(wr
     resolved = resolve_study(load_study(write_spec(both)))
     run_search(resolved, RunSettings(tmp_path / "out", None, "off"))
     assert calls == [("start", ("flow", "packet"), "off"), ("wait", "flow"), ("wait", "packet"), ("close",)]
+
+
+def test_an_index_whose_data_is_not_written_yet_is_not_compiled(monkeypatch, tmp_path):
+    """numba writes a kernel's cache index before its data: a warm-up seen between the two (and
+    closed then) must not count the kernel as in the cache."""
+    from simulators.fidelity._warmup import compiled
+
+    (kernel,) = LEVELS["flow"].kernels()
+    cache_file = kernel._cache._cache_file
+    monkeypatch.setattr(cache_file, "_load_index", lambda: {("sig", "target"): "kernel-1.nbc"})
+    monkeypatch.setattr(cache_file, "_data_path", lambda name: str(tmp_path / name))
+    assert not compiled(["flow"])
+    (tmp_path / "kernel-1.nbc").write_bytes(b"data")
+    assert compiled(["flow"])
