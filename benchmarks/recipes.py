@@ -7,7 +7,9 @@ this builds a study of the same model, GPU type and count, sequence length, prec
 global batch, with the knobs Megatron-Core offers for that model (and the recipe's own settings: CUDA
 graphs, gradient dtype, Transformer Engine's TP overlap), evaluates every plan of it
 with dse's own evaluator (the exact mode of `dse search`: `SearchSpace.grid` then
-`Evaluator.evaluate_many`), and ranks the feasible plans by predicted step time.
+`Evaluator.evaluate_many`), and ranks the feasible plans by predicted step time. Memory is
+judged as `dse search` judges it, with the spec's default reserve (hardware.memory_reserve_gib),
+so a plan that fills HBM to the last hundred MiB is no alternative to a vendor's plan.
 
 Per recipe it reports:
 - rank: 1 + the number of feasible plans dse predicts strictly faster than the published one
