@@ -143,3 +143,26 @@ def test_local_never_starts_a_ray_for_work_that_already_runs_on_every_cpu_here(m
     got = dict(pair for group in executor.run(level, [{"i": i} for i in range(12)]) for pair in group)
     assert sorted(got) == list(range(12)) and _StandInRay.starts == starts
     assert len(level.threads) == 3  # the first chunk here, then both CPUs' threads
+
+
+def test_an_evaluating_process_collects_garbage_less_often():
+    """Chunks run with GC_THRESHOLDS (the memo tables' millions of objects made the default
+    thresholds cost a fifth of a cold evaluation); the process's own are put back here."""
+    import gc
+
+    from dse.search.executor import GC_THRESHOLDS
+
+    before = gc.get_threshold()
+    seen = []
+
+    class Probe(_Timed):
+        def simulate_many(self, chunk):
+            seen.append(gc.get_threshold())
+            return super().simulate_many(chunk)
+
+    try:
+        gc.set_threshold(700, 10, 10)
+        list(InProcessExecutor().run(Probe(0.0), [{"i": i} for i in range(3)]))
+    finally:
+        gc.set_threshold(*before)
+    assert seen and set(seen) == {GC_THRESHOLDS}
