@@ -41,7 +41,8 @@ def test_tiny_experts_leave_most_sms_idle_unless_fused():
     round_s = gemm_time_s(H100, 128, 128, 4096, TE_COMPUTE_STREAMS, "bf16")
     assert multi == pytest.approx(rounds * round_s)
     assert fused / (H100.sm_count // TE_COMPUTE_STREAMS) < round_s < fused
-    assert 1.2 * fused < multi < rounds / math.ceil(128 / H100.sm_count) * fused
+    # (so multi < rounds x fused follows from the two lines above) and here well above one wave:
+    assert multi > 1.2 * fused
 
 
 def test_experts_that_fill_the_gpu_cost_the_same_either_way():
