@@ -13,6 +13,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from simulators._memo import trim
 from simulators.network import Network, collective_time_s
 from simulators.workload import Collective
 from simulators.workload._memory import WEIGHT_BYTES
@@ -30,6 +31,7 @@ _PRICES: dict[tuple[Network, str, float, int, int], float] = {}
 def price_collectives(network: Network, rows: Iterable[Row]) -> None:
     """Memoise the seconds of every row not priced yet: the fastest NCCL algorithm (0 for one
     rank or no bytes), times the network's measured slowdown of that collective."""
+    trim(_PRICES)
     todo: dict[str, dict[Row, None]] = defaultdict(dict)
     for row in rows:
         if (network, *row) not in _PRICES:

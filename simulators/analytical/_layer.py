@@ -12,8 +12,8 @@ import dataclasses
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from functools import cache
 
+from simulators._memo import plan_memo
 from simulators.hardware import (
     GpuSpec,
     attention_time_s,
@@ -119,7 +119,7 @@ def cost_schedule(plan: ParallelPlan) -> str:
     return "zb-h1" if plan.defers_weight_grad and plan.pp > 1 else "1f1b"
 
 
-@cache
+@plan_memo
 def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
     """The plan with what a layer's cost does not depend on normalised (pipeline shape, batch
     size, the schedule but for whether it defers weight gradients; the data-parallel degree and
@@ -173,12 +173,12 @@ def layer_blocks(
     return _layer_blocks(model, gpu, _kernels_plan(plan), layer_index, calibration, compute_fraction)
 
 
-@cache
+@plan_memo
 def _kernels_plan(plan: ParallelPlan) -> ParallelPlan:
     return plan if plan.schedule == "1f1b" else dataclasses.replace(plan, schedule="1f1b")
 
 
-@cache
+@plan_memo
 def _layer_blocks(
     model: ModelSpec,
     gpu: GpuSpec,
@@ -319,7 +319,7 @@ def _recompute_parts(
     )
 
 
-@cache
+@plan_memo
 def output_layer(
     model: ModelSpec, gpu: GpuSpec, plan: ParallelPlan, calibration: str | None = None, compute_fraction: float = 1.0
 ) -> Block:

@@ -10,8 +10,8 @@ import functools
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 
+from simulators._memo import plan_memo
 from simulators.analytical._collective_prices import priced_s
 from simulators.analytical._layer import layer_blocks
 from simulators.hardware import GpuSpec
@@ -32,7 +32,7 @@ class LayerCosts:
     comm_s: Mapping[str, float]  # exposed, by group: tp, cp, ep, dp (ZeRO-3 gathers); host: launch waits
 
 
-@cache
+@plan_memo
 def layer_costs(
     model: ModelSpec,
     gpu: GpuSpec,

@@ -10,11 +10,11 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 from typing import ClassVar, NamedTuple
 
 import numpy as np
 
+from simulators._memo import plan_memo, trim
 from simulators.analytical._collective_prices import collective_rows, collective_s, price_collectives, priced_s
 from simulators.analytical._layer import adam_step_s, cost_schedule, output_layer, per_layer_plan
 from simulators.analytical._layer_costs import LayerCosts, layer_costs
@@ -87,6 +87,8 @@ def stage_costs_batch(candidates: Sequence[TrainingCandidate]) -> list[Stages]:
     """`stage_costs` of many candidates: the stages not met before are priced per distinct
     shape (a stage's compute by its layers, its step part by its data-parallel shape), the
     step's collectives of all of them gathered and priced together."""
+    trim(_STAGES)
+    trim(_STEPS)
     keys = [_stage_key(c) for c in candidates]
     new = [key for key in dict.fromkeys(keys) if key not in _STAGES]
     _price_steps(new)
@@ -121,14 +123,14 @@ def busiest_stage(candidate: TrainingCandidate) -> int:
     return busy.index(max(busy))
 
 
-@cache
+@plan_memo
 def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
     """Costs per micro-batch do not depend on how many there are, nor on the schedule but for
     whether it defers weight gradients: one key for every global batch and schedule."""
     return dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule=cost_schedule(plan))
 
 
-@cache
+@plan_memo
 def _step_plan(plan: ParallelPlan) -> ParallelPlan:
     """What the step's data-parallel collectives and optimizer read of a plan (parallel degrees,
     the stage split, ZeRO, gradient bytes, offload), the rest normalised: plans that differ in
@@ -241,7 +243,7 @@ def _kind_costs(
     }
 
 
-@cache
+@plan_memo
 def _stage_compute(
     shared: tuple,
     kinds: tuple[tuple[bool, int], ...],

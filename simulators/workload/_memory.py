@@ -103,13 +103,14 @@ def stage_layers(model: ModelSpec, plan: ParallelPlan, stage: int) -> list[int]:
 
 def stage_layer_kinds(model: ModelSpec, plan: ParallelPlan, stage: int) -> dict[bool, int]:
     """How many dense (False) and MoE (True) layers pipeline stage `stage` holds."""
-    return dict(_layer_kinds(model.layers, model.moe_layers, plan.pp, plan.vpp, plan.split, stage))
+    return dict(layer_kinds_by_shape(model.layers, model.moe_layers, plan.pp, plan.vpp, plan.split, stage))
 
 
 @cache
-def _layer_kinds(
+def layer_kinds_by_shape(
     layers: int, moe_layers: int, pp: int, vpp: int, split: tuple, stage: int
 ) -> tuple[tuple[bool, int], ...]:
+    """`stage_layer_kinds` keyed by the pipeline shape alone, so plans of one shape share it."""
     bounds = _bounds(layers, pp, vpp, split)
     dense_end = layers - moe_layers
     dense = total = 0
@@ -126,15 +127,16 @@ def stage_params(model: ModelSpec, plan: ParallelPlan, stage: int) -> tuple[floa
     Attention, dense and shared-expert MLPs, embeddings are split over tp (norms and the router
     are replicated); routed experts are split over ep, and each expert's MLP over etp.
     """
-    return _stage_params(model, plan.tp, plan.ep, plan.etp, plan.pp, plan.vpp, plan.split, stage)
+    return stage_params_by_shape(model, plan.tp, plan.ep, plan.etp, plan.pp, plan.vpp, plan.split, stage)
 
 
 @cache
-def _stage_params(
+def stage_params_by_shape(
     model: ModelSpec, tp: int, ep: int, etp: int, pp: int, vpp: int, split: tuple, stage: int
 ) -> tuple[float, float]:
+    """`stage_params` keyed by the parallel shape alone, so plans of one shape share it."""
     h = model.hidden
-    kinds = dict(_layer_kinds(model.layers, model.moe_layers, pp, vpp, split, stage))
+    kinds = dict(layer_kinds_by_shape(model.layers, model.moe_layers, pp, vpp, split, stage))
     attention = model.attention_params / tp + 2 * h
     dense = kinds.get(False, 0) * (attention + model.mlp_matrices * h * model.ffn_hidden / tp)
     expert = 0.0

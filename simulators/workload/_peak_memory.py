@@ -17,6 +17,7 @@ from functools import cache
 
 import numpy as np
 
+from simulators._memo import trim
 from simulators.models import ModelSpec
 from simulators.workload._memory import (
     ACTIVATION_BYTES,
@@ -26,12 +27,12 @@ from simulators.workload._memory import (
     WEIGHT_BYTES,
     ZERO3_MAX_LIVE_PARAMS,
     MemoryBreakdown,
-    _layer_kinds,
-    _stage_params,
     in_flight_chunks,
     in_flight_rows,
     layer_activation_bytes,
+    layer_kinds_by_shape,
     stage_layer_kinds,
+    stage_params_by_shape,
 )
 from simulators.workload._plan import ParallelPlan
 
@@ -47,6 +48,7 @@ def training_memory(model: ModelSpec, plan: ParallelPlan, memory_reserve_gib: fl
 
 def training_memory_batch(items: Sequence[tuple[ModelSpec, ParallelPlan, float]]) -> list[MemoryBreakdown]:
     """`training_memory` of many (model, plan, memory_reserve_gib) at once."""
+    trim(_MEMORY)
     new = [key for key in dict.fromkeys(items) if key not in _MEMORY]
     if new:
         _MEMORY.update(zip(new, _peaks(new)))
@@ -58,9 +60,9 @@ def _stage_table(model: ModelSpec, tp: int, ep: int, etp: int, pp: int, vpp: int
     """(pp, 4): each stage's dense and MoE layer counts and dense and expert parameters."""
     rows = []
     for stage in range(pp):
-        kinds = dict(_layer_kinds(model.layers, model.moe_layers, pp, vpp, split, stage))
+        kinds = dict(layer_kinds_by_shape(model.layers, model.moe_layers, pp, vpp, split, stage))
         rows.append(
-            (kinds.get(False, 0), kinds.get(True, 0), *_stage_params(model, tp, ep, etp, pp, vpp, split, stage))
+            (kinds.get(False, 0), kinds.get(True, 0), *stage_params_by_shape(model, tp, ep, etp, pp, vpp, split, stage))
         )
     return np.array(rows, dtype=float)
 

@@ -11,7 +11,7 @@ import random
 import numpy as np
 import pytest
 
-from simulators import PlanError
+from simulators import PlanError, _memo
 from simulators.analytical import _collective_prices, _layer, _layer_costs, _stage_costs, simulate_training_batch
 from simulators.analytical._collective_prices import collective_s, price_collectives
 from simulators.analytical._stage_costs import stage_costs
@@ -129,3 +129,25 @@ def test_plans_differing_only_in_what_the_step_reads_get_their_own_step_costs(ze
     first, second = (stages.costs for stages in _stage_costs.stage_costs_batch([fp32, bf16]))
     for wide, narrow in zip(first, second):
         assert narrow.grad_sync_s < wide.grad_sync_s and narrow.forward_s == wide.forward_s
+
+
+def test_bounded_memo_tables_forget_without_changing_an_answer(monkeypatch):
+    """With room for a handful of entries, the tables are trimmed before every batch, so they
+    stay within the bound plus what one batch adds, and every plan still gets what it gets
+    with tables that forget nothing."""
+    candidates = _varied_candidates(120)
+    _forget_everything()
+    unbounded = simulate_training_batch(candidates, breakdown=False)
+    monkeypatch.setattr(_memo, "MEMO_ENTRIES", 8)
+    _forget_everything()
+    batch = 15
+    tables = (_stage_costs._STAGES, _stage_costs._STEPS, _collective_prices._PRICES, _peak_memory._MEMORY)
+    for start in range(0, len(candidates), batch):
+        chunk = candidates[start : start + batch]
+        results = simulate_training_batch(chunk, breakdown=False)
+        for candidate, bounded, reference in zip(chunk, results, unbounded[start : start + batch]):
+            assert bounded.metrics == reference.metrics and bounded.memory == reference.memory, candidate.plan
+        assert len(_stage_costs._STAGES) <= 8 + batch and len(_peak_memory._MEMORY) <= 8 + batch
+    assert max(len(table) for table in tables) > 8  # the batches did add beyond the bound
+    simulate_training_batch(candidates[:1], breakdown=False)
+    assert len(_stage_costs._STAGES) <= 8 + 1 and len(_peak_memory._MEMORY) <= 8 + 1
