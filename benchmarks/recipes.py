@@ -5,7 +5,8 @@ tuned by hand come out near the top too. For every public row of ../shared/valid
 from a tuned vendor recipe (NeMo and Megatron-Bridge performance summaries, MLPerf Training),
 this builds a study of the same model, GPU type and count, sequence length, precision and
 global batch, with the knobs Megatron-Core offers for that model (and the recipe's own settings: CUDA
-graphs, gradient dtype, Transformer Engine's TP overlap), evaluates every plan of it
+graphs, gradient dtype, Transformer Engine's TP overlap; for a model NVIDIA runs on an explicit
+pipeline layout per shape, DeepSeek-V3, those layouts as training.pipeline_layouts), evaluates every plan of it
 with dse's own evaluator (the exact mode of `dse search`: `SearchSpace.grid` then
 `Evaluator.evaluate_many`), and ranks the feasible plans by predicted step time. Memory is
 judged as `dse search` judges it, with the spec's default reserve (hardware.memory_reserve_gib),
