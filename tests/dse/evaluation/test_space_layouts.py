@@ -129,6 +129,7 @@ def test_simulate_and_search_run_the_layouts_end_to_end(write_spec, tmp_path, ca
     )
     loaded = json.loads(capsys.readouterr().out)
     assert listed["feasible"] and loaded["feasible"]
+    assert listed["layers_per_stage"] == [7, 9, 9, 7] and loaded["layers_per_stage"] == [7, 7, 7, 11]
     assert loaded["metrics"]["iteration_time_s"] > listed["metrics"]["iteration_time_s"]
     out = tmp_path / "out"
     search = ["search", str(spec), "--out", str(out), "--sampler", "exhaustive", "--ray-address", "off"]
