@@ -5,7 +5,8 @@ tuned by hand come out near the top too. For every public row of ../shared/valid
 from a tuned vendor recipe (NeMo and Megatron-Bridge performance summaries, MLPerf Training),
 this builds a study of the same model, GPU type and count, sequence length, precision and
 global batch, with the knobs Megatron-Core offers for that model (and the recipe's own settings: CUDA
-graphs, gradient dtype, Transformer Engine's TP overlap), evaluates every plan of it
+graphs, gradient dtype, Transformer Engine's TP overlap; for a model NVIDIA runs on an explicit
+pipeline layout per shape, DeepSeek-V3, those layouts as training.pipeline_layouts), evaluates every plan of it
 with dse's own evaluator (the exact mode of `dse search`: `SearchSpace.grid` then
 `Evaluator.evaluate_many`), and ranks the feasible plans by predicted step time. Memory is
 judged as `dse search` judges it, with the spec's default reserve (hardware.memory_reserve_gib),
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from accuracy_training import DEFAULT_CSV, Skip, build_model, build_plan, step_flops
+from accuracy_training import DEFAULT_CSV, RECIPE_LAYOUTS, Skip, build_model, build_plan, step_flops
 
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.space import SearchSpace
@@ -120,9 +121,9 @@ def measured_step_s(row: dict[str, str], model: ModelSpec, plan: ParallelPlan) -
 def read_recipe(row: dict[str, str]) -> Recipe:
     model = build_model(row)
     plan, _ = build_plan(row)
-    # The search space splits the layers by its knobs (pipeline_split); a recipe's explicit
-    # layout is not one of them, so the published plan must be expressible without it.
-    if problem := pp_problem(model, plan.pp, plan.vpp, plan.pipeline_split):
+    # The search space splits the layers by its knobs (pipeline_split) or, for the shapes the
+    # model's recipes give one, by their layout (recipe_layouts): the published plan must be one.
+    if plan.pipeline_layout is None and (problem := pp_problem(model, plan.pp, plan.vpp, plan.pipeline_split)):
         raise Skip(f"published plan not expressible in the search space: {problem}")
     return Recipe(row, model, plan, measured_step_s(row, model, plan))
 
@@ -134,21 +135,40 @@ def domain_gpus(row: dict[str, str], num_gpus: int) -> int:
     return max(p for p in POWERS if p <= domain and num_gpus % p == 0)
 
 
+def recipe_layouts(recipe: Recipe) -> dict[tuple[int, int], tuple[int, ...]]:
+    """The pipeline layouts NVIDIA's recipes give the model, by (pp, vpp), for pp dividing the
+    GPUs (accuracy_training.RECIPE_LAYOUTS): Megatron-Bridge runs DeepSeek-V3 with one per shape."""
+    n = int(recipe.row["num_gpus"])
+    return {
+        (pp, vpp): layout
+        for (name, pp, vpp), layout in RECIPE_LAYOUTS.items()
+        if name == recipe.row["model"] and n % pp == 0
+    }
+
+
 def knobs(recipe: Recipe) -> dict[str, list]:
     """What Megatron-Core lets the recipe's author choose for this model, GPU count and batch,
     the published values always among them. TP stays inside the NVLink domain (no recipe of
-    the file crosses it), CP only for long sequences, EP over divisors of the experts."""
+    the file crosses it), CP only for long sequences, EP over divisors of the experts; pp and
+    vpp also where a recipe layout of the model (recipe_layouts) splits the layers."""
     model, plan, n = recipe.model, recipe.plan, int(recipe.row["num_gpus"])
+    layouts = recipe_layouts(recipe)
     domain = domain_gpus(recipe.row, n)
     tps = [t for t in POWERS if t <= min(8, domain) and n % t == 0 and not tp_problem(model, t)]
     splits = ["even", "embedding+loss"]  # Megatron's --account-for-embedding/loss-in-pipeline-split
-    pps = [p for p in (1, 2, 4, 8, 16) if n % p == 0 and any(not pp_problem(model, p, 1, s) for s in splits)]
+    pps = [
+        p
+        for p in (1, 2, 4, 8, 16)
+        if n % p == 0 and (any(not pp_problem(model, p, 1, s) for s in splits) or any(q == p for q, _ in layouts))
+    ]
     cps = [c for c in POWERS[:4] if c == 1 or plan.seq_len // c >= MIN_CP_CHUNK_TOKENS]
     eps = [e for e in POWERS if e <= n and not ep_problem(model, e)] if model.moe_experts else [1]
     vpps = [
         v
         for v in (1, 2, 3, 4, 5, 6, 8)
-        if v == 1 or any(p > 1 and not pp_problem(model, p, v, s) for p in pps for s in splits)
+        if v == 1
+        or any(p > 1 and not pp_problem(model, p, v, s) for p in pps for s in splits)
+        or any((p, v) in layouts for p in pps)
     ]
     values = {
         "tp": tps,
@@ -189,6 +209,7 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
     row, plan, n = recipe.row, recipe.plan, int(recipe.row["num_gpus"])
     domain = domain_gpus(row, n)
     nic_gbps = float(row["nic_gbps_per_gpu"]) if row["nic_gbps_per_gpu"] else get_gpu(row["gpu"]).nic_gbps
+    search = knobs(recipe)
     raw = {
         "name": "recipe-" + row["id"].replace("_", "-"),
         "model": recipe.model,
@@ -202,13 +223,18 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
             "cuda_graphs": plan.cuda_graphs,
             "moe_a2a_overlap": plan.moe_a2a_overlap,
             "moe_grouped_gemm": plan.moe_grouped_gemm,
+            "pipeline_layouts": [
+                {"pp": pp, "vpp": vpp, "layers": list(layout)}
+                for (pp, vpp), layout in recipe_layouts(recipe).items()
+                if pp in search["pp"] and vpp in search["vpp"]
+            ],
         },
         "hardware": {
             "gpu": [row["gpu"]],
             "num_gpus": [n],
             "fabric": {"gpus_per_server": domain, "nics_per_server": domain, "nic_gbps": [nic_gbps]},
         },
-        "search": {**knobs(recipe), "global_batch": [plan.global_batch], "schedule": ["1f1b"]},
+        "search": {**search, "global_batch": [plan.global_batch], "schedule": ["1f1b"]},
         "objectives": [{"metric": "iteration_time_s"}],
         "sampler": "grid",
     }

@@ -19,7 +19,7 @@ from dse.spec.training import NUMBER_OR_WORD_KNOBS
 from simulators.analytical import plan_collectives, simulate_training
 from simulators.network import family_names
 from simulators.serving import ROUTERS, SCHEDULERS
-from simulators.workload import GIB, OFFLOAD_MODES, PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES
+from simulators.workload import GIB, OFFLOAD_MODES, PIPELINE_SPLITS, RECOMPUTE_MODES, SCHEDULES, stage_layers
 
 
 def candidate_params(space: SearchSpace, assignments: Sequence[str], config: str | None) -> dict[str, Any]:
@@ -67,6 +67,8 @@ def simulate_params(space: SearchSpace, params: dict[str, Any]) -> dict[str, Any
     result = simulate_training(candidate)
     memory = result.memory
     report["breakdown_s"] = dict(result.breakdown_s)
+    plan = candidate.plan  # how the split, first/last counts or a layout of the spec shared the layers
+    report["layers_per_stage"] = [len(stage_layers(candidate.model, plan, s)) for s in range(plan.pp)]
     report["memory_gib"] = {
         "weights": memory.weights_bytes / GIB,
         "gradients": memory.gradients_bytes / GIB,

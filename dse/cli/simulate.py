@@ -40,6 +40,8 @@ def simulate_command(args: argparse.Namespace, console: Console) -> int:
     for key, value in report["params"].items():
         table.add_row(key, str(value))
     table.add_row("feasible", f"{report['feasible']}" + (f" ({report['reason']})" if report["reason"] else ""))
+    if "layers_per_stage" in report:
+        table.add_row("layers_per_stage", ", ".join(map(str, report["layers_per_stage"])))
     for section in ("metrics", "breakdown_s", "memory_gib"):
         for key, value in report.get(section, {}).items():
             table.add_row(f"{section}.{key}" if section != "metrics" else key, f"{value:.5g}")

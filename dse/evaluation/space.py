@@ -162,6 +162,8 @@ class SearchSpace:
     def _build(self, params: Mapping[str, Any], network: Network | None) -> TrainingCandidate:
         settings = self.resolved.study.training
         n, tp, pp, cp = params["num_gpus"], params["tp"], params["pp"], params["cp"]
+        layout = settings.layout_for(pp, params["vpp"])  # a shape with a layout takes it, not first/last counts
+        first, last = (None, None) if layout else (settings.first_stage_layers, settings.last_stage_layers)
         if n % (tp * pp * cp):
             raise PlanError(f"num_gpus={n} is not a multiple of tp*pp*cp={tp}*{pp}*{cp}")
         plan = ParallelPlan(
@@ -190,9 +192,9 @@ class SearchSpace:
             overlap_grad_reduce=settings.overlap_grad_reduce,
             overlap_param_gather=settings.overlap_param_gather,
             pipeline_split=params.get("pipeline_split", "even"),  # absent from studies before the knob
-            first_stage_layers=settings.first_stage_layers,
-            last_stage_layers=settings.last_stage_layers,
-            pipeline_layout=None if settings.pipeline_layout is None else tuple(settings.pipeline_layout),
+            first_stage_layers=first,
+            last_stage_layers=last,
+            pipeline_layout=layout,
             offload=params.get("offload", "none"),  # absent from studies before the knob: nothing offloaded
             overlap_cpu_optimizer=settings.overlap_cpu_optimizer,
             optimizer_offload_fraction=settings.optimizer_offload_fraction,

@@ -7,6 +7,7 @@ from typing import ClassVar, Literal
 from pydantic import (
     Field,
     field_validator,
+    model_validator,
 )
 
 from dse.spec.fields import (
@@ -30,6 +31,31 @@ from simulators.workload import (
     ZERO_STAGES,
 )
 
+MAX_LAYOUT_STAGES = 2**16  # virtual stages one pipeline layout may list
+
+
+class PipelineLayout(Frozen):
+    """Megatron's --pipeline-model-parallel-layout for one pipeline shape: transformer layers of
+    each of the pp*vpp virtual stages, in model order (virtual stage c*pp + s is chunk c of stage
+    s; the embedding goes on the first, the loss on the last)."""
+
+    pp: Count
+    vpp: Count = 1
+    layers: list[Count] = Field(min_length=1, max_length=MAX_LAYOUT_STAGES)
+
+    @model_validator(mode="after")
+    def _one_count_per_virtual_stage(self) -> PipelineLayout:
+        if len(self.layers) != self.pp * self.vpp:
+            raise ValueError(
+                f"layers lists {len(self.layers)} virtual stages; allowed: pp*vpp={self.pp}*{self.vpp}="
+                f"{self.pp * self.vpp} counts, one per virtual stage"
+            )
+        return self
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.pp, self.vpp
+
 
 class TrainingSettings(Frozen):
     seq_len: int = Field(default=4096, ge=1, le=MAX_TOKENS)
@@ -44,7 +70,11 @@ class TrainingSettings(Frozen):
     last_stage_layers: int | None = Field(default=None, ge=1, le=MAX_COUNT)
     # Megatron's --pipeline-model-parallel-layout: transformer layers of each virtual stage, in
     # model order (pp*vpp entries; the embedding goes on the first, the loss on the last).
-    pipeline_layout: list[Count] | None = Field(default=None, max_length=2**16)
+    # One layout every searched pipeline shape takes (so pp*vpp is the same for all of them).
+    pipeline_layout: list[Count] | None = Field(default=None, max_length=MAX_LAYOUT_STAGES)
+    # Layouts by pipeline shape (pp, vpp): a plan of a listed shape takes its layout, the other
+    # shapes split the layers by search.pipeline_split or first/last_stage_layers.
+    pipeline_layouts: list[PipelineLayout] = Field(default=[], max_length=1024)
     # What recompute "selective" reruns (Megatron's --recompute-modules; default its default).
     recompute_modules: list[str] = ["core_attn"]
     # Megatron's --grad-reduce-in-bf16: bf16 gradients (2 bytes each, half the data-parallel
@@ -66,6 +96,33 @@ class TrainingSettings(Frozen):
     # With search.offload optimizer: the share of the optimizer offloaded, the rest stepped on
     # the GPU (Megatron's --optimizer-offload-fraction).
     optimizer_offload_fraction: float = Field(default=1.0, gt=0, le=1)
+
+    @field_validator("pipeline_layouts")
+    @classmethod
+    def _one_layout_per_shape(cls, layouts: list[PipelineLayout], info) -> list[PipelineLayout]:
+        if layouts and info.data.get("pipeline_layout") is not None:
+            raise ValueError(
+                "cannot be combined with pipeline_layout; allowed: one of them (pipeline_layout: one layout "
+                "every searched shape takes, pipeline_layouts: one layout per shape)"
+            )
+        shapes = [layout.shape for layout in layouts]
+        for i, shape in enumerate(shapes):
+            if shape in shapes[:i]:
+                raise ValueError(
+                    f"entries {shapes.index(shape)} and {i} both give pp={shape[0]}, vpp={shape[1]}; "
+                    "allowed: one layout per pipeline shape"
+                )
+        return layouts
+
+    def layout_for(self, pp: int, vpp: int) -> tuple[int, ...] | None:
+        """The layers per virtual stage a plan of `pp` stages of `vpp` chunks takes: the one
+        pipeline_layout, else the pipeline_layouts entry of that shape, else None (the split)."""
+        if self.pipeline_layout is not None:
+            return tuple(self.pipeline_layout)
+        for layout in self.pipeline_layouts:
+            if layout.pp == pp and layout.vpp == vpp:
+                return tuple(layout.layers)
+        return None
 
     @field_validator("recompute_modules")
     @classmethod

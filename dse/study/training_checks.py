@@ -16,25 +16,51 @@ from simulators.workload import RECOMPUTE_MODULES, ep_problem, etp_problem, pp_p
 
 
 def _check_pipeline_split(settings, search, model: ModelSpec, pps: list[int]) -> None:
-    """Every pp must split the layers some way the search offers; every vpp must fit some pp."""
-    splits, explicit = search.pipeline_split, (settings.first_stage_layers, settings.last_stage_layers)
+    """Every pp must split the layers some way the search offers; every vpp must fit some pp; a
+    layout must fit the model and a shape of the search."""
+    splits, vpps = search.pipeline_split, knob_values(search.vpp)
+    explicit = (settings.first_stage_layers, settings.last_stage_layers)
     if settings.pipeline_layout is not None:  # one layout fits one pipeline shape: all must take it
         layout = tuple(settings.pipeline_layout)
-        for pp, vpp, split in itertools.product(pps, knob_values(search.vpp), splits):
+        for pp, vpp, split in itertools.product(pps, vpps, splits):
             if problem := pp_problem(model, pp, vpp, split, *explicit, layout):
                 raise SpecError(f"training.pipeline_layout: {problem} (search.pp={pp}, search.vpp={vpp})")
         return
+    layouts = _check_layouts(settings, search, model, pps, vpps)
     for pp in pps:
         problems = [pp_problem(model, pp, 1, split, *explicit) for split in splits]
-        if pp > 1 and all(problems):
+        if pp > 1 and all(problems) and not any(shape[0] == pp for shape in layouts):
             raise SpecError(f"search.pp: {problems[0]}")
-        if pp == 1 and (problem := pp_problem(model, 1)):
+        if pp == 1 and (1, 1) not in layouts and (problem := pp_problem(model, 1)):
             raise SpecError(f"search.pp: {problem}")
-    for vpp in knob_values(search.vpp):
+    for vpp in vpps:
         plans = [(pp, split) for pp in pps if pp > 1 for split in splits]
-        if vpp > 1 and not any(not pp_problem(model, pp, vpp, split, *explicit) for pp, split in plans):
+        fits = any((pp, vpp) in layouts for pp in pps if pp > 1)
+        if vpp > 1 and not fits and not any(not pp_problem(model, pp, vpp, split, *explicit) for pp, split in plans):
             why = f": {pp_problem(model, plans[0][0], vpp, plans[0][1], *explicit)}" if plans else " (vpp needs pp > 1)"
             raise SpecError(f"search.vpp: {vpp} chunks per stage fit no pp and pipeline_split of the search space{why}")
+
+
+def _check_layouts(settings, search, model: ModelSpec, pps: list[int], vpps: tuple[int, ...]) -> set[tuple[int, int]]:
+    """The shapes `training.pipeline_layouts` gives a layout, each checked against the model and
+    the search: a layout of a shape no plan has would silently go unused."""
+    for i, layout in enumerate(settings.pipeline_layouts):
+        field = f"training.pipeline_layouts[{i}]"
+        if layout.pp not in pps or layout.vpp not in vpps:
+            raise SpecError(
+                f"{field}: pp={layout.pp}, vpp={layout.vpp} is no pipeline shape of the search; allowed: pp in "
+                f"search.pp ({', '.join(map(str, pps))}), vpp in search.vpp ({', '.join(map(str, vpps))})"
+            )
+        if layout.vpp > 1 and layout.pp == 1:
+            raise SpecError(f"{field}: vpp={layout.vpp} needs pp > 1 (interleaved 1F1B); allowed: vpp 1 with pp 1")
+        if problem := pp_problem(model, layout.pp, layout.vpp, layout=tuple(layout.layers)):
+            raise SpecError(f"{field}: {problem}")
+    if settings.pipeline_layouts and "even" not in search.pipeline_split:
+        raise SpecError(
+            "search.pipeline_split: a plan with a layout of training.pipeline_layouts splits by it alone "
+            "(Megatron refuses both); allowed: a list holding even"
+        )
+    return {layout.shape for layout in settings.pipeline_layouts}
 
 
 def check_training(study: Study, model: ModelSpec, gpus: tuple[GpuSpec, ...]) -> None:
