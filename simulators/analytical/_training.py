@@ -28,7 +28,7 @@ from typing import NamedTuple
 import numpy as np
 
 from simulators.analytical._stage_costs import StageCosts, Stages, send_s, stage_costs_batch
-from simulators.analytical._timeline import SCHEDULES, make_pipeline_batch, simulate_pipelines
+from simulators.analytical._timeline import NS_PER_S, SCHEDULES, make_pipeline_batch, simulate_pipelines
 from simulators.hardware import GpuSpec
 from simulators.workload import (
     GIB,
@@ -247,17 +247,22 @@ def _chunked_reduce_exposed(sync_s: np.ndarray, chunk_bwd_s: np.ndarray, vpp: np
 
 # Breakdown parts are differences of sums of many event times; their round-off is a few ulps of
 # the step time per event. Within this fraction of the step (1 us a second) a negative difference is that round-off
-# and reads 0 (`-6.1e-10 s` of bubble is no time); beyond it the two sums disagree for real.
+# and reads 0 (`-6.1e-10 s` of bubble is no time); beyond it the two sums disagree for real. The
+# timeline runs in whole nanoseconds (_timeline.py rounds each operation), so a makespan set
+# against a sum of unrounded times may also differ by half a nanosecond per operation.
 ROUND_OFF_FRACTION = 1e-6
+ROUNDED_OPERATION_S = 0.5 / NS_PER_S
 
 
-def difference_s(name: str, minuend_s: float, subtrahend_s: float, scale_s: float) -> float:
+def difference_s(name: str, minuend_s: float, subtrahend_s: float, scale_s: float, operations: int = 0) -> float:
     """`minuend_s - subtrahend_s`, a part of the breakdown that cannot be negative: round-off
-    within ROUND_OFF_FRACTION of `scale_s` (the step) clamps to 0; more is a bug, raised."""
+    within ROUND_OFF_FRACTION of `scale_s` (the step), or within half a nanosecond for each of
+    the `operations` the timeline rounded, clamps to 0; more is a bug, raised."""
     value_s = minuend_s - subtrahend_s
     if value_s >= 0:
         return value_s
-    if -value_s <= ROUND_OFF_FRACTION * max(abs(scale_s), abs(minuend_s), abs(subtrahend_s)):
+    allowed_s = ROUND_OFF_FRACTION * max(abs(scale_s), abs(minuend_s), abs(subtrahend_s))
+    if -value_s <= max(allowed_s, operations * ROUNDED_OPERATION_S):
         return 0.0
     raise ArithmeticError(
         f"breakdown {name}: {minuend_s!r} - {subtrahend_s!r} = {value_s:g} s is negative beyond round-off "
@@ -290,7 +295,7 @@ def _breakdown(
         "tp_comm_s": comm["tp"],
         "cp_comm_s": comm["cp"],
         "ep_comm_s": comm["ep"],
-        "pipeline_bubble_s": difference_s("pipeline_bubble_s", float(makespan_no_send_s), busy_s, scale_s),
+        "pipeline_bubble_s": difference_s("pipeline_bubble_s", float(makespan_no_send_s), busy_s, scale_s, 3 * work),
         "pp_comm_s": difference_s("pp_comm_s", makespan_s, float(makespan_no_send_s), scale_s),
         "dp_comm_s": comm["dp"] + dp_exposed_s + float(step.gather_exposed_s[i]),
         # An offloaded optimizer's step on the host CPU is counted as offload, its GPU part (a

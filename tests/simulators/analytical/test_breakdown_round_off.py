@@ -22,6 +22,16 @@ def test_negative_beyond_round_off_raises_naming_the_part():
         difference_s("pipeline_bubble_s", 1.0, 1.0 + beyond, step_s)
 
 
+def test_the_timelines_whole_nanoseconds_allow_half_a_nanosecond_per_operation():
+    """The reported case: a 2.019 ms makespan of 24 operations each rounded to a whole ns, 3.07
+    ns below the unrounded busy time (1.5e-6 of the step: beyond the relative allowance)."""
+    makespan_s, busy_s = 0.002019444, 0.0020194470704563636
+    assert busy_s - makespan_s > ROUND_OFF_FRACTION * busy_s
+    assert difference_s("pipeline_bubble_s", makespan_s, busy_s, busy_s, operations=24) == 0.0
+    with pytest.raises(ArithmeticError, match="pipeline_bubble_s"):
+        difference_s("pipeline_bubble_s", makespan_s, busy_s, busy_s, operations=6)  # 3 ns allowed
+
+
 @pytest.mark.parametrize("plan", [dict(pp=1), dict(num_gpus=16, tp=2, pp=4, dp=2, global_batch=32)])
 def test_breakdown_of_a_real_step_has_no_negative_part(plan):
     from tests.simulators.analytical.test_training import run

@@ -213,7 +213,9 @@ def test_disaggregated_pools_serve_every_request(scheduler):
 def test_the_toy_scheduler_admits_one_whole_prompt_an_iteration(monkeypatch):
     """Six 600-token prompts at once, one output token each, a 900-token budget: the toy never
     cuts a prompt, so iteration j prefills request j alone and its first token comes at exactly
-    (j + 1) times the first one's; Sarathi's chunks fill the budget and finish them sooner."""
+    (j + 1) times the first one's; Sarathi's chunks fill the budget, so the 3,600 tokens take it
+    four iterations, not six. (Whether that is sooner depends on the GEMM model's partial waves,
+    not on the scheduler: with stream-K on H100 a 900-row GEMM costs 1.5x a 600-row one.)"""
     registered(monkeypatch, SCHEDULERS, TOY)
     requests = trace([0.0] * 6, [600] * 6, [1] * 6)
     toy, sarathi = (
@@ -223,7 +225,7 @@ def test_the_toy_scheduler_admits_one_whole_prompt_an_iteration(monkeypatch):
     step = toy.first_token_ns[0]
     assert np.array_equal(toy.first_token_ns, step * np.arange(1, 7))
     assert toy.engine.batch_tokens_max.max() == 600 and sarathi.engine.batch_tokens_max.max() == 900
-    assert sarathi.done_ns.max() < toy.done_ns.max()
+    assert toy.engine.iterations.sum() == 6 and sarathi.engine.iterations.sum() == 4
 
 
 def test_an_unknown_scheduler_is_one_line_naming_the_registered_ones():
