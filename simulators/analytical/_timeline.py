@@ -16,6 +16,10 @@ flight on that stage, so activation memory stays that of 1F1B.
 
 Schedules: GPIPE (all forwards, then all backwards), ONE_F_ONE_B (PipeDream-Flush / Megatron
 1F1B), INTERLEAVED (Megatron's interleaved 1F1B with v chunks per stage), ZB_H1.
+
+Long steady phases are not simulated operation by operation: once the whole state repeats
+exactly, shifted in time, the kernel jumps over the repeats (_recurs, _jump), which gives the
+same integer clocks as running them.
 """
 
 from __future__ import annotations
