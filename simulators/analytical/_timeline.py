@@ -16,6 +16,10 @@ flight on that stage, so activation memory stays that of 1F1B.
 
 Schedules: GPIPE (all forwards, then all backwards), ONE_F_ONE_B (PipeDream-Flush / Megatron
 1F1B), INTERLEAVED (Megatron's interleaved 1F1B with v chunks per stage), ZB_H1.
+
+Long steady phases are not simulated operation by operation: once the whole state repeats
+exactly, shifted in time, the kernel jumps over the repeats (_recurs, _jump), which gives the
+same integer clocks as running them.
 """
 
 from __future__ import annotations
@@ -139,24 +143,151 @@ def _numbering(pp, v, m):
 
 
 @numba.njit(cache=True)
-def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock):
-    """Fixed-order schedules: each operation starts at max(stage free, inputs arrived), whatever
-    order the stages are visited in. A stage runs until it must wait; finishing an operation
-    wakes only the stage that consumes its output, so each operation is looked at about once."""
-    ptr = np.zeros(pp, dtype=np.int64)
+def _counts(j, warm, total):
+    """Forwards and backwards a stage has run after its first j operations (see _operation)."""
+    if j <= warm:
+        return j, 0
+    r = j - warm
+    if r <= 2 * (total - warm):
+        return warm + (r + 1) // 2, r // 2
+    return total, r - (total - warm)
+
+
+@numba.njit(cache=True)
+def _live(pp, v, total, warm, ptr, mb_of, chunk_of, f_end, b_end, nf, nb, out, at, origin, dn, dt):
+    """Visit the end times still to be read: each stage's forwards the next virtual stage has not
+    run yet, and its backwards the previous one has not. With dn == 0, write them less `origin`
+    into out[at:] and return the new end (-1 if out is full); else move each by dn forward
+    indices and dt ns (the jump over repeating periods), latest first so none is overwritten
+    before it is read."""
+    for s in range(pp):
+        nf[s], nb[s] = _counts(ptr[s], warm[s], total)
+    for s in range(pp):
+        for kind in range(2):
+            if kind == _F:
+                lo = nf[s + 1] if s < pp - 1 else (max(0, nf[0] - pp) if v > 1 else nf[s])
+                hi = nf[s]
+            else:
+                lo = nb[s - 1] if s > 0 else (max(0, nb[pp - 1] - pp) if v > 1 else nb[s])
+                hi = nb[s]
+            ends = f_end if kind == _F else b_end
+            for n in range(hi - 1, lo - 1, -1):
+                chunk = chunk_of[n] if kind == _F else v - 1 - chunk_of[n]
+                if dn == 0:
+                    if at >= len(out):
+                        return -1
+                    out[at] = ends[chunk * pp + s, mb_of[n]] - origin
+                    at += 1
+                else:
+                    ends[chunk * pp + s, mb_of[n + dn]] = ends[chunk * pp + s, mb_of[n]] + dt
+    return at
+
+
+@numba.njit(cache=True)
+def _reference(pp, warm, mb_of):
+    """Arrays for _recurs: the reference state (row: clocks less stage 0's, blocked flags, then
+    _live), its pointers and deferred Ws, scratch for the state it is compared with, and
+    [length, stage 0 clock, snapshots since (the caller counts), snapshots before the reference
+    moves on]."""
+    width = 2 * pp + 4 * (warm[0] + pp) + 8
+    return (
+        np.empty(width, dtype=np.int64),
+        np.empty(pp, dtype=np.int64),
+        np.empty(pp, dtype=np.int64),
+        np.empty(width, dtype=np.int64),
+        np.empty(pp, dtype=np.int64),
+        np.empty(pp, dtype=np.int64),
+        np.zeros(4, dtype=np.int64),
+    )
+
+
+@numba.njit(cache=True)
+def _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, row):
+    """Write the state into row; its length, -1 if it does not fit."""
+    for t in range(pp):
+        row[t] = clock[t] - clock[0]
+        row[pp + t] = blocked[t]
+    return _live(
+        pp, v, len(mb_of), warm, ptr, mb_of, chunk_of, f_end, b_end, ref[4], ref[5], row, 2 * pp, clock[0], 0, 0
+    )
+
+
+@numba.njit(cache=True)
+def _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, low, blocked, ref):
+    """Snapshots since the reference if the state now repeats it, shifted in time and with every
+    pointer the same number of operations on; else 0. Deferred Ws may be more by d where none
+    ran out since the reference: a W fills a stall only while one is pending, so the excess
+    changes no decision and grows by d each stretch. The reference moves to the newest state
+    after 1, 2, 4, ... snapshots (Brent's cycle detection): a period of any length is found
+    once the reference lies past the transient, for one comparison per snapshot, and most
+    comparisons stop at the first clock."""
+    row, ptrs, pend, scratch, _, _, info = ref
+    if info[3] > 0:
+        same = True
+        for t in range(pp):
+            same = same and ptr[t] - ptrs[t] == ptr[0] - ptrs[0] and clock[t] - clock[0] == row[t]
+            same = same and blocked[t] == row[pp + t] and pending_w[t] >= pend[t]
+            same = same and (pending_w[t] == pend[t] or low[t] >= 1)
+            if not same:
+                break
+        if same and _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, scratch) == info[0]:
+            for i in range(info[0]):
+                same = same and scratch[i] == row[i]
+            if same:
+                return info[2]
+    if info[2] >= info[3]:
+        info[0] = _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, row)
+        info[1], info[2], info[3] = clock[0], 0, max(1, 2 * info[3])
+        if info[0] < 0:
+            info[3] = 0
+        for t in range(pp):
+            ptrs[t], pend[t], low[t] = ptr[t], pending_w[t], pending_w[t]
+    return 0
+
+
+@numba.njit(cache=True)
+def _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, ref):
+    """Repeat the stretch since the reference as often as every operation it looks at stays in
+    its stage's steady phase (operation ptr + jumps * step < 2 total - warm): move pointers,
+    clocks, the end times still to be read and the deferred Ws on. Returns the Ws added, or
+    -1 if there is no room for one stretch."""
+    row, ptrs, pend, _, _, _, info = ref
+    total = len(mb_of)
+    step = ptr[0] - ptrs[0]
+    jumps = total
+    for t in range(pp):
+        jumps = min(jumps, (2 * total - warm[t] - 1 - ptr[t]) // step)
+    if jumps <= 0:
+        return -1
+    dt = jumps * (clock[0] - info[1])
+    _live(pp, v, total, warm, ptr, mb_of, chunk_of, f_end, b_end, ref[4], ref[5], row, 0, 0, jumps * step // 2, dt)
+    added = 0
+    for t in range(pp):
+        ptr[t] += jumps * step
+        clock[t] += dt
+        added += jumps * (pending_w[t] - pend[t])
+        pending_w[t] += jumps * (pending_w[t] - pend[t])
+    return added
+
+
+@numba.njit(cache=True)
+def _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit):
+    """Run every stage up to operation limit[s] (limits must close over inputs). An operation
+    starts at max(stage free, inputs arrived), whatever order the stages are visited in. A stage
+    runs until it must wait; finishing an operation wakes only the stage that consumes its
+    output, so each operation is looked at about once."""
     waiting = np.empty(pp, dtype=np.int64)  # stages to visit (a stack, each stage at most once)
     queued = np.ones(pp, dtype=np.bool_)
     for s in range(pp):
         waiting[s] = pp - 1 - s
     top = pp
-    count = 2 * m * v  # operations per stage
-    left = count * pp
+    total = len(mb_of)
     while top > 0:
         top -= 1
         s = waiting[top]
         queued[s] = False
-        while ptr[s] < count:
-            k, n = _operation(ptr[s], warm[s], m * v)
+        while ptr[s] < limit[s]:
+            k, n = _operation(ptr[s], warm[s], total)
             mb, g = mb_of[n], (chunk_of[n] if k == _F else v - 1 - chunk_of[n]) * pp + s
             # Inputs: the previous virtual stage's F, or the next one's B, plus one transfer.
             # (Written out here and in _run_zero_bubble: Numba calls with array arguments cost
@@ -173,7 +304,6 @@ def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_e
             else:
                 b_end[g, mb] = clock[s]
             ptr[s] += 1
-            left -= 1
             consumer = g + 1 if k == _F else g - 1  # the virtual stage that waits for this output
             if 0 <= consumer < stages:
                 t = consumer % pp
@@ -181,18 +311,56 @@ def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_e
                     queued[t] = True
                     waiting[top] = t
                     top += 1
-    if left > 0:
-        raise RuntimeError("pipeline schedule deadlocked")
+    for s in range(pp):
+        if ptr[s] < limit[s]:
+            raise RuntimeError("pipeline schedule deadlocked")
+
+
+@numba.njit(cache=True)
+def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock):
+    """Fixed-order schedules, round by round through the steady state: round r ends stage s
+    after warm[s] + 2 (r pairs + s) operations, `pairs` forward/backward pairs being the period
+    of the order (1, or pp * v interleaved: micro-batch + pp, same chunk). Every input of a
+    round comes from the round or an earlier one, so a round's end state (clocks and end times
+    still to be read) determines every later round, and the update max(free, input + send) +
+    duration is shift-invariant: once that state repeats exactly, shifted by c ns after d
+    rounds, each later d rounds repeat it. Jump over them (_jump), then run the cool-down."""
+    total = m * v
+    ptr = np.zeros(pp, dtype=np.int64)
+    limit = np.empty(pp, dtype=np.int64)
+    pairs = 1 if v == 1 else pp * v
+    rounds = total  # last round whose end leaves every stage in its steady phase
+    for s in range(pp):
+        rounds = min(rounds, (total - warm[s] - s) // pairs)
+    if rounds >= 3:
+        ref = _reference(pp, warm, mb_of)
+        never = np.zeros(pp, dtype=np.int64)  # no deferred Ws, no blocked flags
+        for r in range(rounds + 1):
+            for s in range(pp):
+                limit[s] = warm[s] + 2 * (r * pairs + s)
+            _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit)
+            ref[6][2] += 1
+            if _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, never, never, ref):
+                _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, ref)
+                break
+    limit[:] = 2 * total
+    _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit)
 
 
 @numba.njit(cache=True)
 def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, w_ns, f_end, b_end, clock):
     """ZB-H1: as 1F1B, but a deferred W fills every stall. The stage with the earliest clock
-    acts first (ties: the lowest index), so the choice of what fills a stall is deterministic."""
+    acts first (ties: the lowest index), so the choice of what fills a stall is deterministic.
+    Every decision compares clocks and end times, so it is shift-invariant: once the whole
+    state repeats (_recurs), jump over the repeats while every stage stays steady."""
     ptr = np.zeros(pp, dtype=np.int64)
     pending_w = np.zeros(pp, dtype=np.int64)
+    low = np.zeros(pp, dtype=np.int64)  # fewest deferred Ws each stage had since the last snapshot
     blocked = np.zeros(pp, dtype=np.bool_)  # waiting for an input: only its producer clears it
     count = 2 * m * v  # operations per stage
+    ref = _reference(pp, warm, mb_of)
+    row, info = ref[0], ref[6]
+    jumping = count > 6 * pp  # room for a repeat and a jump
     remaining = count * pp
     deferred = 0
     while remaining > 0 or deferred > 0:
@@ -219,6 +387,7 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
             clock[s] += w_ns[s]
             pending_w[s] -= 1
             deferred -= 1
+            low[s] = min(low[s], pending_w[s])
         elif ready < 0:
             blocked[s] = True
         else:
@@ -228,6 +397,7 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
                 clock[s] += w_ns[s]
                 pending_w[s] -= 1
                 deferred -= 1
+            low[s] = min(low[s], pending_w[s])
             clock[s] = max(clock[s], ready) + (f_ns[s] if k == _F else b_ns[s])
             if k == _F:
                 f_end[g, mb] = clock[s]
@@ -240,6 +410,17 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
             consumer = g + 1 if k == _F else g - 1  # the virtual stage that waits for this output
             if 0 <= consumer < stages:
                 blocked[consumer % pp] = False
+            if jumping and s == 0 and k == _B:  # every stage has run a backward: all are steady
+                info[2] += 1  # a call costs more than several events: only where the last clock matches
+                if (info[2] >= info[3] or clock[pp - 1] - clock[0] == row[pp - 1]) and _recurs(
+                    pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, low, blocked, ref
+                ):
+                    before = ptr[0]
+                    added = _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, ref)
+                    if added >= 0:
+                        remaining -= (ptr[0] - before) * pp
+                        deferred += added
+                    jumping = False
 
 
 @numba.njit(cache=True)
