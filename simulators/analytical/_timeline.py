@@ -11,8 +11,10 @@ The engine is a discrete-event loop on integer nanoseconds: it always advances t
 whose clock is earliest (ties: lowest stage index), so the result is a total order independent
 of floating-point summation order. Zero-bubble (ZB-H1, Qi et al., "Zero Bubble Pipeline
 Parallelism", ICLR 2024) keeps 1F1B's order of F and B and runs a deferred W whenever the next
-F or B would otherwise wait, with at most as many W pending as 1F1B keeps micro-batches in
-flight on that stage, so activation memory stays that of 1F1B.
+F or B would otherwise wait, but never lets a stage hold more micro-batches (forwards run less
+weight gradients done) than the first stage holds under 1F1B, min(pp, m): the first stage's
+peak activation memory stays that of 1F1B, and later stages keep at most that many (those
+past their 1F1B count only the inputs their weight gradients read).
 
 Schedules: GPIPE (all forwards, then all backwards), ONE_F_ONE_B (PipeDream-Flush / Megatron
 1F1B), INTERLEAVED (Megatron's interleaved 1F1B with v chunks per stage), ZB_H1.
@@ -213,11 +215,10 @@ def _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref,
 
 
 @numba.njit(cache=True)
-def _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, low, blocked, ref):
+def _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, blocked, ref):
     """Snapshots since the reference if the state now repeats it, shifted in time and with every
-    pointer the same number of operations on; else 0. Deferred Ws may be more by d where none
-    ran out since the reference: a W fills a stall only while one is pending, so the excess
-    changes no decision and grows by d each stretch. The reference moves to the newest state
+    pointer the same number of operations on (deferred Ws and blocked flags equal); else 0.
+    The reference moves to the newest state
     after 1, 2, 4, ... snapshots (Brent's cycle detection): a period of any length is found
     once the reference lies past the transient, for one comparison per snapshot, and most
     comparisons stop at the first clock."""
@@ -226,8 +227,7 @@ def _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, l
         same = True
         for t in range(pp):
             same = same and ptr[t] - ptrs[t] == ptr[0] - ptrs[0] and clock[t] - clock[0] == row[t]
-            same = same and blocked[t] == row[pp + t] and pending_w[t] >= pend[t]
-            same = same and (pending_w[t] == pend[t] or low[t] >= 1)
+            same = same and blocked[t] == row[pp + t] and pending_w[t] == pend[t]
             if not same:
                 break
         if same and _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, scratch) == info[0]:
@@ -241,33 +241,30 @@ def _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, l
         if info[0] < 0:
             info[3] = 0
         for t in range(pp):
-            ptrs[t], pend[t], low[t] = ptr[t], pending_w[t], pending_w[t]
+            ptrs[t], pend[t] = ptr[t], pending_w[t]
     return 0
 
 
 @numba.njit(cache=True)
-def _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, ref):
+def _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref):
     """Repeat the stretch since the reference as often as every operation it looks at stays in
     its stage's steady phase (operation ptr + jumps * step < 2 total - warm): move pointers,
-    clocks, the end times still to be read and the deferred Ws on. Returns the Ws added, or
-    -1 if there is no room for one stretch."""
-    row, ptrs, pend, _, _, _, info = ref
+    clocks and the end times still to be read on. Returns the operations each stage moved on
+    (0 if there is no room for one stretch)."""
+    row, ptrs, _, _, _, _, info = ref
     total = len(mb_of)
     step = ptr[0] - ptrs[0]
     jumps = total
     for t in range(pp):
         jumps = min(jumps, (2 * total - warm[t] - 1 - ptr[t]) // step)
     if jumps <= 0:
-        return -1
+        return 0
     dt = jumps * (clock[0] - info[1])
     _live(pp, v, total, warm, ptr, mb_of, chunk_of, f_end, b_end, ref[4], ref[5], row, 0, 0, jumps * step // 2, dt)
-    added = 0
     for t in range(pp):
         ptr[t] += jumps * step
         clock[t] += dt
-        added += jumps * (pending_w[t] - pend[t])
-        pending_w[t] += jumps * (pending_w[t] - pend[t])
-    return added
+    return jumps * step
 
 
 @numba.njit(cache=True)
@@ -340,8 +337,8 @@ def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_e
                 limit[s] = warm[s] + 2 * (r * pairs + s)
             _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit)
             ref[6][2] += 1
-            if _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, never, never, ref):
-                _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, ref)
+            if _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, never, ref):
+                _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref)
                 break
     limit[:] = 2 * total
     _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit)
@@ -349,13 +346,17 @@ def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_e
 
 @numba.njit(cache=True)
 def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, w_ns, f_end, b_end, clock):
-    """ZB-H1: as 1F1B, but a deferred W fills every stall. The stage with the earliest clock
-    acts first (ties: the lowest index), so the choice of what fills a stall is deterministic.
-    Every decision compares clocks and end times, so it is shift-invariant: once the whole
-    state repeats (_recurs), jump over the repeats while every stage stays steady."""
+    """ZB-H1: as 1F1B, but a deferred W fills every stall, and a stage runs a deferred W before
+    a forward that would hold more micro-batches than the first stage holds under 1F1B (forwards
+    run less weight gradients done: min(pp, m)), as ZB-H1 delays W only so far that every stage
+    keeps the same number of micro-batches in flight (Qi et al. 2024, Sec. 2.1). The stage with
+    the earliest clock acts first (ties: the lowest index), so the choice of what fills a stall
+    is deterministic. Every decision compares clocks, end times and counts, so it is
+    shift-invariant: once the whole state repeats (_recurs), jump over the repeats while every
+    stage stays steady."""
     ptr = np.zeros(pp, dtype=np.int64)
     pending_w = np.zeros(pp, dtype=np.int64)
-    low = np.zeros(pp, dtype=np.int64)  # fewest deferred Ws each stage had since the last snapshot
+    in_flight = min(pp, m * v)
     blocked = np.zeros(pp, dtype=np.bool_)  # waiting for an input: only its producer clears it
     count = 2 * m * v  # operations per stage
     ref = _reference(pp, warm, mb_of)
@@ -381,13 +382,15 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
         mb, g = mb_of[n], (chunk_of[n] if k == _F else v - 1 - chunk_of[n]) * pp + s
         if k == _F:
             ready = 0 if g == 0 else (-1 if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send)
+            forwards, backwards = _counts(ptr[s], warm[s], m * v)
+            if forwards - backwards + pending_w[s] >= in_flight:  # one more would exceed: a W first
+                ready = -1
         else:
             ready = 0 if g == stages - 1 else (-1 if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send)
-        if ready < 0 and pending_w[s] > 0:  # input not produced yet: fill with one deferred W
+        if ready < 0 and pending_w[s] > 0:  # input not produced yet (or no room): one deferred W
             clock[s] += w_ns[s]
             pending_w[s] -= 1
             deferred -= 1
-            low[s] = min(low[s], pending_w[s])
         elif ready < 0:
             blocked[s] = True
         else:
@@ -397,7 +400,6 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
                 clock[s] += w_ns[s]
                 pending_w[s] -= 1
                 deferred -= 1
-            low[s] = min(low[s], pending_w[s])
             clock[s] = max(clock[s], ready) + (f_ns[s] if k == _F else b_ns[s])
             if k == _F:
                 f_end[g, mb] = clock[s]
@@ -413,13 +415,9 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
             if jumping and s == 0 and k == _B:  # every stage has run a backward: all are steady
                 info[2] += 1  # a call costs more than several events: only where the last clock matches
                 if (info[2] >= info[3] or clock[pp - 1] - clock[0] == row[pp - 1]) and _recurs(
-                    pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, low, blocked, ref
+                    pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, blocked, ref
                 ):
-                    before = ptr[0]
-                    added = _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, ref)
-                    if added >= 0:
-                        remaining -= (ptr[0] - before) * pp
-                        deferred += added
+                    remaining -= pp * _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref)
                     jumping = False
 
 

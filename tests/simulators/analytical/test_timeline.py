@@ -46,6 +46,18 @@ def test_zero_bubble_h1_beats_1f1b_and_keeps_all_work():
     assert zb == 27.0  # pins the tie-break: earliest stage clock first, then lowest stage index
 
 
+def test_zero_bubble_h1_holds_no_more_micro_batches_than_the_first_stage_of_1f1b():
+    """pp 2, m 3, a slower forward on stage 1 (2 against 1; every B and W 1), drawn by hand with
+    the rule "forwards run - weight gradients done <= min(pp, m) = 2 before a forward":
+    stage 1: F0 1-3, B0 3-4, F1 4-6, B1 6-7, then two Ws deferred and two in flight: a W 7-8
+    before F2 8-10, B2 10-11, Ws 11-13; stage 0: F0 0-1, F1 1-2, B0 4-5, a W 5-6 before F2 6-7,
+    B1 7-8, a W 8-9 filling the wait, B2 11-12, W 12-13. Deferring without the bound, stage 0
+    runs F2 at 5-6 and ends at 12."""
+    batch = make_pipeline_batch([2], [1], [3], [ZB_H1], [0.0], [1.0, 2.0], [1.0, 1.0], [1.0, 1.0])
+    makespan, stage_end = simulate_pipelines(batch)
+    assert makespan[0] == 13.0 and stage_end.tolist() == [13.0, 13.0]
+
+
 def test_sends_delay_each_stage_boundary():
     pp, m, send = 4, 1, 0.5
     makespan, _ = run(pp, m, ONE_F_ONE_B, send=send)

@@ -1,8 +1,9 @@
 """The pipeline kernel's steady-state jump against a plain event loop, to the nanosecond.
 
-The reference below is the kernel as it was before the jump: every operation simulated, the
-in-order schedules by waking the consuming stage, ZB-H1 by always advancing the stage with the
-earliest clock (ties: lowest index). Durations are small integers of ns so that ties, zero
+The reference below simulates every operation: any stage whose input is there for the
+in-order schedules, for ZB-H1 always the stage with the earliest clock (ties: lowest index),
+which runs a deferred W when its input is missing or a forward would hold more micro-batches
+than min(pp, m). Durations are small integers of ns so that ties, zero
 times and exactly repeating steady states (the jump's fast path) are common."""
 
 from pathlib import Path
@@ -48,6 +49,8 @@ def reference(pp, v, m, schedule, send, f, b, w):
     ptr = np.zeros(pp, dtype=np.int64)
     pending = np.zeros(pp, dtype=np.int64)
     blocked = np.zeros(pp, dtype=np.bool_)
+    forwards = np.zeros(pp, dtype=np.int64)  # forwards run
+    weights = np.zeros(pp, dtype=np.int64)  # ZB-H1: weight gradients run (B and W fused otherwise)
     while True:
         s = -1  # in-order schedules: any stage whose next input is there; ZB-H1: earliest clock
         for t in range(pp):
@@ -71,21 +74,26 @@ def reference(pp, v, m, schedule, send, f, b, w):
         g = (chunk if forward else v - 1 - chunk) * pp + s
         if forward:
             ready = 0 if g == 0 else (-1 if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send)
+            if schedule == ZB_H1 and forwards[s] - weights[s] >= min(pp, total):
+                ready = -1  # ZB-H1 holds no more micro-batches than the first stage does in 1F1B
         else:
             ready = 0 if g == pp * v - 1 else (-1 if b_end[g + 1, mb] < 0 else b_end[g + 1, mb] + send)
         if ready < 0:
             if schedule == ZB_H1 and pending[s] > 0:
                 clock[s] += w[s]
                 pending[s] -= 1
+                weights[s] += 1
             else:
                 blocked[s] = True
             continue
         while schedule == ZB_H1 and ready > clock[s] and pending[s] > 0:
             clock[s] += w[s]
             pending[s] -= 1
+            weights[s] += 1
         clock[s] = max(clock[s], ready) + (f[s] if forward else b[s])
         if forward:
             f_end[g, mb] = clock[s]
+            forwards[s] += 1
         else:
             b_end[g, mb] = clock[s]
             pending[s] += schedule == ZB_H1
