@@ -27,3 +27,16 @@ def trim(table: dict) -> None:
     if excess > 0:
         for key in list(islice(table, excess)):
             del table[key]
+
+
+_INTERNED: dict = {}
+
+
+def interned(value):
+    """The one instance of `value` kept here: normalised plans built from many different plans
+    are equal but distinct objects, and every memo lookup keyed by them compared them field by
+    field (a tenth of a fresh plan's evaluation); with one shared instance those lookups are an
+    identity check. Bounded like the memo tables (a dropped instance only costs sharing)."""
+    if len(_INTERNED) > MEMO_ENTRIES:
+        trim(_INTERNED)
+    return _INTERNED.setdefault(value, value)

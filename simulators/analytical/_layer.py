@@ -13,7 +13,7 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass
 
-from simulators._memo import plan_memo
+from simulators._memo import interned, plan_memo
 from simulators.hardware import (
     GpuSpec,
     attention_time_s,
@@ -128,17 +128,19 @@ def per_layer_plan(plan: ParallelPlan) -> ParallelPlan:
     zero3, experts = plan.zero_stage == 3, plan.ep * plan.etp > 1
     dp = plan.dp if zero3 or experts else 1
     zero = plan.zero_stage if zero3 else 1
-    return dataclasses.replace(
-        plan,
-        pp=1,
-        vpp=1,
-        schedule=cost_schedule(plan),
-        dp=dp,
-        zero_stage=zero,
-        global_batch=plan.micro_batch * dp,
-        # Only ZeRO-3 moves data-parallel traffic inside a layer.
-        overlap_grad_reduce=plan.overlap_grad_reduce or not zero3,
-        overlap_param_gather=plan.overlap_param_gather or not zero3,
+    return interned(
+        dataclasses.replace(
+            plan,
+            pp=1,
+            vpp=1,
+            schedule=cost_schedule(plan),
+            dp=dp,
+            zero_stage=zero,
+            global_batch=plan.micro_batch * dp,
+            # Only ZeRO-3 moves data-parallel traffic inside a layer.
+            overlap_grad_reduce=plan.overlap_grad_reduce or not zero3,
+            overlap_param_gather=plan.overlap_param_gather or not zero3,
+        )
     )
 
 

@@ -14,7 +14,7 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 
-from simulators._memo import plan_memo, trim
+from simulators._memo import interned, plan_memo, trim
 from simulators.analytical._collective_prices import collective_rows, collective_s, price_collectives, priced_s
 from simulators.analytical._layer import adam_step_s, cost_schedule, output_layer, per_layer_plan
 from simulators.analytical._layer_costs import LayerCosts, layer_costs
@@ -127,7 +127,9 @@ def busiest_stage(candidate: TrainingCandidate) -> int:
 def _per_stage_plan(plan: ParallelPlan) -> ParallelPlan:
     """Costs per micro-batch do not depend on how many there are, nor on the schedule but for
     whether it defers weight gradients: one key for every global batch and schedule."""
-    return dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule=cost_schedule(plan))
+    return interned(
+        dataclasses.replace(plan, global_batch=plan.micro_batch * plan.dp * plan.pp, schedule=cost_schedule(plan))
+    )
 
 
 @plan_memo
@@ -135,22 +137,24 @@ def _step_plan(plan: ParallelPlan) -> ParallelPlan:
     """What the step's data-parallel collectives and optimizer read of a plan (parallel degrees,
     the stage split, ZeRO, gradient bytes, offload), the rest normalised: plans that differ in
     micro-batch, recomputation, precision or kernels share their step part."""
-    return dataclasses.replace(
-        plan,
-        micro_batch=1,
-        global_batch=plan.dp * plan.pp,
-        schedule="1f1b",
-        recompute="none",
-        recompute_modules=("core_attn",),
-        precision="bf16",
-        flash_attention=True,
-        dropout=False,
-        overlap_grad_reduce=True,
-        overlap_param_gather=True,
-        cuda_graphs=False,
-        tp_comm_overlap=False,
-        moe_a2a_overlap=False,
-        moe_grouped_gemm="multi_stream",
+    return interned(
+        dataclasses.replace(
+            plan,
+            micro_batch=1,
+            global_batch=plan.dp * plan.pp,
+            schedule="1f1b",
+            recompute="none",
+            recompute_modules=("core_attn",),
+            precision="bf16",
+            flash_attention=True,
+            dropout=False,
+            overlap_grad_reduce=True,
+            overlap_param_gather=True,
+            cuda_graphs=False,
+            tp_comm_overlap=False,
+            moe_a2a_overlap=False,
+            moe_grouped_gemm="multi_stream",
+        )
     )
 
 

@@ -18,3 +18,18 @@ def test_a_table_under_the_bound_is_left_alone(monkeypatch):
     table = {"a": 1, "b": 2}
     _memo.trim(table)
     assert table == {"a": 1, "b": 2}
+
+
+def test_interned_values_are_one_instance_per_value(monkeypatch):
+    monkeypatch.setattr(_memo, "_INTERNED", {})
+    first, second = (1, "a", (2.0,)), (1, "a", (2.0,))
+    assert first is not second
+    assert _memo.interned(first) is first and _memo.interned(second) is first
+
+
+def test_the_interned_table_stays_within_the_bound(monkeypatch):
+    monkeypatch.setattr(_memo, "_INTERNED", {})
+    monkeypatch.setattr(_memo, "MEMO_ENTRIES", 4)
+    for value in range(10):
+        assert _memo.interned(value) == value
+    assert len(_memo._INTERNED) <= 5 and 9 in _memo._INTERNED
