@@ -22,7 +22,7 @@ def test_a_table_under_the_bound_is_left_alone(monkeypatch):
 
 def test_interned_values_are_one_instance_per_value(monkeypatch):
     monkeypatch.setattr(_memo, "_INTERNED", {})
-    first, second = (1, "a", (2.0,)), (1, "a", (2.0,))
+    first, second = (tuple([1, "a", 2.0]) for _ in range(2))  # equal, built apart
     assert first is not second
     assert _memo.interned(first) is first and _memo.interned(second) is first
 
