@@ -188,17 +188,16 @@ class InProcessExecutor:
             yield list(enumerate(outcomes, start=start))
 
     def _run_threads(self, evaluator, items):
-        """The first chunk alone, then the rest on the threads, yielded as each finishes; closing
-        early cancels those not begun (those running finish first). The first goes alone because
-        Numba's dispatchers are not safe to compile or load from two threads at once ("compilation
-        disabled"): once it has run, every kernel the evaluator calls is in place."""
+        """The chunks on the threads, yielded as each finishes; closing early cancels those not
+        begun (those running finish first). Every chunk starts at once, the first one too: the
+        engines' kernels load safely from two threads (numba compiles under its own lock, and the
+        packet engine's one explicit signature under simulators.packet._engine's)."""
         size = self._sizer.size(evaluator, len(items), self._threads)
-        starts = list(range(0, len(items), size))
-        yield from self.run_serially(evaluator, items[: starts[1] if len(starts) > 1 else len(items)])
-        if len(starts) < 2:
-            return
         with ThreadPoolExecutor(self._threads, thread_name_prefix="dse-eval") as pool:
-            futures = {pool.submit(_evaluate_chunk, evaluator, list(items[s : s + size])): s for s in starts[1:]}
+            futures = {
+                pool.submit(_evaluate_chunk, evaluator, list(items[s : s + size])): s
+                for s in range(0, len(items), size)
+            }
             self._begin()
             try:
                 for future in as_completed(futures):

@@ -61,6 +61,7 @@ elsewhere: after changing them, delete simulators/packet/__pycache__.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import NamedTuple
 
 import llvmlite.ir
@@ -936,10 +937,18 @@ def _engine():
     """The engine's compiled entry point (compiled, or loaded from the on-disk cache, for the one
     signature). Called directly, not through the dispatcher, which works out every argument's
     numba type on each call (60 of a small run's 200 us); the entry point converts arrays
-    checking only their item size, so simulate_packets checks their types."""
-    _simulate.compile(_signature())
-    _simulate.disable_compile()
-    return _simulate.overloads[_signature()].entry_point
+    checking only their item size, so simulate_packets checks their types. Threads that ask at
+    once (a fidelity level's) take turns: the cache does not hold back a second caller, and one
+    that compiles after the first has disabled compiling fails ("compilation disabled")."""
+    args = _signature()
+    with _ENGINE_LOCK:
+        if args not in _simulate.overloads:
+            _simulate.compile(args)
+            _simulate.disable_compile()
+    return _simulate.overloads[args].entry_point
+
+
+_ENGINE_LOCK = threading.Lock()
 
 
 @functools.cache
