@@ -17,7 +17,7 @@ import yaml
 
 from dse import paths
 from dse.errors import DseError
-from dse.physical.validate import VALIDATION_FILE
+from dse.physical import VALIDATION_FILE
 from dse.report.fidelity_table import FIDELITY_FILE, fidelity_frame
 from dse.report.html_page import render_html
 from dse.report.png import PngProcess, draw_pareto_png, pareto_plot
