@@ -18,7 +18,6 @@ more attempts, and its neighbours are evaluated normally: never retried forever.
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import os
 import socket
@@ -34,21 +33,9 @@ from typing import Any, Protocol
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
+from dse.search.collecting import collect_less
 
 WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # one thread per Ray CPU slot
-# The training model's memo tables hold millions of long-lived objects, and a cold evaluation
-# allocates fast: with CPython's default thresholds (700, 10, 10) it spent about a fifth of its
-# time collecting (benchmarks/RESULTS.md, training-model speed). A process that evaluates collects
-# less often; cyclic garbage waits longer, for at most that many allocations.
-GC_THRESHOLDS = (100_000, 50, 100)
-
-
-def collect_less() -> None:
-    """Set GC_THRESHOLDS in this process (evaluating ones: the driver, every Ray worker)."""
-    if gc.get_threshold() != GC_THRESHOLDS:
-        gc.set_threshold(*GC_THRESHOLDS)
-
-
 TASK_TARGET_S = 0.05
 TASK_LIMIT_S = 0.5  # longer tasks would hold a CPU that another study's short tasks are queued for
 WINDOW_PER_CPU = 2

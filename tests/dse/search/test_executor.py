@@ -150,7 +150,7 @@ def test_an_evaluating_process_collects_garbage_less_often():
     thresholds cost a fifth of a cold evaluation); the process's own are put back here."""
     import gc
 
-    from dse.search.executor import GC_THRESHOLDS
+    from dse.search.collecting import GC_THRESHOLDS
 
     before = gc.get_threshold()
     seen = []
