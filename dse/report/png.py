@@ -9,6 +9,7 @@ other core spends while this process writes the other files (benchmarks/RESULTS.
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
@@ -121,6 +122,7 @@ def _serve() -> None:
 
     plot, path = pickle.load(sys.stdin.buffer)
     draw_pareto_png(plot, path)
+    os._exit(0)  # drawn and written: the search waits for this exit, not for matplotlib's teardown
 
 
 if __name__ == "__main__":
