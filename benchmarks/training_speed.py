@@ -18,7 +18,7 @@ from pathlib import Path
 
 from dse.errors import PlanError
 from dse.evaluation.space import SearchSpace
-from dse.search.executor import collect_less
+from dse.search.collecting import collect_less
 from dse.spec import load_study
 from dse.study import resolve_study
 from simulators.analytical import simulate_training_batch

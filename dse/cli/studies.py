@@ -16,6 +16,16 @@ from dse.cli.listings import new_table
 
 
 def search_command(args: argparse.Namespace, console: Console) -> int:
+    from dse.report.png import PngProcess
+
+    png = PngProcess()  # imports matplotlib on the other core while this process imports and searches
+    try:
+        return _search(args, console, png)
+    finally:
+        png.close()
+
+
+def _search(args: argparse.Namespace, console: Console, png) -> int:
     from dse.cli.progress import SearchProgress
     from dse.evaluation.space import SearchSpace
     from dse.report.files import write_reports
@@ -57,7 +67,7 @@ def search_command(args: argparse.Namespace, console: Console) -> int:
                 on_range=row.ranges,
                 shared=_cache(args.cache),
             )
-        trials, front = write_reports(summary.study, resolved, settings.out_dir)
+        trials, front = write_reports(summary.study, resolved, settings.out_dir, png)
     console.print(_front_table(front, resolved))
     console.print(
         f"{summary.stopped_because}: {summary.finished} trials ({summary.evaluated} simulated this run"

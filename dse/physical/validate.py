@@ -35,12 +35,11 @@ import pandas as pd
 
 from dse.errors import SpecError
 from dse.evaluation.space import SearchSpace
+from dse.physical import VALIDATION_FILE
 from dse.spec import load_study
 from simulators.analytical import plan_collectives
 from simulators.network import bus_bandwidth_gbytes_per_s, collective_time_s
 from simulators.rdma import OPS, TRANSPORTS, Traffic, replay_algorithm, replay_many, round_nbytes
-
-VALIDATION_FILE = "validation.csv"
 
 
 def validate_study(

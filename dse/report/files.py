@@ -17,10 +17,10 @@ import yaml
 
 from dse import paths
 from dse.errors import DseError
-from dse.physical.validate import VALIDATION_FILE
+from dse.physical import VALIDATION_FILE
 from dse.report.fidelity_table import FIDELITY_FILE, fidelity_frame
 from dse.report.html_page import render_html
-from dse.report.png import write_pareto_png
+from dse.report.png import PngProcess, draw_pareto_png, pareto_plot
 from dse.report.summary import summary_markdown
 from dse.search.hypervolume import MAX_OBJECTIVES, HypervolumeHistory, hypervolume_history
 from dse.search.journal import TRIALS_FILE, check_trials_kept, journal_storage
@@ -113,8 +113,11 @@ def load_study_dir(out_dir: Path) -> tuple[optuna.Study, ResolvedStudy]:
             raise DseError(f"report: the storage of {out_dir} holds no study {study.name!r}") from None
 
 
-def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Write every report file into `out_dir`; return the trials and the front.
+def write_reports(
+    study: optuna.Study, resolved: ResolvedStudy, out_dir: Path, png: PngProcess | None = None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Write every report file into `out_dir`; return the trials and the front. `png`, a process
+    started earlier, draws pareto.png while this one writes the rest; without one it is drawn here.
 
     trials.csv and trials.parquet (every finished trial), pareto.csv (the front with its time
     and memory breakdowns), fidelity.csv (each promoted candidate at every level of the ladder,
@@ -122,14 +125,19 @@ def write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -
     written when the study holds fewer trials than the trials.csv already there (dse.search.journal).
     """
     with study_lock(out_dir):
-        return _write_reports(study, resolved, out_dir)
+        return _write_reports(study, resolved, out_dir, png)
 
 
-def _write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+def _write_reports(
+    study: optuna.Study, resolved: ResolvedStudy, out_dir: Path, png: PngProcess | None
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     trials = trials_frame(study, resolved)
     check_trials_kept(out_dir, trials["trial"].tolist(), f"the storage of {out_dir}")
     standing = standings(study, resolved)
     front = with_breakdown(pareto_frame(trials, resolved), standing)
+    plot = pareto_plot(trials, front, resolved)
+    if png is not None:
+        png.send(plot, out_dir / "pareto.png")
     history = history_of(trials, resolved)
     fidelity = fidelity_frame(study, resolved, standing)
     if not fidelity.empty:
@@ -140,11 +148,14 @@ def _write_reports(study: optuna.Study, resolved: ResolvedStudy, out_dir: Path) 
     _typed(trials).to_parquet(out_dir / "trials.parquet", index=False)
     front.to_csv(out_dir / "pareto.csv", index=False)
     (out_dir / "summary.md").write_text(summary_markdown(trials, front, resolved, history, spec_path, fidelity, ladder))
-    write_pareto_png(trials, front, resolved, out_dir / "pareto.png")
+    if png is None:
+        draw_pareto_png(plot, out_dir / "pareto.png")
     validation_path = out_dir / VALIDATION_FILE
     validation = pd.read_csv(validation_path) if validation_path.is_file() else None
     page = render_html(trials, front, resolved, history, spec_path.read_text(), fidelity, validation, ladder)
     (out_dir / "report.html").write_text(page)
+    if png is not None:
+        png.wait()
     return trials, front
 
 

@@ -18,7 +18,6 @@ more attempts, and its neighbours are evaluated normally: never retried forever.
 from __future__ import annotations
 
 import contextlib
-import gc
 import math
 import os
 import socket
@@ -34,21 +33,9 @@ from typing import Any, Protocol
 from dse.errors import DseError
 from dse.evaluation.evaluate import Evaluator
 from dse.evaluation.outcome import Outcome
+from dse.search.collecting import collect_less
 
 WORKER_ENV = {"NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}  # one thread per Ray CPU slot
-# The training model's memo tables hold millions of long-lived objects, and a cold evaluation
-# allocates fast: with CPython's default thresholds (700, 10, 10) it spent about a fifth of its
-# time collecting (benchmarks/RESULTS.md, training-model speed). A process that evaluates collects
-# less often; cyclic garbage waits longer, for at most that many allocations.
-GC_THRESHOLDS = (100_000, 50, 100)
-
-
-def collect_less() -> None:
-    """Set GC_THRESHOLDS in this process (evaluating ones: the driver, every Ray worker)."""
-    if gc.get_threshold() != GC_THRESHOLDS:
-        gc.set_threshold(*GC_THRESHOLDS)
-
-
 TASK_TARGET_S = 0.05
 TASK_LIMIT_S = 0.5  # longer tasks would hold a CPU that another study's short tasks are queued for
 WINDOW_PER_CPU = 2
@@ -188,17 +175,16 @@ class InProcessExecutor:
             yield list(enumerate(outcomes, start=start))
 
     def _run_threads(self, evaluator, items):
-        """The first chunk alone, then the rest on the threads, yielded as each finishes; closing
-        early cancels those not begun (those running finish first). The first goes alone because
-        Numba's dispatchers are not safe to compile or load from two threads at once ("compilation
-        disabled"): once it has run, every kernel the evaluator calls is in place."""
+        """The chunks on the threads, yielded as each finishes; closing early cancels those not
+        begun (those running finish first). Every chunk starts at once, the first one too: the
+        engines' kernels load safely from two threads (numba compiles under its own lock, and the
+        packet engine's one explicit signature under simulators.packet._engine's)."""
         size = self._sizer.size(evaluator, len(items), self._threads)
-        starts = list(range(0, len(items), size))
-        yield from self.run_serially(evaluator, items[: starts[1] if len(starts) > 1 else len(items)])
-        if len(starts) < 2:
-            return
         with ThreadPoolExecutor(self._threads, thread_name_prefix="dse-eval") as pool:
-            futures = {pool.submit(_evaluate_chunk, evaluator, list(items[s : s + size])): s for s in starts[1:]}
+            futures = {
+                pool.submit(_evaluate_chunk, evaluator, list(items[s : s + size])): s
+                for s in range(0, len(items), size)
+            }
             self._begin()
             try:
                 for future in as_completed(futures):

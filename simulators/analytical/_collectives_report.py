@@ -44,7 +44,8 @@ def plan_collectives(candidate: TrainingCandidate) -> list[CollectiveUse]:
     network = candidate.system.fabric_network
     counts: Counter = Counter()
     for index in stage_layers(model, plan, 0):
-        counts.update(_key(c) for c in layer_collectives(model, plan, index) for _ in range(plan.microbatches))
+        for c in layer_collectives(model, plan, index):
+            counts[_key(c)] += plan.microbatches
     for c in step_collectives(model, plan):
         counts[_key(c)] += 1 if c.per == "step" else plan.microbatches
     out = []

@@ -9,11 +9,10 @@ study uses. A fresh install compiles the flow and packet engines for ~12 s on on
 
 from __future__ import annotations
 
-import os
-import pickle
 import sys
 from collections.abc import Sequence
 
+from simulators._kernels import in_disk_cache
 from simulators.fidelity._level import LEVELS, SimulatedLevel
 from simulators.hardware import get_gpu
 from simulators.models import get_model
@@ -40,22 +39,15 @@ def warm_up(levels: Sequence[str]) -> None:
 
 
 def compiled(levels: Sequence[str]) -> bool:
-    """Whether numba's disk cache holds every kernel of `levels` for its source as it is now.
-    It reads numba's cache index and looks for the data files it names (internals of
-    numba.core.caching, which writes the index before the data: an index alone is a kernel
-    still being saved); any surprise there reads as not compiled, which costs only a warm-up
-    that finds them compiled."""
-    for name in levels:
-        level = LEVELS.lookup(name, "level")
-        for kernel in level.kernels() if isinstance(level, SimulatedLevel) else ():
-            try:
-                cache_file = kernel._cache._cache_file
-                overloads = cache_file._load_index()
-                if not overloads or not all(os.path.exists(cache_file._data_path(n)) for n in overloads.values()):
-                    return False
-            except (AttributeError, OSError, EOFError, ValueError, pickle.UnpicklingError):
-                return False
-    return True
+    """Whether numba's disk cache holds every kernel of `levels` for its source as it is now
+    (simulators._kernels.in_disk_cache: a surprise there reads as not compiled, which costs only
+    a warm-up that finds them compiled)."""
+    return all(
+        in_disk_cache(kernel)
+        for name in levels
+        for level in [LEVELS.lookup(name, "level")]
+        for kernel in (level.kernels() if isinstance(level, SimulatedLevel) else ())
+    )
 
 
 if __name__ == "__main__":

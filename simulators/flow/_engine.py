@@ -50,15 +50,19 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from simulators._kernels import SignedHelpers
+
 PS_PER_S = 1e12
 # heap events: a flow starts (joins the fluid), drains (its bytes are through), finishes (its
 # last byte is at the receiver); a flow's state
 _START, _DRAIN, _FINISH = 0, 1, 2
 _WAITING, _ACTIVE, _DRAINED = 0, 1, 2
 _TIE = 1e-9  # links whose shares differ by less than this fraction fill in one round
-# The heap's signatures, given: called with an initial size of 0, numba would otherwise compile
-# a copy for that literal value.
+# The heap's signatures, given when an engine compiles (`HELPERS.before(engine)` ahead of its
+# first call): called with an initial size of 0, numba would otherwise compile a copy for that
+# literal value.
 _I, _ARRAY = numba.int64, numba.int64[::1]
+HELPERS = SignedHelpers()
 
 
 class Links(NamedTuple):
@@ -68,7 +72,7 @@ class Links(NamedTuple):
     delay_ps: np.ndarray  # int64
 
 
-@numba.njit(_I(_ARRAY, _ARRAY, _I, _I, _I), cache=True, error_model="numpy")
+@HELPERS.njit(_I(_ARRAY, _ARRAY, _I, _I, _I), error_model="numpy")
 def _push(times, payloads, size, t, payload):
     """Insert (t, payload) into the binary heap on `times` (room for it is the caller's);
     returns the new size. Equal times need no order: the engine handles a picosecond's events
@@ -98,7 +102,7 @@ def _room(times, payloads, size, more):
     )
 
 
-@numba.njit(numba.types.UniTuple(_I, 2)(_ARRAY, _ARRAY, _I), cache=True, error_model="numpy")
+@HELPERS.njit(numba.types.UniTuple(_I, 2)(_ARRAY, _ARRAY, _I), error_model="numpy")
 def _pop(times, payloads, size):
     """Remove the earliest entry; returns (its payload, the new size)."""
     payload = payloads[0]

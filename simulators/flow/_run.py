@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from simulators._errors import SpecError
-from simulators.flow._engine import PS_PER_S, Links, simulate_buffered, simulate_flows
+from simulators.flow._engine import HELPERS, PS_PER_S, Links, simulate_buffered, simulate_flows, simulate_queued
 from simulators.network import Flow, FlowArrays, Link
 from simulators.network._transfers import RunTimes, flow_arrays
 
@@ -35,8 +35,9 @@ class FlowResult(RunTimes):
 
 # How links share their bandwidth (simulators/flow/_engine.py): FIFO queues that hold every byte
 # sent to them (a lossless fabric whose senders go at line rate), or max-min fair rates without
-# queues (a transport that keeps queues short).
+# queues (a transport that keeps queues short); and the compiled kernel each runs.
 MODELS = {"fifo": simulate_buffered, "max_min": simulate_flows}
+_KERNELS = {"fifo": simulate_queued, "max_min": simulate_flows}
 
 
 def simulate(links: Sequence[Link], flows: Sequence[Flow] | FlowArrays, *, model: str) -> FlowResult:
@@ -53,6 +54,7 @@ def simulate(links: Sequence[Link], flows: Sequence[Flow] | FlowArrays, *, model
             raise SpecError(f"links[{i}].delay_s: {link.delay_s!r} is not allowed; allowed: >= 0")
     rates = np.array([link.gbps * 1e9 for link in links])
     engine_links = Links(rates, np.array([round(link.delay_s * PS_PER_S) for link in links], np.int64))
+    HELPERS.before(_KERNELS[model])
     begin, finish, link_bytes, events, recomputations, rounds, end = MODELS[model](engine_links, arrays)
     unfinished = int((finish < 0).sum())
     if unfinished:

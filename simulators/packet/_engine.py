@@ -61,6 +61,7 @@ elsewhere: after changing them, delete simulators/packet/__pycache__.
 from __future__ import annotations
 
 import functools
+import threading
 from typing import NamedTuple
 
 import llvmlite.ir
@@ -69,6 +70,7 @@ import numba.extending
 import numpy as np
 from numba.core.types.function_type import CompileResultWAP
 
+from simulators._kernels import SignedHelpers
 from simulators.packet._congestion import (
     BASE_RTT_PS,
     HOOK,
@@ -143,6 +145,7 @@ _FREE, _LAST, _BUCKETS, _SUMMARY, _COUNT, _NEXT_SEQ, _FAR_BOUND, _CURSOR = range
 _TIME, _PAYLOAD, _NEXT, _SEQ = range(4)
 _HEAD, _TAIL, _HINT = range(3)
 _NO_TIME = np.iinfo(np.int64).max
+_HELPERS = SignedHelpers()  # the queue's helpers, each with its one signature (simulators/_kernels.py)
 
 
 @numba.extending.intrinsic
@@ -166,7 +169,7 @@ def _lowest_bit(typingctx, x):
     return _I(_I), codegen
 
 
-@numba.njit(_QUEUE(_I), cache=True, error_model="numpy")
+@_HELPERS.njit(_QUEUE(_I), error_model="numpy")
 def _queue(capacity):
     """An empty queue with room for `capacity` events."""
     q = np.full(_Q_WIDTH * (_Q_ENTRY + capacity), -1, np.int64)
@@ -179,13 +182,13 @@ def _queue(capacity):
     return q
 
 
-@numba.njit(_I(_QUEUE), cache=True, error_model="numpy")
+@_HELPERS.njit(_I(_QUEUE), error_model="numpy")
 def _room(q):
     """Events the queue can take before it must grow."""
     return len(q) // _Q_WIDTH - _Q_ENTRY - q[_COUNT]
 
 
-@numba.njit(_QUEUE(_QUEUE), cache=True, error_model="numpy")
+@_HELPERS.njit(_QUEUE(_QUEUE), error_model="numpy")
 def _grow_queue(q):
     """The queue with twice the room, its events in place."""
     old = len(q) // _Q_WIDTH
@@ -198,7 +201,7 @@ def _grow_queue(q):
     return q
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I), cache=True, error_model="numpy")
+@_HELPERS.njit(numba.void(_QUEUE, _I, _I), error_model="numpy")
 def _append(q, b, i):
     """Put entry i at the end of bucket b (marking the bucket non-empty)."""
     bucket = _Q_WIDTH * (_Q_BUCKET + b)
@@ -210,7 +213,7 @@ def _append(q, b, i):
     q[bucket + _TAIL] = i
 
 
-@numba.njit(numba.void(_QUEUE, _I, _I, _I), cache=True, error_model="numpy")
+@_HELPERS.njit(numba.void(_QUEUE, _I, _I, _I), error_model="numpy")
 def _push(q, t, kind, a):
     """Schedule event (kind, a) at time t (>= the last event's), after every event already at t."""
     i = q[_FREE]
@@ -249,7 +252,7 @@ def _push(q, t, kind, a):
             q[_Q_WIDTH * before + _NEXT] = i
 
 
-@numba.njit(numba.types.UniTuple(_I, 3)(_QUEUE), cache=True, error_model="numpy")
+@_HELPERS.njit(numba.types.UniTuple(_I, 3)(_QUEUE), error_model="numpy")
 def _pop(q):
     """Remove the earliest event (the first scheduled of the earliest); returns (t, kind, a)."""
     slot, j, t = -1, -1, _NO_TIME
@@ -361,7 +364,7 @@ def _go_back(recovery, f, s, next_seq, resend_seq):
         resend_seq[f] = s
 
 
-@numba.njit(_I(_I, numba.float64), cache=True, error_model="numpy")
+@_HELPERS.njit(_I(_I, numba.float64), error_model="numpy")
 def _ser_ps(nbytes, rate_bps):
     return np.int64(round(nbytes * 8.0 * PS_PER_S / rate_bps))
 
@@ -936,10 +939,19 @@ def _engine():
     """The engine's compiled entry point (compiled, or loaded from the on-disk cache, for the one
     signature). Called directly, not through the dispatcher, which works out every argument's
     numba type on each call (60 of a small run's 200 us); the entry point converts arrays
-    checking only their item size, so simulate_packets checks their types."""
-    _simulate.compile(_signature())
-    _simulate.disable_compile()
-    return _simulate.overloads[_signature()].entry_point
+    checking only their item size, so simulate_packets checks their types. Threads that ask at
+    once (a fidelity level's) take turns: the cache does not hold back a second caller, and one
+    that compiles after the first has disabled compiling fails ("compilation disabled")."""
+    args = _signature()
+    with _ENGINE_LOCK:
+        if args not in _simulate.overloads:
+            _HELPERS.before(_simulate)
+            _simulate.compile(args)
+            _simulate.disable_compile()
+    return _simulate.overloads[args].entry_point
+
+
+_ENGINE_LOCK = threading.Lock()
 
 
 @functools.cache

@@ -305,15 +305,12 @@ def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_pat
     """A model named `[/]...` was a rich MarkupError; names are text to the terminal, not markup,
     and a long study name is shown cut to a line, in the terminal and in pareto.png's title (a
     megabyte of name took minutes to draw there); the files keep it whole."""
-    from matplotlib.axes import Axes
-
+    from dse.report.png import PngProcess
     from tests.conftest import TINY_SPEC
 
-    titles = []
-    set_title = Axes.set_title
-    monkeypatch.setattr(
-        Axes, "set_title", lambda ax, text, *a, **k: titles.append(text) or set_title(ax, text, *a, **k)
-    )
+    titles = []  # of the plot handed to the process that draws pareto.png
+    send = PngProcess.send
+    monkeypatch.setattr(PngProcess, "send", lambda p, plot, path: titles.append(plot.title) or send(p, plot, path))
 
     name = "n" * 250
     inline = "model:\n  name: '[/]oops[bold red]x'\n  layers: 4\n  hidden: 1024\n  ffn_hidden: 4096\n  heads: 8\n"
@@ -326,6 +323,7 @@ def test_names_print_as_they_are_and_long_ones_are_cut_short(write_spec, tmp_pat
     assert name[:79] + "…" in shown and name not in shown.replace(str(out), "")
     assert f"name: {name}" in (out / "spec.yaml").read_text()
     assert titles and all(len(t) < 150 for t in titles)
+    assert (out / "pareto.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_a_workload_file_must_be_a_regular_file(tmp_path, capsys):

@@ -29,6 +29,28 @@ def test_nothing_starts_without_a_level_or_for_workers_elsewhere(monkeypatch):
     assert started == []
 
 
+def test_each_level_the_cache_lacks_compiles_in_a_process_of_its_own(monkeypatch):
+    """The packet engine, the longest to compile, does not queue behind the flow engine; a level
+    already in the cache starts nothing."""
+    started = []
+
+    class Running:
+        def __init__(self, command, **kwargs):
+            started.append(command[-2:])
+
+        def poll(self):
+            return 0
+
+    monkeypatch.setattr(warmup.subprocess, "Popen", Running)
+    monkeypatch.setattr("simulators.fidelity._warmup.compiled", lambda levels: False)
+    warmup.Warmup(["flow", "packet"], "local").close()
+    assert started == [["simulators.fidelity._warmup", "flow"], ["simulators.fidelity._warmup", "packet"]]
+    started.clear()
+    monkeypatch.setattr("simulators.fidelity._warmup.compiled", lambda levels: levels == ["flow"])
+    warmup.Warmup(["flow", "packet"], "off").close()
+    assert started == [["simulators.fidelity._warmup", "packet"]]
+
+
 def test_a_cold_cache_gets_the_level_kernels_once(tmp_path):
     """In a process whose numba cache is an empty directory: the flow engine is not there, the
     warm-up's process puts it there, and a second warm-up finds it and starts nothing."""

@@ -186,3 +186,34 @@ def test_an_array_of_the_wrong_type_is_refused_by_name(monkeypatch):
     links, switches = chain(1)
     with pytest.raises(TypeError, match=r"^Links\.delay_ps: float64 1-D array given"):
         simulate(links, [Flow((0,), 4096, 4096)], LINE, switches)
+
+
+def test_two_threads_that_first_run_the_engine_at_once_both_get_it(monkeypatch):
+    """A fidelity level's threads meet the engine's first load together: the second must find the
+    entry point the first loaded, not compile again after compiling was closed (it failed a
+    candidate with "compilation disabled"). Each thread's flow then takes the closed-form FCT."""
+    import threading
+
+    from simulators.packet import _engine
+
+    links, switches = chain(2)
+    simulate(links, [Flow((0, 1), 4096, 4096)], LINE, switches)  # the engine loaded, compiling closed
+    _engine._engine.cache_clear()  # as a process whose threads both ask for the entry point first
+    barrier, fcts, errors = threading.Barrier(2), [], []
+
+    def run(n):
+        barrier.wait()
+        try:
+            fcts.append((n, simulate(links, [Flow((0, 1), n * 4096, 4096)], LINE, switches).fct_s[0]))
+        except Exception as exc:  # noqa: BLE001 - the failure is what the test reports
+            errors.append(exc)
+
+    threads = [threading.Thread(target=run, args=(n,)) for n in (10, 20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    t = packet_time_s(4096, 100)
+    for n, fct in fcts:
+        assert fct == pytest.approx(t + n * t + t + 2e-6, rel=1e-12)
