@@ -86,6 +86,34 @@ sampler: grid
 """
 
 
+# A study whose pipeline shapes take layouts (training.pipeline_layouts): llama3-8b (32 layers) on
+# 16 H100s; pp 4 x vpp 3 = 12 divides neither 32 nor 32+2, so only its layout runs it; pp 2 takes
+# an uneven one.
+FOUR_BY_THREE = [1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]
+LAYOUTS_SPEC = f"""
+name: layouts
+model: llama3-8b
+training:
+  seq_len: 4096
+  pipeline_layouts:
+    - {{pp: 4, vpp: 3, layers: {FOUR_BY_THREE}}}
+    - {{pp: 2, layers: [12, 20]}}
+hardware:
+  gpu: [H100-SXM]
+  num_gpus: [16]
+search:
+  tp: [1, 2]
+  pp: [1, 2, 4]
+  vpp: [1, 3]
+  micro_batch: [1]
+  global_batch: [64]
+  recompute: [none]
+objectives:
+  - iteration_time_s: minimize
+sampler: grid
+"""
+
+
 # One candidate of TINY_SPEC: every knob set (8 H100s, tp=pp=1, 8 micro-batches of 1).
 TINY_PARAMS = {
     "gpu": "H100-SXM",

@@ -12,48 +12,10 @@ from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from dse.study import resolve_study
 from simulators.workload import read_simai_workload, stage_layers
+from tests.conftest import FOUR_BY_THREE, LAYOUTS_SPEC, TINY_PARAMS
 
-# llama3-8b (32 layers) on 16 H100s; pp 4 x vpp 3 runs only on its layout (12 divides neither 32
-# nor 32+2), pp 2 takes an uneven one.
-FOUR_BY_THREE = [1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]
-SPEC = f"""
-name: layouts
-model: llama3-8b
-training:
-  seq_len: 4096
-  pipeline_layouts:
-    - {{pp: 4, vpp: 3, layers: {FOUR_BY_THREE}}}
-    - {{pp: 2, layers: [12, 20]}}
-hardware:
-  gpu: [H100-SXM]
-  num_gpus: [16]
-search:
-  tp: [1, 2]
-  pp: [1, 2, 4]
-  vpp: [1, 3]
-  micro_batch: [1]
-  global_batch: [64]
-  recompute: [none]
-objectives:
-  - iteration_time_s: minimize
-sampler: grid
-"""
-PARAMS = {
-    "gpu": "H100-SXM",
-    "num_gpus": 16,
-    "tp": 1,
-    "cp": 1,
-    "ep": 1,
-    "etp": 1,
-    "micro_batch": 1,
-    "global_batch": 64,
-    "recompute": "none",
-    "schedule": "1f1b",
-    "sequence_parallel": True,
-    "zero_stage": 1,
-    "fabric": "rail-optimized",
-    "nic_gbps": 400,
-}
+SPEC = LAYOUTS_SPEC
+PARAMS = {**TINY_PARAMS, "num_gpus": 16}  # every use sets pp and vpp
 PLAN = ["--set=tp=1", "--set=pp=4", "--set=vpp=3"]
 
 

@@ -14,28 +14,26 @@ PLOT = ParetoPlot(
 )
 
 
-def test_the_other_process_draws_the_same_bytes_as_this_one(tmp_path):
+def drawn_through(process: PngProcess, tmp_path) -> bytes:
+    """PLOT sent to `process` and waited for: the PNG's bytes (here.png: drawn in this process)."""
     draw_pareto_png(PLOT, tmp_path / "here.png")
-    process = PngProcess()
     try:
         process.send(PLOT, tmp_path / "there.png")
         process.wait()
     finally:
         process.close()
-    assert (tmp_path / "there.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    return (tmp_path / "there.png").read_bytes()
+
+
+def test_the_other_process_draws_the_same_bytes_as_this_one(tmp_path):
+    assert drawn_through(PngProcess(), tmp_path) == (tmp_path / "here.png").read_bytes()
 
 
 def test_a_process_that_died_before_drawing_leaves_the_drawing_to_this_one(tmp_path):
-    draw_pareto_png(PLOT, tmp_path / "here.png")
     process = PngProcess()
     process._process.kill()
     process._process.wait()
-    try:
-        process.send(PLOT, tmp_path / "there.png")
-        process.wait()
-    finally:
-        process.close()
-    assert (tmp_path / "there.png").read_bytes() == (tmp_path / "here.png").read_bytes()
+    assert drawn_through(process, tmp_path) == (tmp_path / "here.png").read_bytes()
 
 
 def test_a_process_never_sent_a_plot_is_ended_by_close():

@@ -7,29 +7,10 @@ from dse.cli.commands import main
 from dse.errors import DseError
 from dse.spec import load_study
 from dse.study import resolve_study
+from tests.conftest import FOUR_BY_THREE, LAYOUTS_SPEC
 
-# llama3-8b has 32 layers; pp 4 x vpp 3 = 12 divides neither 32 nor 32+2, so only a layout runs it.
-SPEC = """
-name: layouts
-model: llama3-8b
-training:
-  seq_len: 4096
-  pipeline_layouts:
-    - {pp: 4, vpp: 3, layers: [1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]}
-    - {pp: 2, layers: [12, 20]}
-hardware:
-  gpu: [H100-SXM]
-  num_gpus: [16]
-search:
-  tp: [1, 2]
-  pp: [1, 2, 4]
-  vpp: [1, 3]
-  micro_batch: [1]
-  global_batch: [64]
-  recompute: [none]
-sampler: grid
-"""
-FOUR_BY_THREE = "{pp: 4, vpp: 3, layers: [1, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 1]}"
+SPEC = LAYOUTS_SPEC
+ENTRY = f"{{pp: 4, vpp: 3, layers: {FOUR_BY_THREE}}}"  # the (4, 3) layout, as the text has it
 
 
 def error_of(write_spec, text):
@@ -101,7 +82,7 @@ def test_a_bad_layout_is_refused_in_one_line_naming_the_field(write_spec, old, n
 
 def test_without_its_layout_the_shape_is_refused_and_with_it_admitted(write_spec):
     """vpp 3 fits no pp of the search by any split; the (4, 3) layout alone admits it."""
-    text = SPEC.replace(f"    - {FOUR_BY_THREE}\n", "")
+    text = SPEC.replace(f"    - {ENTRY}\n", "")
     assert error_of(write_spec, text).startswith("search.vpp: 3 chunks per stage fit no pp and pipeline_split")
     resolve_study(load_study(write_spec(SPEC)))
 
