@@ -54,6 +54,7 @@ from dse.study import resolve_study
 from simulators import DseError
 from simulators.hardware import get_gpu
 from simulators.models import ModelSpec
+from simulators.network import Fabric
 from simulators.workload import ParallelPlan, ep_problem, pp_problem, tp_problem
 
 RECIPE_SOURCES = ("nemo_", "megatron_bridge_", "mlperf_training_")
@@ -133,6 +134,14 @@ def domain_gpus(row: dict[str, str], num_gpus: int) -> int:
     power of two that divides the job (64 of an NVL72 rack for 64-256 GB200 GPUs)."""
     domain = int(row["gpus_per_node"]) if row["gpus_per_node"] else get_gpu(row["gpu"]).scaleup_domain_gpus
     return max(p for p in POWERS if p <= domain and num_gpus % p == 0)
+
+
+def fabric_family(num_gpus: int, domain: int) -> str:
+    """The rail-optimized two tiers of a DGX SuperPOD where they hold the job at radix 64 (2,048
+    GPUs), else a three-tier fat-tree, as clusters beyond that size add a core tier (MLPerf v3.0's
+    3,584-GPU CoreWeave run: a plan that ran is never ruled out by a fabric too small to build)."""
+    rails = Fabric("rail-optimized", gpus_per_server=domain, nics_per_server=domain)
+    return "rail-optimized" if num_gpus <= rails.max_gpus() else "fat-tree"
 
 
 def recipe_layouts(recipe: Recipe) -> dict[tuple[int, int], tuple[int, ...]]:
@@ -232,7 +241,12 @@ def recipe_study(recipe: Recipe) -> SearchSpace:
         "hardware": {
             "gpu": [row["gpu"]],
             "num_gpus": [n],
-            "fabric": {"gpus_per_server": domain, "nics_per_server": domain, "nic_gbps": [nic_gbps]},
+            "fabric": {
+                "family": [fabric_family(n, domain)],
+                "gpus_per_server": domain,
+                "nics_per_server": domain,
+                "nic_gbps": [nic_gbps],
+            },
         },
         "search": {**search, "global_batch": [plan.global_batch], "schedule": ["1f1b"]},
         "objectives": [{"metric": "iteration_time_s"}],

@@ -1,5 +1,6 @@
-"""benchmarks/recipes.py names NVIDIA's DeepSeek-V3 pipeline layouts in each recipe's study, so the
-published pp 4 x vpp 4 plan on GB200 (61 layers: no even split) is among the plans ranked."""
+"""benchmarks/recipes.py builds each recipe's study so the published plan is among the plans ranked:
+NVIDIA's DeepSeek-V3 pipeline layouts (pp 4 x vpp 4 on GB200, 61 layers: no even split), and a
+fabric large enough for the published cluster."""
 
 from __future__ import annotations
 
@@ -37,3 +38,16 @@ def test_the_deepseek_v3_gb200_recipe_is_ranked_on_its_layout(recipes):
     # 15 virtual stages of 4 layers and one of 1: stages 0-2 hold 4 chunks of 4, stage 3 three and the 1
     assert [len(stage_layers(recipe.model, plan, s)) for s in range(4)] == [16, 16, 16, 13]
     assert any(p["pp"] == 4 and p["vpp"] == 4 for p in space.grid())
+
+
+def test_a_published_run_larger_than_two_rail_tiers_gets_a_fabric_that_holds_it(recipes):
+    """Radix-64 switches in two rail-optimized tiers join 64 leaves x 32 down ports = 2,048 NICs
+    (one per GPU): MLPerf v3.0's 3,584-GPU CoreWeave run needs the core tier of a fat-tree, and
+    its published plan is then feasible (it was ruled out by the fabric alone)."""
+    assert recipes.fabric_family(2048, 8) == "rail-optimized" and recipes.fabric_family(2056, 8) == "fat-tree"
+    row = next(r for r in csv.DictReader(CSV.open()) if r["id"] == "mlperf30-coreweave-3584")
+    recipe = recipes.read_recipe(row)
+    space = recipes.recipe_study(recipe)
+    assert list(space.values["fabric"]) == ["fat-tree"]
+    outcome = recipes.Evaluator(space).evaluate(recipes.published_params(space, recipe.plan))
+    assert outcome.feasible, outcome.reason
