@@ -212,9 +212,11 @@ def _step_times(
     busiest = busy == np.repeat(np.maximum.reduceat(busy, starts), counts)
     _, first = np.unique(owner[busiest], return_index=True)
     slowest = np.flatnonzero(busiest)[first]
-    # The sharded optimizer's parameter all-gather overlaps the next step's first forward.
+    # The sharded optimizer's parameter all-gather overlaps the next step's first forwards.
     gather_exposed = np.where(
-        overlap_gather[slowest], np.maximum(0.0, gather[slowest] - fwd[slowest] * vpp[slowest]), gather[slowest]
+        overlap_gather[slowest],
+        _chunked_gather_exposed(gather[slowest], fwd[slowest], vpp[slowest], spacing[slowest]),
+        gather[slowest],
     )
     # The step waits for the slowest stage's optimizer; its host part is that stage's.
     slowest_adam = adam == np.repeat(np.maximum.reduceat(adam, starts), counts)
@@ -243,6 +245,29 @@ def _chunked_reduce_exposed(sync_s: np.ndarray, chunk_bwd_s: np.ndarray, vpp: np
     last = share - chunk_bwd_s
     first = vpp * share - (vpp - 1) * spacing * chunk_bwd_s - chunk_bwd_s
     return np.maximum(0.0, np.maximum(last, first))
+
+
+def _chunked_gather_exposed(gather_s: np.ndarray, chunk_fwd_s: np.ndarray, vpp: np.ndarray, spacing: np.ndarray):
+    """Parameter all-gather left on the critical path of the step's first forwards, per chunk as
+    Megatron runs it with overlap_param_gather.
+
+    Without interleaving the gather runs bucket by bucket ahead of the forward that needs it
+    (each bucket's pre-hook dispatches the next): what the first forward does not hide is
+    exposed, max(0, gather - f). With interleaving, Megatron-Core's schedule dispatches chunks 0
+    and 1 at the step's start and chunk c + 1 when the first micro-batch of chunk c starts
+    (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving:
+    param_sync_func); the gathers of gather_s / vpp queue on one stream, and chunk c's first
+    forward runs after c * spacing (pp) forwards. The stage waits for the latest of the chunks'
+    ends less the time it needs them, which shifts every later need alike."""
+    share = gather_s / vpp
+    end = share.copy()
+    exposed = share - chunk_fwd_s
+    for chunk in range(1, int(vpp.max(initial=1))):
+        live = chunk < vpp
+        dispatch = 0.0 if chunk == 1 else (chunk - 1) * spacing * chunk_fwd_s
+        end = np.where(live, np.maximum(end, dispatch) + share, end)
+        exposed = np.where(live, np.maximum(exposed, end - (chunk * spacing + 1) * chunk_fwd_s), exposed)
+    return np.maximum(0.0, exposed)
 
 
 # Breakdown parts are differences of sums of many event times; their round-off is a few ulps of

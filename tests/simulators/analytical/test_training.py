@@ -1,5 +1,6 @@
 """The first analytical training model against hand computations and scaling laws."""
 
+import numpy as np
 import pytest
 
 from simulators.analytical import simulate_training
@@ -292,3 +293,22 @@ def test_hfu_counts_the_gemms_selective_recomputation_reruns():
         result = run(global_batch=8, recompute="selective", recompute_modules=modules)
         rerun = result.metrics["hfu"] / result.metrics["mfu"] - 1
         assert rerun == pytest.approx(layers * tokens * per_token_layer / useful, rel=1e-9)
+
+
+@pytest.mark.parametrize(
+    "gather, vpp, pp, fwd, exposed",
+    [
+        (10.0, 1, 4, 3.0, 7.0),  # no interleaving: what the first forward does not hide
+        (12.0, 4, 2, 1.0, 5.0),  # gathers (3 each) slower than 2 forwards: the queue backs up to the last chunk
+        (4.0, 4, 4, 1.0, 0.0),  # each chunk's gather (1) done within the 4 forwards before it is needed
+        (8.0, 2, 4, 1.0, 3.0),  # chunk 0 (4) under its own first forward (1); chunk 1 done by 8, needed at 5
+    ],
+)
+def test_interleaved_parameter_gathers_queue_per_chunk_as_megatron_dispatches_them(gather, vpp, pp, fwd, exposed):
+    """Chunks 0 and 1 gathered from the step's start, chunk c + 1 from chunk c's first forward,
+    one after another; chunk c is needed by the end of its first forward, after c * pp forwards
+    (hand-worked: 12/4/2/1 -> ends 3, 6, 9, 12 against needs 1, 3, 5, 7: 5 late)."""
+    from simulators.analytical._training import _chunked_gather_exposed
+
+    got = _chunked_gather_exposed(np.array([gather]), np.array([fwd]), np.array([vpp]), np.array([pp]))
+    assert got.tolist() == pytest.approx([exposed])
