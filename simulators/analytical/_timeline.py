@@ -20,7 +20,7 @@ Schedules: GPIPE (all forwards, then all backwards), ONE_F_ONE_B (PipeDream-Flus
 1F1B), INTERLEAVED (Megatron's interleaved 1F1B with v chunks per stage), ZB_H1.
 
 Long steady phases are not simulated operation by operation: once the whole state repeats
-exactly, shifted in time, the kernel jumps over the repeats (_recurs, _jump), which gives the
+exactly, shifted in time, the kernel jumps over the repeats (_steady_state.py), which gives the
 same integer clocks as running them.
 """
 
@@ -30,6 +30,8 @@ from typing import NamedTuple
 
 import numba
 import numpy as np
+
+from simulators.analytical._steady_state import counts, jump, recurs, reference
 
 GPIPE, ONE_F_ONE_B, INTERLEAVED, ZB_H1 = 0, 1, 2, 3
 SCHEDULES = {"gpipe": GPIPE, "1f1b": ONE_F_ONE_B, "interleaved": INTERLEAVED, "zb-h1": ZB_H1}
@@ -145,129 +147,6 @@ def _numbering(pp, v, m):
 
 
 @numba.njit(cache=True)
-def _counts(j, warm, total):
-    """Forwards and backwards a stage has run after its first j operations (see _operation)."""
-    if j <= warm:
-        return j, 0
-    r = j - warm
-    if r <= 2 * (total - warm):
-        return warm + (r + 1) // 2, r // 2
-    return total, r - (total - warm)
-
-
-@numba.njit(cache=True)
-def _live(pp, v, total, warm, ptr, mb_of, chunk_of, f_end, b_end, nf, nb, out, at, origin, dn, dt):
-    """Visit the end times still to be read: each stage's forwards the next virtual stage has not
-    run yet, and its backwards the previous one has not. With dn == 0, write them less `origin`
-    into out[at:] and return the new end (-1 if out is full); else move each by dn forward
-    indices and dt ns (the jump over repeating periods), latest first so none is overwritten
-    before it is read."""
-    for s in range(pp):
-        nf[s], nb[s] = _counts(ptr[s], warm[s], total)
-    for s in range(pp):
-        for kind in range(2):
-            if kind == _F:
-                lo = nf[s + 1] if s < pp - 1 else (max(0, nf[0] - pp) if v > 1 else nf[s])
-                hi = nf[s]
-            else:
-                lo = nb[s - 1] if s > 0 else (max(0, nb[pp - 1] - pp) if v > 1 else nb[s])
-                hi = nb[s]
-            ends = f_end if kind == _F else b_end
-            for n in range(hi - 1, lo - 1, -1):
-                chunk = chunk_of[n] if kind == _F else v - 1 - chunk_of[n]
-                if dn == 0:
-                    if at >= len(out):
-                        return -1
-                    out[at] = ends[chunk * pp + s, mb_of[n]] - origin
-                    at += 1
-                else:
-                    ends[chunk * pp + s, mb_of[n + dn]] = ends[chunk * pp + s, mb_of[n]] + dt
-    return at
-
-
-@numba.njit(cache=True)
-def _reference(pp, warm, mb_of):
-    """Arrays for _recurs: the reference state (row: clocks less stage 0's, blocked flags, then
-    _live), its pointers and deferred Ws, scratch for the state it is compared with, and
-    [length, stage 0 clock, snapshots since (the caller counts), snapshots before the reference
-    moves on]."""
-    width = 2 * pp + 4 * (warm[0] + pp) + 8
-    return (
-        np.empty(width, dtype=np.int64),
-        np.empty(pp, dtype=np.int64),
-        np.empty(pp, dtype=np.int64),
-        np.empty(width, dtype=np.int64),
-        np.empty(pp, dtype=np.int64),
-        np.empty(pp, dtype=np.int64),
-        np.zeros(4, dtype=np.int64),
-    )
-
-
-@numba.njit(cache=True)
-def _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, row):
-    """Write the state into row; its length, -1 if it does not fit."""
-    for t in range(pp):
-        row[t] = clock[t] - clock[0]
-        row[pp + t] = blocked[t]
-    return _live(
-        pp, v, len(mb_of), warm, ptr, mb_of, chunk_of, f_end, b_end, ref[4], ref[5], row, 2 * pp, clock[0], 0, 0
-    )
-
-
-@numba.njit(cache=True)
-def _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, blocked, ref):
-    """Snapshots since the reference if the state now repeats it, shifted in time and with every
-    pointer the same number of operations on (deferred Ws and blocked flags equal); else 0.
-    The reference moves to the newest state
-    after 1, 2, 4, ... snapshots (Brent's cycle detection): a period of any length is found
-    once the reference lies past the transient, for one comparison per snapshot, and most
-    comparisons stop at the first clock."""
-    row, ptrs, pend, scratch, _, _, info = ref
-    if info[3] > 0:
-        same = True
-        for t in range(pp):
-            same = same and ptr[t] - ptrs[t] == ptr[0] - ptrs[0] and clock[t] - clock[0] == row[t]
-            same = same and blocked[t] == row[pp + t] and pending_w[t] == pend[t]
-            if not same:
-                break
-        if same and _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, scratch) == info[0]:
-            for i in range(info[0]):
-                same = same and scratch[i] == row[i]
-            if same:
-                return info[2]
-    if info[2] >= info[3]:
-        info[0] = _state(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, blocked, ref, row)
-        info[1], info[2], info[3] = clock[0], 0, max(1, 2 * info[3])
-        if info[0] < 0:
-            info[3] = 0
-        for t in range(pp):
-            ptrs[t], pend[t] = ptr[t], pending_w[t]
-    return 0
-
-
-@numba.njit(cache=True)
-def _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref):
-    """Repeat the stretch since the reference as often as every operation it looks at stays in
-    its stage's steady phase (operation ptr + jumps * step < 2 total - warm): move pointers,
-    clocks and the end times still to be read on. Returns the operations each stage moved on
-    (0 if there is no room for one stretch)."""
-    row, ptrs, _, _, _, _, info = ref
-    total = len(mb_of)
-    step = ptr[0] - ptrs[0]
-    jumps = total
-    for t in range(pp):
-        jumps = min(jumps, (2 * total - warm[t] - 1 - ptr[t]) // step)
-    if jumps <= 0:
-        return 0
-    dt = jumps * (clock[0] - info[1])
-    _live(pp, v, total, warm, ptr, mb_of, chunk_of, f_end, b_end, ref[4], ref[5], row, 0, 0, jumps * step // 2, dt)
-    for t in range(pp):
-        ptr[t] += jumps * step
-        clock[t] += dt
-    return jumps * step
-
-
-@numba.njit(cache=True)
 def _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit):
     """Run every stage up to operation limit[s] (limits must close over inputs). An operation
     starts at max(stage free, inputs arrived), whatever order the stages are visited in. A stage
@@ -321,7 +200,7 @@ def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_e
     round comes from the round or an earlier one, so a round's end state (clocks and end times
     still to be read) determines every later round, and the update max(free, input + send) +
     duration is shift-invariant: once that state repeats exactly, shifted by c ns after d
-    rounds, each later d rounds repeat it. Jump over them (_jump), then run the cool-down."""
+    rounds, each later d rounds repeat it. Jump over them (_steady_state.jump), then run the cool-down."""
     total = m * v
     ptr = np.zeros(pp, dtype=np.int64)
     limit = np.empty(pp, dtype=np.int64)
@@ -330,15 +209,15 @@ def _run_in_order(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_e
     for s in range(pp):
         rounds = min(rounds, (total - warm[s] - s) // pairs)
     if rounds >= 3:
-        ref = _reference(pp, warm, mb_of)
+        ref = reference(pp, warm, mb_of)
         never = np.zeros(pp, dtype=np.int64)  # no deferred Ws, no blocked flags
         for r in range(rounds + 1):
             for s in range(pp):
                 limit[s] = warm[s] + 2 * (r * pairs + s)
             _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit)
             ref[6][2] += 1
-            if _recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, never, ref):
-                _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref)
+            if recurs(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, never, never, ref):
+                jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref)
                 break
     limit[:] = 2 * total
     _advance(pp, v, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, f_end, b_end, clock, ptr, limit)
@@ -352,14 +231,14 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
     keeps the same number of micro-batches in flight (Qi et al. 2024, Sec. 2.1). The stage with
     the earliest clock acts first (ties: the lowest index), so the choice of what fills a stall
     is deterministic. Every decision compares clocks, end times and counts, so it is
-    shift-invariant: once the whole state repeats (_recurs), jump over the repeats while every
+    shift-invariant: once the whole state repeats (_steady_state.recurs), jump over the repeats while every
     stage stays steady."""
     ptr = np.zeros(pp, dtype=np.int64)
     pending_w = np.zeros(pp, dtype=np.int64)
     in_flight = min(pp, m * v)
     blocked = np.zeros(pp, dtype=np.bool_)  # waiting for an input: only its producer clears it
     count = 2 * m * v  # operations per stage
-    ref = _reference(pp, warm, mb_of)
+    ref = reference(pp, warm, mb_of)
     row, info = ref[0], ref[6]
     jumping = count > 6 * pp  # room for a repeat and a jump
     remaining = count * pp
@@ -382,7 +261,7 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
         mb, g = mb_of[n], (chunk_of[n] if k == _F else v - 1 - chunk_of[n]) * pp + s
         if k == _F:
             ready = 0 if g == 0 else (-1 if f_end[g - 1, mb] < 0 else f_end[g - 1, mb] + send)
-            forwards, backwards = _counts(ptr[s], warm[s], m * v)
+            forwards, backwards = counts(ptr[s], warm[s], m * v)
             if forwards - backwards + pending_w[s] >= in_flight:  # one more would exceed: a W first
                 ready = -1
         else:
@@ -414,10 +293,10 @@ def _run_zero_bubble(pp, v, m, stages, send, warm, mb_of, chunk_of, f_ns, b_ns, 
                 blocked[consumer % pp] = False
             if jumping and s == 0 and k == _B:  # every stage has run a backward: all are steady
                 info[2] += 1  # a call costs more than several events: only where the last clock matches
-                if (info[2] >= info[3] or clock[pp - 1] - clock[0] == row[pp - 1]) and _recurs(
+                if (info[2] >= info[3] or clock[pp - 1] - clock[0] == row[pp - 1]) and recurs(
                     pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, pending_w, blocked, ref
                 ):
-                    remaining -= pp * _jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref)
+                    remaining -= pp * jump(pp, v, warm, mb_of, chunk_of, f_end, b_end, clock, ptr, ref)
                     jumping = False
 
 
