@@ -258,16 +258,15 @@ def _chunked_gather_exposed(gather_s: np.ndarray, chunk_fwd_s: np.ndarray, vpp: 
     (megatron/core/pipeline_parallel/schedules.py, forward_backward_pipelining_with_interleaving:
     param_sync_func); the gathers of gather_s / vpp queue on one stream, and chunk c's first
     forward runs after c * spacing (pp) forwards. The stage waits for the latest of the chunks'
-    ends less the time it needs them, which shifts every later need alike."""
-    share = gather_s / vpp
-    end = share.copy()
-    exposed = share - chunk_fwd_s
-    for chunk in range(1, int(vpp.max(initial=1))):
-        live = chunk < vpp
-        dispatch = 0.0 if chunk == 1 else (chunk - 1) * spacing * chunk_fwd_s
-        end = np.where(live, np.maximum(end, dispatch) + share, end)
-        exposed = np.where(live, np.maximum(exposed, end - (chunk * spacing + 1) * chunk_fwd_s), exposed)
-    return np.maximum(0.0, exposed)
+    ends less the time it needs them (by the end of that forward), which shifts every later need
+    alike. Chunk c's end is the latest over j <= c of dispatch_j + (c - j + 1) * share, so each
+    lateness is linear in c for a given j and the latest is at an end: chunk 0 (share - f), the
+    last chunk queued behind chunk 0 (v share - ((v - 1) pp + 1) f) or behind chunk 2's dispatch
+    ((v - 2) share - ((v - 2) pp + 1) f, for v >= 3)."""
+    share, f = gather_s / vpp, chunk_fwd_s
+    from_start = vpp * share - ((vpp - 1) * spacing + 1) * f
+    from_third = np.where(vpp >= 3, (vpp - 2) * share - ((vpp - 2) * spacing + 1) * f, -np.inf)
+    return np.maximum(0.0, np.maximum(share - f, np.maximum(from_start, from_third)))
 
 
 # Breakdown parts are differences of sums of many event times; their round-off is a few ulps of

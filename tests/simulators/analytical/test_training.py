@@ -312,3 +312,19 @@ def test_interleaved_parameter_gathers_queue_per_chunk_as_megatron_dispatches_th
 
     got = _chunked_gather_exposed(np.array([gather]), np.array([fwd]), np.array([vpp]), np.array([pp]))
     assert got.tolist() == pytest.approx([exposed])
+
+
+def test_the_gather_closed_form_equals_the_chunks_queued_one_by_one():
+    """Against the queue itself: chunks 0 and 1 dispatched at 0, chunk c at (c - 1) * pp
+    forwards, each gather after the one before, chunk c late by its end less (c pp + 1) f."""
+    from simulators.analytical._training import _chunked_gather_exposed
+
+    rng = np.random.default_rng(7)
+    gather, fwd = rng.uniform(0, 10, 400), rng.uniform(0.01, 2, 400)
+    vpp, pp = rng.integers(1, 13, 400), rng.integers(1, 17, 400)
+    for g, f, v, p, got in zip(gather, fwd, vpp, pp, _chunked_gather_exposed(gather, fwd, vpp, pp)):
+        end, late = 0.0, 0.0
+        for chunk in range(v):
+            end = max(end, 0.0 if chunk < 2 else (chunk - 1) * p * f) + g / v
+            late = max(late, end - (chunk * p + 1) * f)
+        assert got == pytest.approx(late, abs=1e-12)
