@@ -12,30 +12,21 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 import numpy as np
+from training_speed import SPEC, valid_candidates
 
 import simulators.analytical._training as training
-from dse.errors import PlanError
 from dse.evaluation.space import SearchSpace
 from dse.spec import load_study
 from dse.study import resolve_study
 from simulators.analytical import simulate_training_batch
 from simulators.analytical._timeline import SCHEDULES, PipelineBatch, simulate_pipelines
 
-SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"
-
 
 def sweep_batch() -> PipelineBatch:
     """The PipelineBatch simulate_training_batch builds for every valid plan of the spec."""
-    space = SearchSpace.from_study(resolve_study(load_study(SPEC)))
-    candidates = []
-    for params in space.grid():
-        try:
-            candidates.append(space.candidate(params))
-        except PlanError:
-            pass
+    candidates = valid_candidates(SearchSpace.from_study(resolve_study(load_study(SPEC))))
     seen = []
 
     def record(batch):

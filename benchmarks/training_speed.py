@@ -28,6 +28,17 @@ CALCULON_S = (14e-3, 38e-3)
 SPEC = Path(__file__).resolve().parents[1] / "search_spaces" / "llama70b.yaml"
 
 
+def valid_candidates(space: SearchSpace, points=None) -> list:
+    """Every plan of the space's grid (or of `points`) that can be built, as the search builds it."""
+    candidates = []
+    for params in space.grid() if points is None else points:
+        try:
+            candidates.append(space.candidate(params))
+        except PlanError:
+            pass
+    return candidates
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--limit", type=int, default=None, help="time only the first N valid plans")
@@ -35,12 +46,7 @@ def main() -> None:
     space = SearchSpace.from_study(resolve_study(load_study(SPEC)))
     start = time.perf_counter()
     points = space.grid()
-    candidates = []
-    for params in points:
-        try:
-            candidates.append(space.candidate(params))
-        except PlanError:
-            pass
+    candidates = valid_candidates(space, points)
     build_s = time.perf_counter() - start
     candidates = candidates[: args.limit]
     simulate_training_batch(candidates[:8])  # compile / load the cached kernels
